@@ -1,0 +1,69 @@
+"""λ-correlated noise of DP-λCGD (seed 004, Alg. 1 line 10).
+
+    ξ_t = w_t − λ w_{t−1},   w_{−1} = 0,   0 ≤ λ < 1.
+
+The decoder M is lower bidiagonal (1 on the diagonal, −λ below it) and the encoder C = M⁻¹ is the
+lower-triangular Toeplitz matrix C[t, u] = λ^{t−u} (seed 004 App. F.1). Its largest column is the
+first, so a single participation over T steps has sensitivity
+
+    γ_T = ‖C[:, 0]‖₂ = sqrt((1 − λ^{2T}) / (1 − λ²))   (→ 1/sqrt(1 − λ²) as T → ∞).
+
+No history is stored: w_{t−1} is regenerated from the key, which costs one extra draw per step and
+zero model-sized buffers (the opake-style seed replay).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+
+from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.keys import NoiseKey, gaussian
+
+__all__ = ["LambdaCorrelatedNoise"]
+
+
+@dataclass(frozen=True)
+class LambdaCorrelatedNoise:
+    correlation: float
+    stream: str = "gradient"
+    name: ClassVar[str] = "lambda"
+    target: ClassVar[str] = "increment"
+
+    def __post_init__(self) -> None:
+        value = float(self.correlation)
+        if not (0.0 <= value < 1.0):
+            raise ValueError(f"correlation (lambda) must lie in [0, 1), got {self.correlation!r}")
+        object.__setattr__(self, "correlation", value)
+
+    def init(self, dim: int) -> NoiseState:
+        return NoiseState(dim=check_dim(dim))
+
+    def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
+        noise = gaussian(key, state.step, self.stream, state.dim)
+        if state.step > 0 and self.correlation != 0.0:
+            noise -= self.correlation * gaussian(key, state.step - 1, self.stream, state.dim)
+        return noise, replace(state, step=state.step + 1)
+
+    def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
+        return NoiseState(dim=check_dim(dim), step=int(step))
+
+    def sensitivity(self, num_steps: int) -> float:
+        num_steps = check_steps(num_steps)
+        lam2 = self.correlation**2
+        if lam2 == 0.0:
+            return 1.0
+        return math.sqrt(-math.expm1(num_steps * math.log(lam2)) / (1.0 - lam2))
+
+    def noise_matrix(self, num_steps: int) -> np.ndarray:
+        num_steps = check_steps(num_steps)
+        return np.eye(num_steps) - self.correlation * np.eye(num_steps, k=-1)
+
+    def memory_floats(self, dim: int, num_steps: int) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return f"lambda-correlated noise (DP-lambda-CGD), lambda={self.correlation:g}"

@@ -1,0 +1,46 @@
+"""Independent Gaussian noise: plain DP-SGD (seed 001 Alg. 1 with B = I).
+
+ξ_t = w_t with w_t ~ N(0, I_d) i.i.d.; decoder and encoder are the identity, so the sensitivity of a
+single participation is 1 for any number of steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+
+from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.keys import NoiseKey, gaussian
+
+__all__ = ["IndependentNoise"]
+
+
+@dataclass(frozen=True)
+class IndependentNoise:
+    stream: str = "gradient"
+    name: ClassVar[str] = "independent"
+    target: ClassVar[str] = "increment"
+
+    def init(self, dim: int) -> NoiseState:
+        return NoiseState(dim=check_dim(dim))
+
+    def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
+        return gaussian(key, state.step, self.stream, state.dim), replace(state, step=state.step + 1)
+
+    def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
+        return NoiseState(dim=check_dim(dim), step=int(step))
+
+    def sensitivity(self, num_steps: int) -> float:
+        check_steps(num_steps)
+        return 1.0
+
+    def noise_matrix(self, num_steps: int) -> np.ndarray:
+        return np.eye(check_steps(num_steps))
+
+    def memory_floats(self, dim: int, num_steps: int) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return "independent Gaussian noise (DP-SGD)"

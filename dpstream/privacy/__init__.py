@@ -1,0 +1,60 @@
+"""Exact privacy accounting: Gaussian DP, events, accountants, calibration and the lake ledger."""
+
+from __future__ import annotations
+
+from dpstream.privacy.accountant import GdpAccountant, PldAccountant, UnsupportedEventError, event_mu
+from dpstream.privacy.calibrate import NoiseCalibration, calibrate_clipped_sum, calibrate_gaussian
+from dpstream.privacy.events import (
+    ComposedEvent,
+    DisjointUnionEvent,
+    GaussianEvent,
+    MatrixMechanismEvent,
+    PoissonSampledGaussianEvent,
+    PrivacyEvent,
+    SelfComposedEvent,
+)
+from dpstream.privacy.gdp import (
+    compose_mu,
+    delta_for_epsilon,
+    epsilon_for_delta,
+    mu_for_epsilon_delta,
+    mu_from_rho,
+    rho_from_mu,
+    zcdp_epsilon,
+    zcdp_epsilon_bun_steinke,
+    zcdp_rho_for_epsilon,
+)
+from dpstream.privacy.ledger import BudgetExceededError, LakeLedger, Ledger, LedgerEntry, LifetimeBudget
+from dpstream.privacy.relation import NeighbouringRelation
+
+__all__ = [
+    "NeighbouringRelation",
+    "PrivacyEvent",
+    "GaussianEvent",
+    "MatrixMechanismEvent",
+    "ComposedEvent",
+    "SelfComposedEvent",
+    "DisjointUnionEvent",
+    "PoissonSampledGaussianEvent",
+    "GdpAccountant",
+    "PldAccountant",
+    "UnsupportedEventError",
+    "event_mu",
+    "NoiseCalibration",
+    "calibrate_gaussian",
+    "calibrate_clipped_sum",
+    "delta_for_epsilon",
+    "epsilon_for_delta",
+    "mu_for_epsilon_delta",
+    "compose_mu",
+    "rho_from_mu",
+    "mu_from_rho",
+    "zcdp_epsilon",
+    "zcdp_epsilon_bun_steinke",
+    "zcdp_rho_for_epsilon",
+    "Ledger",
+    "LakeLedger",
+    "LedgerEntry",
+    "LifetimeBudget",
+    "BudgetExceededError",
+]

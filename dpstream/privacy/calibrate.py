@@ -1,0 +1,104 @@
+"""Noise calibration: from a target (ε, δ) to the noise a mechanism must add.
+
+For a Gaussian mechanism, or a matrix mechanism with single participation, the released stream is
+μ-GDP with μ = Δ·γ/s (Δ the row sensitivity under the relation, γ the largest column norm of the
+encoder, s the noise std; seed 001 App. A.1). The least noise meeting (ε, δ) is therefore
+
+    s = Δ·γ / μ*(ε, δ),
+
+with μ*(ε, δ) the exact inverse of δ(ε; μ) (``gdp.mu_for_epsilon_delta``). ``NoiseCalibration``
+carries the result in the Opacus convention ``noise_multiplier = s / clip_norm`` plus the event the
+mechanism will release, so mechanism and accountant agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dpstream.privacy import gdp
+from dpstream.privacy.events import MatrixMechanismEvent
+from dpstream.privacy.relation import NeighbouringRelation
+
+__all__ = ["NoiseCalibration", "calibrate_gaussian", "calibrate_clipped_sum"]
+
+
+@dataclass(frozen=True)
+class NoiseCalibration:
+    epsilon: float
+    delta: float
+    mu: float
+    relation: NeighbouringRelation
+    row_sensitivity: float
+    max_column_norm: float
+    noise_std: float
+
+    def event(self, num_steps: int, label: str = "calibrated mechanism") -> MatrixMechanismEvent:
+        return MatrixMechanismEvent(
+            row_sensitivity=self.row_sensitivity,
+            noise_std=self.noise_std,
+            max_column_norm=self.max_column_norm,
+            num_steps=num_steps,
+            relation=self.relation,
+            label=label,
+        )
+
+
+def _check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    epsilon, delta = float(epsilon), float(delta)
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
+    return epsilon, delta
+
+
+def calibrate_gaussian(
+    epsilon: float,
+    delta: float,
+    sensitivity: float,
+    *,
+    max_column_norm: float = 1.0,
+    relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE,
+) -> NoiseCalibration:
+    """Noise std so that a release with row ``sensitivity`` (already under ``relation``) and encoder
+    column norm ``max_column_norm`` is exactly (ε, δ)-DP."""
+    epsilon, delta = _check_budget(epsilon, delta)
+    sensitivity, max_column_norm = float(sensitivity), float(max_column_norm)
+    if not math.isfinite(sensitivity) or sensitivity <= 0:
+        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    if not math.isfinite(max_column_norm) or max_column_norm <= 0:
+        raise ValueError(f"max_column_norm must be a finite number > 0, got {max_column_norm!r}")
+    mu = gdp.mu_for_epsilon_delta(epsilon, delta)
+    return NoiseCalibration(
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        relation=NeighbouringRelation.parse(relation),
+        row_sensitivity=sensitivity,
+        max_column_norm=max_column_norm,
+        noise_std=sensitivity * max_column_norm / mu,
+    )
+
+
+def calibrate_clipped_sum(
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    *,
+    max_column_norm: float = 1.0,
+    relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE,
+) -> NoiseCalibration:
+    """Calibrate noise for sums of per-record contributions clipped to ``clip_norm``.
+
+    The sensitivity is 2·clip_norm under replace-one and clip_norm under zero-out.
+    ``noise_std / clip_norm`` is the noise multiplier in the Opacus convention.
+    """
+    relation = NeighbouringRelation.parse(relation)
+    return calibrate_gaussian(
+        epsilon,
+        delta,
+        relation.clipped_sum_sensitivity(clip_norm),
+        max_column_norm=max_column_norm,
+        relation=relation,
+    )

@@ -1,0 +1,262 @@
+"""A persistent privacy ledger per lake: lifetime budget, every run's spend, refusal when exhausted.
+
+Layout under the ledger URL (local path or ``s3://``), one folder per lake fingerprint::
+
+    <root>/<fingerprint>/budget.json          lifetime budget (ε, δ, relation), written once
+    <root>/<fingerprint>/runs/<run_id>.json   one entry per run: reserved, then committed
+
+Runs compose exactly: every dpstream run is a μ_i-GDP mechanism under the ledger's relation, so the
+lake's cumulative guarantee is sqrt(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3) and the lifetime
+budget (ε, δ) is the cap μ_max = μ*(ε, δ).
+
+Protocol (no locks, safe on S3):
+
+1. ``reserve(run_id, mu)`` refuses if the entries already recorded plus ``mu`` exceed μ_max; else it
+   writes ``runs/<run_id>.json`` with one atomic PUT and *then* re-reads all entries. If the total it
+   now sees exceeds μ_max it deletes its own new entry and refuses. Of two racing runs the one that
+   lists second sees both, so the cap can never be exceeded; at worst both refuse and are retried.
+2. Reserving an existing run id with the same μ returns the existing entry: a retried or resumed
+   run is charged once. The same id with a different μ is refused.
+3. ``commit(run_id)`` marks the entry complete. A crashed run keeps its reservation: what was
+   released is spent, whether or not the run finished.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dpstream.privacy import gdp
+from dpstream.privacy.relation import NeighbouringRelation
+from dpstream.storage import open_url, read_json, write_json_atomic
+
+__all__ = ["BudgetExceededError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
+
+
+class BudgetExceededError(RuntimeError):
+    """A run would take a lake past its lifetime privacy budget."""
+
+
+def _check_name(kind: str, value: str) -> str:
+    if not isinstance(value, str) or not _SAFE_NAME.match(value):
+        raise ValueError(
+            f"{kind} must be 1-128 characters of letters, digits, '.', '_' or '-' "
+            f"(starting with a letter or digit), got {value!r}"
+        )
+    return value
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class LifetimeBudget:
+    epsilon: float
+    delta: float
+    relation: NeighbouringRelation = NeighbouringRelation.REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(float(self.epsilon)) or float(self.epsilon) <= 0:
+            raise ValueError(f"lifetime epsilon must be a finite number > 0, got {self.epsilon!r}")
+        if not 0.0 < float(self.delta) < 1.0:
+            raise ValueError(f"lifetime delta must lie in (0, 1), got {self.delta!r}")
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "delta", float(self.delta))
+        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+
+    @property
+    def mu(self) -> float:
+        return gdp.mu_for_epsilon_delta(self.epsilon, self.delta)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "relation": self.relation.value}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> "LifetimeBudget":
+        return cls(document["epsilon"], document["delta"], document["relation"])
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    run_id: str
+    mu: float
+    relation: str
+    status: str  # "reserved" | "committed"
+    mechanism: str
+    reserved_at: str
+    committed_at: str | None = None
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> "LedgerEntry":
+        return cls(**{name: document.get(name) for name in cls.__dataclass_fields__})
+
+
+class LakeLedger:
+    """The ledger of one lake. Obtain it with ``Ledger(url).lake(fingerprint, budget)``."""
+
+    def __init__(self, fs: Any, root: str, fingerprint: str, budget: LifetimeBudget):
+        self._fs = fs
+        self._root = root
+        self.fingerprint = fingerprint
+        self.budget = budget
+
+    def _run_path(self, run_id: str) -> str:
+        return f"{self._root}/runs/{run_id}.json"
+
+    def entries(self) -> list[LedgerEntry]:
+        runs_dir = f"{self._root}/runs"
+        self._fs.invalidate_cache(runs_dir)
+        if not self._fs.exists(runs_dir):
+            return []
+        paths = sorted(p for p in self._fs.ls(runs_dir, detail=False) if p.endswith(".json"))
+        return [LedgerEntry.from_json(read_json(self._fs, p)) for p in paths]
+
+    def entry(self, run_id: str) -> LedgerEntry | None:
+        path = self._run_path(_check_name("run_id", run_id))
+        if not self._fs.exists(path):
+            return None
+        return LedgerEntry.from_json(read_json(self._fs, path))
+
+    def spent_mu(self) -> float:
+        return gdp.compose_mu(*(entry.mu for entry in self.entries()))
+
+    def spent_epsilon(self) -> float:
+        return gdp.epsilon_for_delta(self.budget.delta, self.spent_mu())
+
+    def remaining_mu(self) -> float:
+        """The largest μ a further run may spend: sqrt(μ_max² − Σ μ_i²)."""
+        return math.sqrt(max(0.0, self.budget.mu**2 - self.spent_mu() ** 2))
+
+    def _fits(self, total_mu: float) -> bool:
+        return total_mu <= self.budget.mu * (1.0 + _MU_SLACK)
+
+    def _refusal(self, run_id: str, mu: float, spent: float) -> BudgetExceededError:
+        would = gdp.epsilon_for_delta(self.budget.delta, gdp.compose_mu(spent, mu))
+        return BudgetExceededError(
+            f"run {run_id!r} needs mu={mu:.6g} but lake {self.fingerprint} has spent "
+            f"epsilon={gdp.epsilon_for_delta(self.budget.delta, spent):.4g} of its lifetime "
+            f"epsilon={self.budget.epsilon:g} at delta={self.budget.delta:g}; with this run it would "
+            f"reach epsilon={would:.4g}. Lower the run's epsilon (at most mu="
+            f"{math.sqrt(max(0.0, self.budget.mu**2 - spent**2)):.6g} remains) or raise the lake's "
+            "lifetime budget deliberately"
+        )
+
+    def reserve(self, run_id: str, mu: float, *, mechanism: str, relation: NeighbouringRelation | str) -> LedgerEntry:
+        """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent)."""
+        _check_name("run_id", run_id)
+        mu = float(mu)
+        if not math.isfinite(mu) or mu <= 0:
+            raise ValueError(f"mu must be a finite number > 0, got {mu!r}")
+        relation = NeighbouringRelation.parse(relation)
+        if relation is not self.budget.relation:
+            raise ValueError(
+                f"run {run_id!r} is accounted under {relation} but lake {self.fingerprint}'s ledger "
+                f"under {self.budget.relation}; use the same neighbouring relation for every run"
+            )
+        existing = self.entry(run_id)
+        if existing is not None:
+            if not math.isclose(existing.mu, mu, rel_tol=1e-12, abs_tol=0.0):
+                raise ValueError(
+                    f"run {run_id!r} is already charged mu={existing.mu:.6g}, not {mu:.6g}: a resumed "
+                    "run must use its original configuration; start a new run id instead"
+                )
+            return existing
+        others = self.spent_mu()
+        if not self._fits(gdp.compose_mu(others, mu)):
+            raise self._refusal(run_id, mu, others)
+        entry = LedgerEntry(
+            run_id=run_id,
+            mu=mu,
+            relation=relation.value,
+            status="reserved",
+            mechanism=mechanism,
+            reserved_at=_now(),
+        )
+        try:
+            write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
+        except FileExistsError:
+            return self.reserve(run_id, mu, mechanism=mechanism, relation=relation)
+        total = self.spent_mu()
+        if not self._fits(total):
+            self._fs.rm(self._run_path(run_id))
+            raise self._refusal(run_id, mu, math.sqrt(max(0.0, total**2 - mu**2)))
+        return entry
+
+    def commit(self, run_id: str) -> LedgerEntry:
+        """Mark a reserved run as completed. Committing twice is a no-op."""
+        entry = self.entry(run_id)
+        if entry is None:
+            raise KeyError(
+                f"run {run_id!r} has no reservation in lake {self.fingerprint}'s ledger; reserve before training"
+            )
+        if entry.status == "committed":
+            return entry
+        committed = LedgerEntry(**{**asdict(entry), "status": "committed", "committed_at": _now()})
+        write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
+        return committed
+
+    def statement(self) -> str:
+        entries = self.entries()
+        spent = gdp.compose_mu(*(e.mu for e in entries))
+        eps = gdp.epsilon_for_delta(self.budget.delta, spent) if spent > 0 else 0.0
+        return (
+            f"lake {self.fingerprint}: {len(entries)} run(s), spent epsilon={eps:.4g} of "
+            f"{self.budget.epsilon:g} at delta={self.budget.delta:g} ({self.budget.relation}; "
+            f"mu={spent:.4g} of {self.budget.mu:.4g})"
+        )
+
+
+class Ledger:
+    """The collection of per-lake ledgers under one URL."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        self.url = url
+        self._fs, self._root = open_url(url, storage_options)
+
+    def lake(self, fingerprint: str, budget: LifetimeBudget | None = None) -> LakeLedger:
+        """Open (and on first use create) the ledger of the lake with this fingerprint.
+
+        ``budget`` is required the first time; afterwards it must match the recorded one, so a
+        lifetime budget cannot be raised by accident.
+        """
+        _check_name("lake fingerprint", fingerprint)
+        root = f"{self._root}/{fingerprint}"
+        budget_path = f"{root}/budget.json"
+        if self._fs.exists(budget_path):
+            recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
+            if budget is not None and budget != recorded:
+                raise ValueError(
+                    f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "
+                    f"delta={recorded.delta:g} ({recorded.relation}); the requested "
+                    f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({budget.relation}) differs. "
+                    "Use the recorded budget, or change it explicitly with Ledger.set_budget"
+                )
+            return LakeLedger(self._fs, root, fingerprint, recorded)
+        if budget is None:
+            raise ValueError(
+                f"lake {fingerprint} has no ledger at {self.url} yet; pass its lifetime budget "
+                "(LifetimeBudget(epsilon, delta)) to create one"
+            )
+        try:
+            write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
+        except FileExistsError:
+            return self.lake(fingerprint, budget)
+        return LakeLedger(self._fs, root, fingerprint, budget)
+
+    def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
+        """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""
+        lake = self.lake(fingerprint, None) if self._fs.exists(f"{self._root}/{fingerprint}/budget.json") else None
+        if lake is not None and budget.relation is not lake.budget.relation and lake.entries():
+            raise ValueError(
+                f"lake {fingerprint} has runs accounted under {lake.budget.relation}; "
+                "its relation cannot change"
+            )
+        write_json_atomic(self._fs, f"{self._root}/{fingerprint}/budget.json", budget.to_json())
+        return LakeLedger(self._fs, f"{self._root}/{fingerprint}", fingerprint, budget)

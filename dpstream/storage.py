@@ -1,0 +1,89 @@
+"""Atomic small-object storage on any fsspec filesystem (local disk, ``file://``, ``s3://``).
+
+Ledgers, manifests and checkpoints are small documents that must never be seen half-written:
+
+* local filesystems: write a temporary file in the target directory, fsync it, then ``os.replace``
+  (overwrite) or ``os.link`` (exclusive create, fails if the target exists) — both atomic on POSIX;
+* object stores: one PUT of the complete object, which S3 makes visible atomically; exclusive
+  create uses a conditional PUT (``If-None-Match: *``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+__all__ = ["open_url", "is_local", "write_bytes_atomic", "write_json_atomic", "read_json"]
+
+
+def open_url(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """(filesystem, path) for a local path, ``file://`` or ``s3://`` URL."""
+    if not isinstance(url, (str, os.PathLike)) or not str(url).strip():
+        raise ValueError(f"expected a local path or URL such as s3://bucket/prefix, got {url!r}")
+    fs, path = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    return fs, path.rstrip("/") or path
+
+
+def is_local(fs: fsspec.AbstractFileSystem) -> bool:
+    return isinstance(fs, LocalFileSystem)
+
+
+def write_bytes_atomic(
+    fs: fsspec.AbstractFileSystem, path: str, data: bytes, *, exclusive: bool = False
+) -> None:
+    """Write ``data`` to ``path`` so readers see either the old object or the whole new one.
+
+    ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing object.
+    """
+    if is_local(fs):
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if exclusive:
+                os.link(tmp, path)  # atomic, and fails with FileExistsError if path exists
+            else:
+                os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return
+    if exclusive:
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except FileExistsError:
+            raise
+        except Exception as error:  # botocore wraps HTTP 412 in a generic OSError subclass
+            if "PreconditionFailed" in repr(error) or "412" in str(error):
+                raise FileExistsError(path) from error
+            raise
+    else:
+        fs.pipe_file(path, data)
+
+
+def write_json_atomic(
+    fs: fsspec.AbstractFileSystem, path: str, document: Any, *, exclusive: bool = False
+) -> None:
+    data = json.dumps(document, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+    write_bytes_atomic(fs, path, data, exclusive=exclusive)
+
+
+def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
+    with fs.open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path} is not valid JSON ({error.msg} at line {error.lineno}); "
+            "it was not written by dpstream or was edited by hand — restore it from a backup"
+        ) from None
