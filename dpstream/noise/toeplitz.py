@@ -28,16 +28,26 @@ import numpy as np
 from dpstream.noise.base import NoiseState, check_dim, check_steps
 from dpstream.noise.keys import NoiseKey, gaussian
 
-__all__ = ["ToeplitzNoise", "nu_coefficients", "inverse_coefficients", "nu_gamma_infinity"]
+__all__ = [
+    "ToeplitzNoise",
+    "nu_coefficients",
+    "nu_inverse_coefficients",
+    "inverse_coefficients",
+    "nu_gamma_infinity",
+]
 
 
 def nu_coefficients(nu: float, length: int) -> np.ndarray:
-    """β_0..β_{length−1} of ν-DP-FTRL (seed 001 Eq. 7), by the overflow-free recurrence."""
-    beta = np.empty(length)
-    beta[0] = 1.0
-    for t in range(1, length):
-        beta[t] = beta[t - 1] * (t - 1.5) / t * (1.0 - nu)
-    return beta
+    """β_0..β_{length−1} of ν-DP-FTRL (seed 001 Eq. 7): a running product of the recurrence
+    factors (t − 3/2)/t · (1 − ν), each of modulus < 1, so nothing overflows."""
+    factors = (np.arange(1, length) - 1.5) / np.arange(1, length) * (1.0 - nu)
+    return np.concatenate([[1.0], np.cumprod(factors)])
+
+
+def nu_inverse_coefficients(nu: float, length: int) -> np.ndarray:
+    """First column of the untruncated ν-DP-FTRL encoder: c_t = C(2t, t)/4^t · (1 − ν)^t."""
+    factors = (np.arange(1, length) - 0.5) / np.arange(1, length) * (1.0 - nu)
+    return np.concatenate([[1.0], np.cumprod(factors)])
 
 
 def inverse_coefficients(beta: np.ndarray, length: int) -> np.ndarray:
@@ -147,7 +157,10 @@ class ToeplitzNoise:
 
     def sensitivity(self, num_steps: int) -> float:
         num_steps = check_steps(num_steps)
-        inverse = inverse_coefficients(self.beta(num_steps), num_steps)
+        if self.nu is not None and (self.taps is None or self.taps >= num_steps):
+            inverse = nu_inverse_coefficients(self.nu, num_steps)  # closed form, O(T)
+        else:
+            inverse = inverse_coefficients(self.beta(num_steps), num_steps)  # O(T·taps)
         return float(np.sqrt(np.sum(inverse**2)))
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:

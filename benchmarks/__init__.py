@@ -1,0 +1,1 @@
+"""Benchmarks: `make bench` runs every module here and prints the tables recorded in BENCHMARKS.md."""

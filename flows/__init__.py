@@ -1,0 +1,1 @@
+"""Prefect control plane and the ``dpstream`` CLI."""

@@ -1,0 +1,40 @@
+"""Shared fixtures: a real S3 endpoint (moto server on 127.0.0.1) for storage tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+# The suite never talks to real AWS: credentials are dummies, instance metadata is off.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A moto S3 server bound to loopback for the whole session; stopped at the end."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def s3_bucket(s3_server):
+    """A fresh bucket; returns (s3://bucket, storage_options)."""
+    import s3fs
+
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server}}
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir(name)
+    return f"s3://{name}", options

@@ -1,0 +1,157 @@
+"""The per-lake ledger: budgets compose exactly, refusals are clear, retries charge once, races are safe."""
+
+import json
+import math
+import multiprocessing
+import os
+
+import pytest
+
+from dpstream.privacy import (
+    BudgetExceededError,
+    Ledger,
+    LifetimeBudget,
+    compose_mu,
+    epsilon_for_delta,
+    mu_for_epsilon_delta,
+)
+
+BUDGET = LifetimeBudget(epsilon=4.0, delta=1e-6)
+MU_MAX = mu_for_epsilon_delta(4.0, 1e-6)
+
+
+@pytest.fixture(params=["local", "s3"])
+def ledger_url(request, tmp_path):
+    if request.param == "local":
+        return str(tmp_path / "ledger"), None
+    url, options = request.getfixturevalue("s3_bucket")
+    return f"{url}/ledger", options
+
+
+def test_runs_compose_and_refuse_past_lifetime_budget(ledger_url):
+    url, options = ledger_url
+    lake = Ledger(url, options).lake("lake-abc123", BUDGET)
+    run_mu = MU_MAX / 2  # four such runs fit exactly: sqrt(4 · μ²/4) = μ_max
+    for n in range(4):
+        lake.reserve(f"run-{n}", run_mu, mechanism="dp-sgd", relation="replace-one")
+        lake.commit(f"run-{n}")
+    assert lake.spent_mu() == pytest.approx(MU_MAX)
+    assert lake.spent_epsilon() == pytest.approx(4.0, rel=1e-9)
+    with pytest.raises(BudgetExceededError) as refused:
+        lake.reserve("run-4", 0.01, mechanism="dp-sgd", relation="replace-one")
+    message = str(refused.value)
+    assert "lake-abc123" in message and "run-4" in message and "lifetime" in message
+    assert len(lake.entries()) == 4
+    # Re-opening (another process, a later day) sees the same spend.
+    again = Ledger(url, options).lake("lake-abc123")
+    assert again.spent_mu() == pytest.approx(MU_MAX)
+    assert {e.status for e in again.entries()} == {"committed"}
+
+
+def test_retry_is_charged_once(ledger_url):
+    url, options = ledger_url
+    lake = Ledger(url, options).lake("lake1", BUDGET)
+    first = lake.reserve("nightly-2026-11-21", 0.5, mechanism="ambssgd", relation="replace-one")
+    second = lake.reserve("nightly-2026-11-21", 0.5, mechanism="ambssgd", relation="replace-one")
+    assert first == second
+    assert lake.spent_mu() == pytest.approx(0.5)
+    lake.commit("nightly-2026-11-21")
+    lake.commit("nightly-2026-11-21")
+    assert lake.spent_mu() == pytest.approx(0.5)
+
+
+def test_crashed_run_stays_charged(ledger_url):
+    url, options = ledger_url
+    lake = Ledger(url, options).lake("lake1", BUDGET)
+    lake.reserve("crashed", 0.7, mechanism="srgd", relation="replace-one")  # never committed
+    reopened = Ledger(url, options).lake("lake1")
+    (entry,) = reopened.entries()
+    assert entry.status == "reserved"
+    assert reopened.spent_mu() == pytest.approx(0.7)
+    assert "spent epsilon" in reopened.statement()
+
+
+def test_same_run_id_with_other_spend_refused(tmp_path):
+    lake = Ledger(str(tmp_path)).lake("lake1", BUDGET)
+    lake.reserve("r1", 0.5, mechanism="x", relation="replace-one")
+    with pytest.raises(ValueError, match="already charged"):
+        lake.reserve("r1", 0.6, mechanism="x", relation="replace-one")
+
+
+def test_relation_and_budget_mismatch_refused(tmp_path):
+    ledger = Ledger(str(tmp_path))
+    lake = ledger.lake("lake1", BUDGET)
+    with pytest.raises(ValueError, match="same neighbouring relation"):
+        lake.reserve("r1", 0.5, mechanism="x", relation="zero-out")
+    with pytest.raises(ValueError, match="already has lifetime budget"):
+        ledger.lake("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6))
+    with pytest.raises(ValueError, match="no ledger"):
+        ledger.lake("other-lake")
+    raised = ledger.set_budget("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6))
+    assert raised.budget.epsilon == 8.0
+
+
+@pytest.mark.parametrize("name", ["", "../escape", "a/b", "x" * 200, ".hidden"])
+def test_unsafe_names_refused(tmp_path, name):
+    ledger = Ledger(str(tmp_path))
+    with pytest.raises(ValueError, match="fingerprint"):
+        ledger.lake(name, BUDGET)
+    with pytest.raises(ValueError, match="run_id"):
+        ledger.lake("ok", BUDGET).reserve(name, 0.1, mechanism="x", relation="replace-one")
+
+
+@pytest.mark.parametrize("bad", [dict(epsilon=0, delta=1e-6), dict(epsilon=1, delta=0), dict(epsilon=1, delta=1e-6, relation="add")])
+def test_bad_budget_values(bad):
+    with pytest.raises(ValueError):
+        LifetimeBudget(**bad)
+
+
+def test_corrupt_entry_named_in_error(tmp_path):
+    lake = Ledger(str(tmp_path)).lake("lake1", BUDGET)
+    lake.reserve("r1", 0.5, mechanism="x", relation="replace-one")
+    path = tmp_path / "lake1" / "runs" / "r1.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="r1.json"):
+        lake.spent_mu()
+
+
+def test_writes_leave_no_temporary_files(tmp_path):
+    lake = Ledger(str(tmp_path)).lake("lake1", BUDGET)
+    for n in range(3):
+        lake.reserve(f"r{n}", 0.2, mechanism="x", relation="replace-one")
+        lake.commit(f"r{n}")
+    names = [name for _, _, files in os.walk(tmp_path) for name in files]
+    assert sorted(names) == ["budget.json", "r0.json", "r1.json", "r2.json"]
+    document = json.loads((tmp_path / "lake1" / "runs" / "r0.json").read_text())
+    assert document["status"] == "committed" and document["mu"] == 0.2
+
+
+def _racer(url, run_id, mu, results):
+    lake = Ledger(url).lake("contended")
+    try:
+        lake.reserve(run_id, mu, mechanism="race", relation="replace-one")
+        results.put((run_id, "ok"))
+    except BudgetExceededError:
+        results.put((run_id, "refused"))
+
+
+def test_concurrent_runs_never_exceed_the_cap(tmp_path):
+    """Eight processes race for a budget that fits three runs: never more than three succeed."""
+    url = str(tmp_path)
+    Ledger(url).lake("contended", BUDGET)
+    run_mu = MU_MAX / math.sqrt(3)
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    racers = [context.Process(target=_racer, args=(url, f"racer-{n}", run_mu, results)) for n in range(8)]
+    for process in racers:
+        process.start()
+    for process in racers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    outcomes = dict(results.get(timeout=5) for _ in racers)
+    accepted = [run for run, outcome in outcomes.items() if outcome == "ok"]
+    assert 1 <= len(accepted) <= 3
+    lake = Ledger(url).lake("contended")
+    assert sorted(e.run_id for e in lake.entries()) == sorted(accepted)
+    assert lake.spent_mu() <= MU_MAX * (1 + 1e-12)
+    assert epsilon_for_delta(1e-6, compose_mu(*(run_mu for _ in accepted))) <= 4.0 + 1e-9

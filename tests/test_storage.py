@@ -1,0 +1,48 @@
+"""Atomic writes on local disk and S3 (moto server): replace, exclusive create, readable errors."""
+
+import pytest
+
+from dpstream.storage import open_url, read_json, write_bytes_atomic, write_json_atomic
+
+
+@pytest.fixture(params=["local", "s3"])
+def target(request, tmp_path):
+    if request.param == "local":
+        return open_url(str(tmp_path / "docs"))
+    url, options = request.getfixturevalue("s3_bucket")
+    return open_url(f"{url}/docs", options)
+
+
+def test_replace_and_exclusive_create(target):
+    fs, root = target
+    path = f"{root}/a.json"
+    write_json_atomic(fs, path, {"v": 1}, exclusive=True)
+    with pytest.raises(FileExistsError):
+        write_json_atomic(fs, path, {"v": 2}, exclusive=True)
+    assert read_json(fs, path) == {"v": 1}
+    write_json_atomic(fs, path, {"v": 3})
+    assert read_json(fs, path) == {"v": 3}
+
+
+def test_local_write_is_all_or_nothing(tmp_path):
+    fs, root = open_url(str(tmp_path))
+    write_bytes_atomic(fs, f"{root}/x.bin", b"old")
+
+
+    with pytest.raises(TypeError):
+        write_bytes_atomic(fs, f"{root}/x.bin", object())  # not bytes: nothing replaced
+    assert (tmp_path / "x.bin").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
+
+
+def test_invalid_json_error_names_file(tmp_path):
+    (tmp_path / "bad.json").write_text("[1, 2")
+    fs, root = open_url(str(tmp_path))
+    with pytest.raises(ValueError, match="bad.json"):
+        read_json(fs, f"{root}/bad.json")
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None])
+def test_bad_url(bad):
+    with pytest.raises(ValueError, match="expected a local path or URL"):
+        open_url(bad)
