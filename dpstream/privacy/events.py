@@ -130,7 +130,9 @@ def _common_relation(events: tuple[PrivacyEvent, ...]) -> NeighbouringRelation:
 
 
 @dataclass(frozen=True)
-class ComposedEvent(PrivacyEvent):
+class _EventGroup(PrivacyEvent):
+    """Events on the same relation, grouped; subclasses say how they combine."""
+
     events: tuple[PrivacyEvent, ...]
     relation: NeighbouringRelation = field(init=False)
 
@@ -138,6 +140,9 @@ class ComposedEvent(PrivacyEvent):
         object.__setattr__(self, "events", tuple(self.events))
         object.__setattr__(self, "relation", _common_relation(self.events))
 
+
+@dataclass(frozen=True)
+class ComposedEvent(_EventGroup):
     def describe(self) -> str:
         return "composition of [" + "; ".join(e.describe() for e in self.events) + "]"
 
@@ -159,14 +164,7 @@ class SelfComposedEvent(PrivacyEvent):
 
 
 @dataclass(frozen=True)
-class DisjointUnionEvent(PrivacyEvent):
-    events: tuple[PrivacyEvent, ...]
-    relation: NeighbouringRelation = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "events", tuple(self.events))
-        object.__setattr__(self, "relation", _common_relation(self.events))
-
+class DisjointUnionEvent(_EventGroup):
     def describe(self) -> str:
         return f"disjoint union of {len(self.events)} events (each record in one)"
 
