@@ -1,0 +1,168 @@
+"""What every algorithm shares: the plan of row spans, the privacy report, and the state-machine protocol.
+
+An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
+
+* ``plan(num_rows, dim)``: the steps and the disjoint row span of each (one pass, each row once);
+* ``init(plan)``: the initial state;
+* ``request(state, span, plan)``: what the workers must compute for that step (``StatsRequest``);
+* ``apply(state, span, stats, key, plan)``: the DP update from the merged statistics, adding the step's
+  noise, which is drawn from the noise key at that step and so identical on a retry;
+* ``result(state)`` and ``report(plan)``: the released parameters and the privacy report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from dpstream.models import BatchStats, StatsRequest
+from dpstream.noise import NoiseKey
+from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent
+
+__all__ = ["StepSpan", "Plan", "PrivacyReport", "Algorithm", "project_to_ball", "check_budget", "build_report"]
+
+
+@dataclass(frozen=True)
+class StepSpan:
+    """Rows [start, stop) of the shuffled order used by one step; ``stat_rows`` only for DP-AMBSSGD."""
+
+    step: int
+    gradient_rows: tuple[int, int]
+    stat_rows: tuple[int, int] | None = None
+
+    @property
+    def rows(self) -> int:
+        stat = 0 if self.stat_rows is None else self.stat_rows[1] - self.stat_rows[0]
+        return stat + self.gradient_rows[1] - self.gradient_rows[0]
+
+
+@dataclass(frozen=True)
+class Plan:
+    num_rows: int
+    dim: int
+    spans: tuple[StepSpan, ...]
+    rows_per_step: int
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.spans)
+
+    @property
+    def rows_used(self) -> int:
+        return sum(span.rows for span in self.spans)
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """Everything a user needs to state the guarantee; built from the events by the exact accountant."""
+
+    mechanism: str
+    relation: str
+    epsilon: float
+    delta: float
+    mu: float
+    noise_multiplier: float
+    sensitivity: float
+    steps: int
+    rows_per_step: int
+    accountant: str
+    events: str
+    clip_norms: tuple[float, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_markdown(self) -> str:
+        clip = (
+            f"{self.clip_norms[0]:.6g}" if len(set(self.clip_norms)) == 1 else
+            f"{min(self.clip_norms):.4g} to {max(self.clip_norms):.4g} (per step, DP outputs)"
+        ) if self.clip_norms else "n/a"
+        rows = [
+            ("mechanism", self.mechanism),
+            ("neighbouring relation", self.relation),
+            ("guarantee", f"({self.epsilon:.6g}, {self.delta:g})-DP; {self.mu:.6g}-GDP"),
+            ("noise multiplier (noise std / clip norm)", f"{self.noise_multiplier:.6g}"),
+            ("sensitivity γ_T of the noise process", f"{self.sensitivity:.6g}"),
+            ("steps × rows per step", f"{self.steps} × {self.rows_per_step}"),
+            ("clip norm", clip),
+            ("accountant", self.accountant),
+        ]
+        lines = ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+        return "\n".join(lines + [f"\n{note}" for note in self.notes])
+
+
+class Algorithm(Protocol):
+    name: str
+
+    def plan(self, num_rows: int, dim: int) -> Plan: ...
+
+    def init(self, plan: Plan, params: np.ndarray) -> Any: ...
+
+    def request(self, state: Any, span: StepSpan, plan: Plan) -> StatsRequest: ...
+
+    def apply(self, state: Any, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> Any: ...
+
+    def result(self, state: Any) -> np.ndarray: ...
+
+    def report(self, plan: Plan) -> PrivacyReport: ...
+
+
+def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None) -> np.ndarray:
+    """Euclidean projection onto B(center, radius); identity when radius is None."""
+    if radius is None:
+        return params
+    offset = params - center
+    norm = float(np.linalg.norm(offset))
+    return params if norm <= radius else center + offset * (radius / norm)
+
+
+def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    epsilon, delta = float(epsilon), float(delta)
+    if not math.isfinite(epsilon) or epsilon <= 0:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
+    return epsilon, delta
+
+
+def build_report(
+    *,
+    mechanism: str,
+    event: PrivacyEvent,
+    relation: NeighbouringRelation,
+    epsilon: float,
+    delta: float,
+    noise_multiplier: float,
+    sensitivity: float,
+    plan: Plan,
+    clip_norms: tuple[float, ...] = (),
+    notes: tuple[str, ...] = (),
+) -> PrivacyReport:
+    """Interpret the run's event with the exact accountant; refuse if it exceeds the requested ε."""
+    accountant = GdpAccountant(relation).compose(event)
+    achieved = accountant.get_epsilon(delta)
+    if achieved > epsilon * (1 + 1e-9):
+        raise ValueError(
+            f"this configuration spends epsilon={achieved:.6g} at delta={delta:g}, more than the requested "
+            f"epsilon={epsilon:g}; add noise or lower the number of releases"
+        )
+    return PrivacyReport(
+        mechanism=mechanism,
+        relation=relation.value,
+        epsilon=achieved,
+        delta=delta,
+        mu=accountant.mu,
+        noise_multiplier=noise_multiplier,
+        sensitivity=sensitivity,
+        steps=plan.num_steps,
+        rows_per_step=plan.rows_per_step,
+        accountant="exact Gaussian DP (closed-form δ(ε)), single pass without amplification",
+        events=event.describe(),
+        clip_norms=clip_norms,
+        notes=notes,
+    )

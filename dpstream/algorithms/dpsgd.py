@@ -1,0 +1,117 @@
+"""One-pass mini-batch DP-SGD with any noise process (seed 001 Alg. 1; seed 004 Alg. 1).
+
+Step t uses the next ``batch_size`` rows (disjoint, one pass) and releases
+
+    ĝ_t = Σ_{i∈batch t} clip(g_i, C) + s·ξ_t,     w_{t+1} = Π_{B(w_0, R)}(w_t − (η/b) ĝ_t),
+
+with ξ_t from the noise process (independent: DP-SGD; λ-correlated: DP-λCGD; Toeplitz: ν-DP-FTRL).
+The released stream is the matrix mechanism C·G + s·W with encoder C = M⁻¹, so with single
+participation it is μ-GDP with μ = Δ·γ_T/s, Δ = 2C (replace-one) or C (zero-out), γ_T the process's
+sensitivity over the T steps. The noise std s is calibrated by inverting the exact δ(ε; μ).
+The projection onto B(w_0, R) (seed 004, optional) is post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, project_to_ball
+from dpstream.models import BatchStats, StatsRequest
+from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
+from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum
+
+__all__ = ["DPSGD", "DPSGDState"]
+
+
+@dataclass(frozen=True)
+class DPSGDState:
+    step: int
+    params: np.ndarray
+    initial_params: np.ndarray
+    noise_state: NoiseState
+    average_sum: np.ndarray
+    average_count: int
+
+
+@dataclass(frozen=True)
+class DPSGD:
+    epsilon: float
+    delta: float
+    clip_norm: float
+    learning_rate: float
+    batch_size: int
+    noise: NoiseProcess = make_noise_process("independent")
+    relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    projection_radius: float | None = None
+    averaging: str = "last"  # "last" | "tail" (mean of the last half of the iterates)
+    name: str = "dpsgd"
+
+    def __post_init__(self) -> None:
+        check_budget(self.epsilon, self.delta)
+        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        for label, value in (("clip_norm", self.clip_norm), ("learning_rate", self.learning_rate)):
+            if not math.isfinite(float(value)) or float(value) <= 0:
+                raise ValueError(f"{label} must be a finite number > 0, got {value!r}")
+        if int(self.batch_size) < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.projection_radius is not None and not float(self.projection_radius) > 0:
+            raise ValueError(f"projection_radius must be > 0 or None, got {self.projection_radius!r}")
+        if self.averaging not in ("last", "tail"):
+            raise ValueError(f"averaging must be 'last' or 'tail', got {self.averaging!r}")
+        if self.noise.target != "increment":
+            raise ValueError(f"DP-SGD adds noise to each step; {self.noise.describe()} adds it to prefix sums")
+
+    def plan(self, num_rows: int, dim: int) -> Plan:
+        batch = int(self.batch_size)
+        if batch > num_rows:
+            raise ValueError(f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N")
+        steps = num_rows // batch
+        spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
+        calibration = calibrate_clipped_sum(
+            self.epsilon, self.delta, self.clip_norm, max_column_norm=self.noise.sensitivity(steps), relation=self.relation
+        )
+        return Plan(num_rows, dim, spans, batch, {"noise_std": calibration.noise_std, "calibration": calibration})
+
+    def init(self, plan: Plan, params: np.ndarray) -> DPSGDState:
+        params = np.array(params, dtype=np.float64)
+        return DPSGDState(0, params, params.copy(), self.noise.init(params.size), np.zeros_like(params), 0)
+
+    def request(self, state: DPSGDState, span: StepSpan, plan: Plan) -> StatsRequest:
+        return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
+
+    def apply(self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> DPSGDState:
+        noise, noise_state = self.noise.next(key, state.noise_state)
+        released = stats.clipped_sums[0] + plan.details["noise_std"] * noise
+        params = state.params - (self.learning_rate / self.batch_size) * released
+        params = project_to_ball(params, state.initial_params, self.projection_radius)
+        in_tail = state.step + 1 > plan.num_steps // 2
+        return replace(
+            state,
+            step=state.step + 1,
+            params=params,
+            noise_state=noise_state,
+            average_sum=state.average_sum + params if in_tail else state.average_sum,
+            average_count=state.average_count + int(in_tail),
+        )
+
+    def result(self, state: DPSGDState) -> np.ndarray:
+        if self.averaging == "tail" and state.average_count:
+            return state.average_sum / state.average_count
+        return state.params
+
+    def report(self, plan: Plan) -> PrivacyReport:
+        calibration = plan.details["calibration"]
+        return build_report(
+            mechanism=f"one-pass DP-SGD with {self.noise.describe()}",
+            event=calibration.event(plan.num_steps, label=self.noise.describe()),
+            relation=self.relation,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=calibration.noise_std / self.clip_norm,
+            sensitivity=calibration.max_column_norm,
+            plan=plan,
+            clip_norms=(float(self.clip_norm),),
+        )

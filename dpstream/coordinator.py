@@ -1,0 +1,110 @@
+"""The coordinator loop and the in-memory executor.
+
+``run`` drives any algorithm (DP-AMBSSGD, DP-SGD with any noise process, Accelerated-DP-SRGD) over an
+executor: for each planned step it sends the algorithm's request, receives the merged ``BatchStats``
+and applies the DP update. The executor decides where rows live; ``InMemoryExecutor`` reads an
+iterator of (X, y) blocks once, in order, so a Dask array or a generator of blocks streams through
+without being materialised. The Dask executor of ``pipelines`` implements the same ``compute``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Protocol
+
+import numpy as np
+
+from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
+from dpstream.models import GLM, BatchStats, StatsRequest
+from dpstream.noise import NoiseKey
+
+__all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
+
+
+class Executor(Protocol):
+    def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats: ...
+
+
+class RowStream:
+    """Consecutive row ranges from an iterator of (X, y) blocks, read once and in order."""
+
+    def __init__(self, blocks: Iterable[tuple[Any, Any]]):
+        self._blocks: Iterator[tuple[Any, Any]] = iter(blocks)
+        self._X: np.ndarray | None = None
+        self._y: np.ndarray | None = None
+        self._block_start = 0  # global index of the first row of the current block
+        self._position = 0  # global index of the next unread row
+
+    def _next_block(self) -> bool:
+        try:
+            X, y = next(self._blocks)
+        except StopIteration:
+            return False
+        if self._X is not None:
+            self._block_start += self._X.shape[0]
+        self._X, self._y = np.asarray(X), np.asarray(y)
+        if self._X.ndim != 2 or self._y.shape != (self._X.shape[0],):
+            raise ValueError(f"each block must be X of shape (rows, features) and y of shape (rows,), got {self._X.shape} and {self._y.shape}")
+        return True
+
+    def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Yield views covering rows [start, stop); rows before ``start`` are skipped (never reread)."""
+        if start < self._position:
+            raise ValueError(f"rows {start}..{stop} were already consumed: the stream is single-pass")
+        self._position = start
+        while self._position < stop:
+            end_of_block = self._block_start + (0 if self._X is None else self._X.shape[0])
+            if self._X is None or self._position >= end_of_block:
+                if not self._next_block():
+                    raise ValueError(f"the data ended at row {self._position}, before row {stop} the plan needs")
+                continue
+            lo = self._position - self._block_start
+            hi = min(stop, end_of_block) - self._block_start
+            yield self._X[lo:hi], self._y[lo:hi]
+            self._position = self._block_start + hi
+
+
+class InMemoryExecutor:
+    def __init__(self, model: GLM, blocks: Iterable[tuple[Any, Any]]):
+        self.model = model
+        self.stream = RowStream(blocks)
+
+    def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
+        stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
+        if span.stat_rows is not None:
+            for X, y in self.stream.take(*span.stat_rows):
+                stats = stats + self.model.block_stats(X, y, request, role="stat")
+        for X, y in self.stream.take(*span.gradient_rows):
+            stats = stats + self.model.block_stats(X, y, request, role="gradient")
+        return stats
+
+
+@dataclass
+class FitResult:
+    params: np.ndarray
+    report: PrivacyReport
+    state: Any
+    training_loss: list[float] = field(default_factory=list)  # per step, non-private: operator only
+
+
+def run(
+    algorithm: Algorithm,
+    executor: Executor,
+    *,
+    num_rows: int,
+    dim: int,
+    initial_params: np.ndarray,
+    key: NoiseKey,
+) -> FitResult:
+    plan = algorithm.plan(num_rows, dim)
+    report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
+    state = algorithm.init(plan, initial_params)
+    losses = []
+    for span in plan.spans:
+        stats = executor.compute(span, algorithm.request(state, span, plan))
+        state = algorithm.apply(state, span, stats, key, plan)
+        losses.append(stats.loss_sum / max(stats.row_count, 1))
+    clip_history = getattr(state, "clip_history", ())
+    if clip_history:
+        report = algorithm.report(plan, clip_history)
+    return FitResult(algorithm.result(state), report, state, losses)

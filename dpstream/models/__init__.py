@@ -1,0 +1,6 @@
+"""Models: per-example clipped statistics computed block by block, merged as a monoid."""
+
+from dpstream.models.glm import GLM, LinearRegressionModel, LogisticRegressionModel
+from dpstream.models.stats import BatchStats, StatsRequest
+
+__all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "BatchStats", "StatsRequest"]

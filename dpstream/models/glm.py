@@ -1,0 +1,142 @@
+"""Generalised linear models: per-example clipped statistics without per-example gradients.
+
+For a loss f(w; x, y) = φ(⟨x, w⟩, y) the per-example gradient is g_i = φ'(m_i, y_i) x_i with margin
+m_i = ⟨x_i, w⟩, so ‖g_i‖ = |φ'(m_i, y_i)|·‖x_i‖ and the clipped sum for clip norm C is one
+transposed product (ambssgd spec §5.1):
+
+    Σ_i clip(g_i, C) = Xᵀ (φ' ⊙ f),   f_i = min(1, C / (|φ'_i| ‖x_i‖))   (f_i = 1 when the norm is 0).
+
+Several candidate clip norms cost one GEMM instead of a GEMV. For SRGD (seed 003 §7.2) the clipped
+quantity is the weighted difference u_i = [η_t φ'(m_t) − η_{t−1} φ'(m_{t−1})] x_i, again a scalar
+times x_i, evaluated in the cancellation-safe form η_t(φ'(m_t) − φ'(m_{t−1})) + (η_t − η_{t−1})φ'(m_{t−1}).
+
+Precision: rows are processed in chunks of ``CHUNK_ROWS``; float32 data stay float32 inside a chunk's
+BLAS products (no copy of the block), and chunk results are accumulated in float64.
+
+Losses: squared loss φ(m, y) = (m − y)²/2 and logistic loss φ(m, y) = log(1 + exp(−y m)) with
+labels y ∈ {−1, +1} (estimators map {0, 1} or any two classes onto ±1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import expit, log1p
+
+from dpstream.models.stats import BatchStats, StatsRequest
+
+__all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
+
+CHUNK_ROWS = 4096
+
+
+def _clip_factors(norms: np.ndarray, clip_norms: np.ndarray) -> np.ndarray:
+    """(rows, len(clip_norms)) factors min(1, C_k / ‖g_i‖), 1 where ‖g_i‖ = 0."""
+    with np.errstate(divide="ignore"):
+        ratio = clip_norms[None, :] / norms[:, None]
+    return np.minimum(1.0, ratio)
+
+
+@dataclass(frozen=True)
+class GLM:
+    """Base class: subclasses give the loss φ and its derivative φ' in the margin."""
+
+    name: ClassVar[str] = "glm"
+
+    def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def num_params(self, num_features: int) -> int:
+        return num_features
+
+    def init_params(self, num_features: int) -> np.ndarray:
+        return np.zeros(num_features)
+
+    def predict_margin(self, X: np.ndarray, params: np.ndarray) -> np.ndarray:
+        return np.asarray(X) @ params.astype(X.dtype, copy=False)
+
+    def block_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient") -> BatchStats:
+        """Statistics of one block of rows.
+
+        ``role="gradient"`` fills the clipped sums (one per candidate clip norm); ``role="stat"``
+        fills the DP-STAT histogram of the requested statistic over ``request.thresholds``.
+        """
+        if role not in ("gradient", "stat"):
+            raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
+        X = np.asarray(X)
+        y = np.asarray(y)
+        if X.ndim != 2 or y.shape != (X.shape[0],):
+            raise ValueError(f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}")
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
+        X = X.astype(dtype, copy=False)
+        params = request.params.astype(dtype, copy=False)
+        previous = None if request.previous_params is None else request.previous_params.astype(dtype, copy=False)
+        clip_norms = request.clip_norms
+        stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
+        stats.row_count = X.shape[0]
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            chunk = X[start : start + CHUNK_ROWS]
+            labels = y[start : start + CHUNK_ROWS].astype(np.float64, copy=False)
+            margins = (chunk @ params).astype(np.float64)
+            scalars = self.derivative(margins, labels)
+            stats.loss_sum += float(self.loss(margins, labels).sum())
+            if previous is not None and request.previous_weight != 0.0:
+                previous_scalars = self.derivative((chunk @ previous).astype(np.float64), labels)
+                scalars = request.weight * (scalars - previous_scalars) + (
+                    request.weight - request.previous_weight
+                ) * previous_scalars
+            elif request.weight != 1.0:
+                scalars = request.weight * scalars
+            row_norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
+            gradient_norms = np.abs(scalars) * row_norms
+            if role == "stat":
+                values = np.abs(margins - labels) if request.statistic == "residual" else gradient_norms
+                stats.histogram += _cumulative_counts(values, request.thresholds)
+                continue
+            if len(clip_norms) == 1:
+                factors = _clip_factors(gradient_norms, clip_norms)[:, 0]
+                stats.clipped_sums[0] += chunk.T @ (scalars * factors).astype(dtype)
+                stats.clipped_rows[0] += int(np.count_nonzero(factors < 1.0))
+            else:
+                factors = _clip_factors(gradient_norms, clip_norms)
+                stats.clipped_sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T
+                stats.clipped_rows += np.count_nonzero(factors < 1.0, axis=0)
+        return stats
+
+
+def _cumulative_counts(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """counts[k] = #{i : values_i <= thresholds_k} for increasing thresholds, in O(n log K)."""
+    first = np.searchsorted(thresholds, values, side="left")  # values_i <= thresholds[k] iff k >= first_i
+    return np.cumsum(np.bincount(first, minlength=len(thresholds) + 1)[: len(thresholds)])
+
+
+@dataclass(frozen=True)
+class LinearRegressionModel(GLM):
+    """Squared loss φ(m, y) = (m − y)²/2; φ' = m − y (the residual)."""
+
+    name: ClassVar[str] = "linear"
+
+    def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return 0.5 * (margins - y) ** 2
+
+    def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return margins - y
+
+
+@dataclass(frozen=True)
+class LogisticRegressionModel(GLM):
+    """Logistic loss φ(m, y) = log(1 + e^{−y m}) for y ∈ {−1, +1}; φ' = −y σ(−y m)."""
+
+    name: ClassVar[str] = "logistic"
+
+    def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        z = -y * margins
+        return np.where(z > 0, z + log1p(np.exp(-np.abs(z))), log1p(np.exp(-np.abs(z))))
+
+    def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return -y * expit(-y * margins)
