@@ -10,7 +10,7 @@ without being materialised. The Dask executor of ``pipelines`` implements the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
@@ -95,7 +95,9 @@ def run(
     dim: int,
     initial_params: np.ndarray,
     key: NoiseKey,
+    on_step: Callable[[int, Any], None] | None = None,
 ) -> FitResult:
+    """Run every planned step; ``on_step(step, state)`` is called after each update (progress, tests)."""
     plan = algorithm.plan(num_rows, dim)
     report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
     state = algorithm.init(plan, initial_params)
@@ -104,6 +106,8 @@ def run(
         stats = executor.compute(span, algorithm.request(state, span, plan))
         state = algorithm.apply(state, span, stats, key, plan)
         losses.append(stats.loss_sum / max(stats.row_count, 1))
+        if on_step is not None:
+            on_step(span.step, state)
     clip_history = getattr(state, "clip_history", ())
     if clip_history:
         report = algorithm.report(plan, clip_history)

@@ -113,20 +113,26 @@ class DPAMBSSGD:
         return self.clip_safety * gammas
 
     def plan(self, num_rows: int, dim: int) -> Plan:
-        steps = int(self.num_steps) if self.num_steps is not None else max(1, round(4 * math.log(max(num_rows, 2))))
+        if num_rows < 2:
+            raise ValueError(f"too few rows for the plan: n_samples={num_rows}; DP-AMBSSGD needs at least 2 rows")
+        # Default T = round(4 ln N) (spec §2.4, c₁ = 4), but fewer when N is small: DP-STAT needs
+        # s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6) or its counts drown in noise.
+        alpha = self.noise_multiplier
+        rows_needed = math.ceil(10 * math.sqrt(self.levels) * alpha / self.stat_fraction)
+        default_steps = max(1, min(round(4 * math.log(num_rows)), num_rows // rows_needed))
+        steps = int(self.num_steps) if self.num_steps is not None else default_steps
         per_step = num_rows // steps
-        stat = int(per_step * self.stat_fraction)
+        stat = max(1, round(per_step * self.stat_fraction))
         grad = per_step - stat
-        if stat < 1 or grad < 1:
+        if grad < 1:
             raise ValueError(
-                f"too few rows for the plan: N={num_rows} over {steps} steps leaves {stat} stat and {grad} "
-                "gradient rows per step; use more rows or fewer steps (num_steps)"
+                f"too few rows for the plan: n_samples={num_rows} over {steps} steps leaves {stat} stat and "
+                f"{grad} gradient rows per step; use more rows or fewer steps (num_steps)"
             )
         spans = tuple(
             StepSpan(t, (t * per_step + stat, (t + 1) * per_step), (t * per_step, t * per_step + stat))
             for t in range(steps)
         )
-        alpha = self.noise_multiplier
         count_noise = math.sqrt(self.levels) * alpha
         learning_rate = self.learning_rate
         if learning_rate is None:

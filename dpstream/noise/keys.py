@@ -84,6 +84,12 @@ class NoiseKey:
     def __hash__(self) -> int:
         return hash(self.key_id)
 
+    def __copy__(self) -> "NoiseKey":
+        return self  # immutable: copies (e.g. scikit-learn's clone) share the key, never serialise it
+
+    def __deepcopy__(self, memo: dict) -> "NoiseKey":
+        return self
+
     def __reduce__(self):
         raise TypeError(
             "NoiseKey cannot be pickled: it would leak the noise secret; checkpoints store it "

@@ -133,27 +133,27 @@ class ToeplitzNoise:
         step, window = state.step, self._window(state.step)
         current = gaussian(key, step, self.stream, state.dim)
         if self.history == "buffer":
-            past = state.history[: window - 1]
+            # history[0] holds the past draws as rows, most recent first.
+            past = state.history[0][: window - 1] if state.history else np.empty((0, state.dim))
         else:
-            past = tuple(gaussian(key, step - lag, self.stream, state.dim) for lag in range(1, window))
+            past = np.array([gaussian(key, step - lag, self.stream, state.dim) for lag in range(1, window)])
+            past = past.reshape(window - 1, state.dim)
         beta = self.beta(window)
-        noise = beta[0] * current
-        for lag, vector in enumerate(past, start=1):
-            noise += beta[lag] * vector
+        noise = beta[0] * current + (beta[1:] @ past if window > 1 else 0.0)
         if self.history == "buffer":
-            keep = None if self.taps is None else int(self.taps) - 1
-            new_history = ((current,) + past)[:keep]
+            keep = step + 1 if self.taps is None else int(self.taps) - 1
+            new_history = (np.concatenate([current[None, :], past])[:keep],) if keep > 0 else ()
         else:
             new_history = ()
         return noise, replace(state, step=step + 1, history=new_history)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
         dim, step = check_dim(dim), int(step)
-        if self.history == "replay" or step == 0:
-            return NoiseState(dim=dim, step=step)
         kept = step if self.taps is None else min(step, int(self.taps) - 1)
-        past = tuple(gaussian(key, step - lag, self.stream, dim) for lag in range(1, kept + 1))
-        return NoiseState(dim=dim, step=step, history=past)
+        if self.history == "replay" or kept == 0:
+            return NoiseState(dim=dim, step=step)
+        past = np.array([gaussian(key, step - lag, self.stream, dim) for lag in range(1, kept + 1)])
+        return NoiseState(dim=dim, step=step, history=(past,))
 
     def sensitivity(self, num_steps: int) -> float:
         num_steps = check_steps(num_steps)

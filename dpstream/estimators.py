@@ -1,0 +1,316 @@
+"""scikit-learn-style estimators: ``DPLinearRegression`` and ``DPLogisticRegression``.
+
+They accept NumPy arrays, pandas objects and Dask arrays or dataframes. Dask inputs are streamed one
+block at a time through a single pass (duck-typed through ``to_delayed``: ``dpstream`` does not import
+Dask). Every fit draws a fresh noise key from OS entropy unless ``noise_key`` is given, so two fits
+differ; ``privacy_report_`` states the guarantee of the fitted parameters.
+
+Features should be on a public scale (e.g. standardised with public statistics): clip norms, the
+DP-STAT bound and the default learning rates assume it. ``fit_intercept`` appends a public constant
+feature 1 to every row.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any, Iterator
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
+from dpstream.noise import NoiseKey, make_noise_process
+
+__all__ = ["DPLinearRegression", "DPLogisticRegression"]
+
+
+def _is_dask(obj: Any) -> bool:
+    return hasattr(obj, "__dask_graph__") and hasattr(obj, "to_delayed")
+
+
+def _as_2d_float(X: Any, name: str = "X") -> np.ndarray:
+    if hasattr(X, "to_numpy"):
+        X = X.to_numpy()
+    try:
+        array = np.asarray(X)
+    except Exception as error:  # pragma: no cover - exotic containers
+        raise ValueError(f"{name} could not be read as a numeric array: {error}") from None
+    if array.ndim == 1:
+        raise ValueError(f"{name} must be 2-d (rows, features), got a 1-d array; reshape with X.reshape(-1, 1)")
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (rows, features), got shape {array.shape}")
+    if array.dtype.kind not in "fiub":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be numeric, got dtype {array.dtype}") from None
+    if array.dtype not in (np.float32, np.float64):
+        array = array.astype(np.float64)
+    return array
+
+
+def _check_finite(block: np.ndarray, name: str, offset: int) -> None:
+    bad = ~np.isfinite(block)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0]) + offset
+        raise ValueError(f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit")
+
+
+class _DPGLMEstimator(BaseEstimator):
+    _parameter_constraints: dict = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "algorithm": [StrOptions({"ambssgd", "dpsgd", "srgd"})],
+        "noise": [StrOptions({"independent", "lambda", "nu"})],
+        "correlation": [Interval(Real, 0, 1, closed="left")],
+        "nu": [Interval(Real, 0, 1, closed="right")],
+        "clip_norm": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "num_steps": [Interval(Integral, 1, None, closed="left"), None],
+        "stat_bound": [Interval(Real, 0, None, closed="neither")],
+        "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
+        "relation": [StrOptions({"replace-one", "zero-out"})],
+        "fit_intercept": ["boolean"],
+        "noise_key": [NoiseKey, None],
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        algorithm: str = "ambssgd",
+        noise: str = "independent",
+        correlation: float = 0.5,
+        nu: float = 0.01,
+        clip_norm: float = 1.0,
+        batch_size: int | None = None,
+        learning_rate: float | None = None,
+        num_steps: int | None = None,
+        stat_bound: float = 1e4,
+        projection_radius: float | None = None,
+        relation: str = "replace-one",
+        fit_intercept: bool = True,
+        noise_key: NoiseKey | None = None,
+        block_rows: int = 65536,
+    ):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.algorithm = algorithm
+        self.noise = noise
+        self.correlation = correlation
+        self.nu = nu
+        self.clip_norm = clip_norm
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.num_steps = num_steps
+        self.stat_bound = stat_bound
+        self.projection_radius = projection_radius
+        self.relation = relation
+        self.fit_intercept = fit_intercept
+        self.noise_key = noise_key
+        self.block_rows = block_rows
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # fresh DP noise on every fit
+        return tags
+
+    _model: GLM
+
+    def _build_algorithm(self, num_rows: int, dim: int):
+        if self.algorithm == "ambssgd":
+            return DPAMBSSGD(
+                self.epsilon,
+                self.delta,
+                bound=self.stat_bound,
+                statistic="gradient_norm",
+                num_steps=self.num_steps,
+                learning_rate=self.learning_rate,
+                relation=self.relation,
+            )
+        if self.algorithm == "srgd":
+            return AcceleratedDPSRGD(
+                self.epsilon,
+                self.delta,
+                clip_norm=self.clip_norm,
+                batch_size=self.batch_size,
+                radius=self.projection_radius,
+                relation=self.relation,
+            )
+        noise = make_noise_process(self.noise, correlation=self.correlation, nu=self.nu)
+        batch = self.batch_size if self.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
+        return DPSGD(
+            self.epsilon,
+            self.delta,
+            clip_norm=self.clip_norm,
+            learning_rate=self.learning_rate if self.learning_rate is not None else 0.5,
+            batch_size=batch,
+            noise=noise,
+            relation=self.relation,
+            projection_radius=self.projection_radius,
+            averaging="tail",
+        )
+
+    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
+        """Numeric float64 targets for the model (regression: y itself, checked finite)."""
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}") from None
+        _check_finite(y, "y", offset)
+        return y
+
+    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        offset = 0
+        if _is_dask(X):
+            X_parts, y_parts = _dask_partitions(X), _dask_partitions(y)
+        else:
+            X_all, y_all = X, y
+            X_parts = (X_all[i : i + self.block_rows] for i in range(0, X_all.shape[0], self.block_rows))
+            y_parts = (y_all[i : i + self.block_rows] for i in range(0, y_all.shape[0], self.block_rows))
+        for X_part, y_part in zip(X_parts, y_parts):
+            block = _as_2d_float(X_part.compute() if hasattr(X_part, "compute") else X_part)
+            labels = np.asarray(y_part.compute() if hasattr(y_part, "compute") else y_part).ravel()
+            _check_finite(block, "X", offset)
+            labels = self._prepare_targets(labels, offset)
+            if block.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}")
+            if self.fit_intercept:
+                block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
+            offset += block.shape[0]
+            yield block, labels
+
+    def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
+        if _is_dask(X):
+            if len(getattr(X, "shape", ())) == 2 and hasattr(X, "rechunk"):
+                X = X.rechunk({1: -1})
+                y = y.rechunk(X.chunks[0]) if hasattr(y, "rechunk") else y
+                num_rows = int(X.compute_chunk_sizes().shape[0]) if np.isnan(X.shape[0]) else int(X.shape[0])
+            else:
+                num_rows = int(len(X))
+            self.n_features_in_ = int(X.shape[1])
+            return X, y, num_rows
+        early = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y) if y is not None else None
+        if isinstance(self, RegressorMixin) and early is not None and early.dtype.kind in "fiu":
+            _check_finite(early.astype(np.float64).reshape(early.shape[0], -1), "y", 0)  # names the row
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            dtype=[np.float64, np.float32],  # float32 stays float32: no copy
+            ensure_all_finite=False,  # checked below, with the offending row named
+            y_numeric=isinstance(self, RegressorMixin),
+        )
+        _check_finite(X, "X", 0)
+        self._check_targets(y)
+        return X, y, X.shape[0]
+
+    def _check_targets(self, y: np.ndarray) -> None:
+        _check_finite(np.asarray(y, dtype=np.float64), "y", 0)
+
+    def fit(self, X: Any, y: Any) -> "_DPGLMEstimator":
+        self._validate_params()
+        X, y, num_rows = self._validate_input(X, y)
+        self._prepare_classes(y)
+        dim = self.n_features_in_ + int(self.fit_intercept)
+        algorithm = self._build_algorithm(num_rows, dim)
+        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
+        result = run(
+            algorithm,
+            InMemoryExecutor(self._model, self._blocks(X, y)),
+            num_rows=num_rows,
+            dim=dim,
+            initial_params=self._model.init_params(dim),
+            key=key,
+        )
+        self.coef_ = result.params[: self.n_features_in_].copy()
+        self.intercept_ = float(result.params[-1]) if self.fit_intercept else 0.0
+        self.privacy_report_ = result.report
+        self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
+        self.n_steps_ = len(result.training_loss)
+        return self
+
+    def _prepare_classes(self, y: Any) -> None:
+        pass
+
+    def _decision(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return X @ self.coef_.astype(X.dtype) + self.intercept_
+
+
+def _dask_partitions(collection: Any) -> Iterator[Any]:
+    delayed = collection.to_delayed()
+    return iter(np.asarray(delayed, dtype=object).ravel())
+
+
+class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
+    """Differentially private linear regression (squared loss) trained in one pass.
+
+    ``algorithm="ambssgd"`` (default) runs DP-AMBSSGD with DP-STAT adaptive clipping on per-example
+    gradient norms; ``"dpsgd"`` runs one-pass DP-SGD with ``noise`` = "independent", "lambda"
+    (λ = ``correlation``) or "nu" (ν-DP-FTRL); ``"srgd"`` runs Accelerated-DP-SRGD.
+    """
+
+    _model = LinearRegressionModel()
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self._decision(X)
+
+
+class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
+    """Differentially private binary logistic regression trained in one pass.
+
+    Labels may be any two values; the larger is the positive class (+1). If the classes are not
+    given through ``fit(X, y)`` with both present, ``classes_`` is read from the data: a non-private
+    release, noted in ``privacy_report_``.
+    """
+
+    _model = LogisticRegressionModel()
+
+    def _check_targets(self, y: np.ndarray) -> None:
+        check_classification_targets(y)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _prepare_classes(self, y: Any) -> None:
+        values = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
+        if values.size != 2:
+            raise ValueError(
+                "Only binary classification is supported: DPLogisticRegression needs y with exactly 2 "
+                f"classes, got {values.size} "
+                f"class{'es' if values.size != 1 else ''} ({values[:5].tolist()})"
+            )
+        self.classes_ = values
+
+    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            row = int(np.argmax(unknown)) + offset
+            raise ValueError(f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}")
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        return self._decision(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        from scipy.special import expit
+
+        positive = expit(self._decision(X))
+        return np.column_stack([1 - positive, positive])
+
+    def predict(self, X: Any) -> np.ndarray:
+        positive = self._decision(X) > 0  # checks fitted before classes_ is read
+        return self.classes_[positive.astype(int)]
+

@@ -1,0 +1,155 @@
+"""Estimators: scikit-learn conventions, validated parameters, input types, and the privacy report."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dpstream.estimators import DPLinearRegression, DPLogisticRegression
+from dpstream.noise import NoiseKey
+from dpstream.privacy import epsilon_for_delta
+
+NOISY = "DP noise at epsilon=1 on the checks' few hundred rows cannot reach their accuracy thresholds"
+FRESH_KEY = "every fit draws a fresh noise key from OS entropy"
+
+
+def expected_failures(estimator):
+    # These checks fit twice and compare the two models.
+    failures = {name: FRESH_KEY for name in ("check_fit_idempotent", "check_supervised_y_2d",
+                                             "check_regressor_data_not_an_array", "check_regressors_int",
+                                             "check_classifier_data_not_an_array")}
+    if isinstance(estimator, DPLinearRegression):
+        failures["check_regressors_train"] = NOISY
+    return failures
+
+
+@parametrize_with_checks(
+    [
+        DPLinearRegression(),
+        DPLinearRegression(algorithm="dpsgd", noise="lambda"),
+        DPLinearRegression(algorithm="srgd"),
+        DPLogisticRegression(algorithm="dpsgd", noise="nu"),
+    ],
+    expected_failed_checks=expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def regression_data(rows=60_000, dim=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((rows, dim))
+    w = rng.standard_normal(dim) / np.sqrt(dim)
+    return X, X @ w + 0.5 + 0.3 * rng.standard_normal(rows)
+
+
+KEY = NoiseKey.from_secret(b"k" * 32)
+
+
+@pytest.mark.parametrize("algorithm, extra", [("ambssgd", {}), ("dpsgd", {"noise": "independent"}), ("dpsgd", {"noise": "lambda"}), ("dpsgd", {"noise": "nu"}), ("srgd", {})])
+def test_fit_learns_and_reports(algorithm, extra):
+    X, y = regression_data()
+    model = DPLinearRegression(algorithm=algorithm, clip_norm=4.0, **extra).fit(X, y)
+    assert model.score(X, y) > 0.5
+    report = model.privacy_report_
+    assert report.epsilon == pytest.approx(1.0, rel=1e-9)
+    assert report.epsilon == pytest.approx(epsilon_for_delta(1e-6, report.mu), rel=1e-12)
+    assert report.delta == 1e-6 and report.relation == "replace-one"
+    assert "guarantee" in report.to_markdown()
+
+
+def test_same_key_same_model_and_fresh_keys_differ():
+    X, y = regression_data(20_000)
+    a = DPLinearRegression(noise_key=KEY).fit(X, y).coef_
+    b = DPLinearRegression(noise_key=KEY).fit(X, y).coef_
+    c = DPLinearRegression().fit(X, y).coef_
+    assert a.tobytes() == b.tobytes()
+    assert not np.array_equal(a, c)
+
+
+def test_lambda_zero_and_nu_one_equal_dp_sgd():
+    X, y = regression_data(20_000)
+    base = DPLinearRegression(algorithm="dpsgd", noise_key=KEY).fit(X, y).coef_
+    for noise, extra in (("lambda", {"correlation": 0.0}), ("nu", {"nu": 1.0})):
+        other = DPLinearRegression(algorithm="dpsgd", noise=noise, noise_key=KEY, **extra).fit(X, y).coef_
+        assert other.tobytes() == base.tobytes()
+
+
+def test_pandas_and_dask_inputs_match_numpy():
+    import dask.array as da
+    import dask.dataframe as dd
+
+    X, y = regression_data(30_000)
+    reference = DPLinearRegression(noise_key=KEY).fit(X, y).coef_
+    from_pandas = DPLinearRegression(noise_key=KEY).fit(pd.DataFrame(X, columns=list("abcdef")), pd.Series(y)).coef_
+    np.testing.assert_allclose(from_pandas, reference, rtol=1e-12)  # same maths; BLAS order may differ
+    from_dask = DPLinearRegression(noise_key=KEY).fit(da.from_array(X, chunks=(7000, 3)), da.from_array(y, chunks=7000)).coef_
+    np.testing.assert_allclose(from_dask, reference, rtol=1e-9)
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=5)
+    from_frame = DPLinearRegression(noise_key=KEY).fit(frame, dd.from_pandas(pd.Series(y), npartitions=5)).coef_
+    np.testing.assert_allclose(from_frame, reference, rtol=1e-9)
+
+
+def test_float32_input_accepted():
+    X, y = regression_data(20_000)
+    model = DPLinearRegression().fit(X.astype(np.float32), y)
+    assert model.score(X, y) > 0.5
+
+
+def test_logistic_labels_and_probabilities():
+    X, y = regression_data(40_000)
+    labels = np.where(y > 0.5, "high", "low")
+    clf = DPLogisticRegression(algorithm="dpsgd").fit(X, labels)
+    assert clf.classes_.tolist() == ["high", "low"]
+    assert clf.score(X, labels) > 0.8
+    proba = clf.predict_proba(X[:10])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert set(clf.predict(X[:100])) <= {"high", "low"}
+    zero_one = DPLogisticRegression().fit(X, (y > 0.5).astype(int))
+    assert zero_one.classes_.tolist() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"epsilon": 0.0}, "'epsilon' parameter"),
+        ({"epsilon": -1.0}, "'epsilon' parameter"),
+        ({"delta": 0.0}, "'delta' parameter"),
+        ({"delta": 1.0}, "'delta' parameter"),
+        ({"algorithm": "dpsgd", "noise": "lambda", "correlation": 1.0}, "'correlation' parameter"),
+        ({"algorithm": "dpsgd", "noise": "lambda", "correlation": -0.2}, "'correlation' parameter"),
+        ({"algorithm": "dpsgd", "noise": "nu", "nu": 0.0}, "'nu' parameter"),
+        ({"algorithm": "dpsgd", "noise": "nu", "nu": 1.5}, "'nu' parameter"),
+        ({"algorithm": "adam"}, "'algorithm' parameter"),
+        ({"relation": "add-remove"}, "'relation' parameter"),
+        ({"algorithm": "dpsgd", "batch_size": 10**6}, "batch_size=1000000 is larger than the number of rows"),
+        ({"algorithm": "srgd", "batch_size": 10**6}, "batch_size=1000000 is larger than the number of rows"),
+        ({"num_steps": 5000}, "too few rows for the plan"),
+    ],
+)
+def test_bad_hyperparameters_named(params, match):
+    X, y = regression_data(2000)
+    with pytest.raises(ValueError, match=match):
+        DPLinearRegression(**params).fit(X, y)
+
+
+@pytest.mark.parametrize("where", ["X", "y"])
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_non_finite_inputs_named_with_row(where, value):
+    X, y = regression_data(2000)
+    (X if where == "X" else y)[17] = value if where == "y" else X[17] * 0 + value
+    with pytest.raises(ValueError, match=f"{where} contains NaN or infinity \\(first at row 17\\)"):
+        DPLinearRegression().fit(X, y)
+
+
+def test_wrong_shapes():
+    X, y = regression_data(2000)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        DPLinearRegression().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="Reshape your data"):
+        DPLinearRegression().fit(X[:, 0], y)
+    model = DPLinearRegression().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(X[:, :3])
+    with pytest.raises(ValueError, match="Only binary classification is supported.*got 3 classes"):
+        DPLogisticRegression().fit(X, np.arange(2000) % 3)
