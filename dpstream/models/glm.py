@@ -51,6 +51,9 @@ class GLM:
     def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def loss_sum(self, margins: np.ndarray, y: np.ndarray, derivatives: np.ndarray) -> float:
+        return float(self.loss(margins, y).sum())
+
     def num_params(self, num_features: int) -> int:
         return num_features
 
@@ -79,12 +82,14 @@ class GLM:
         clip_norms = request.clip_norms
         stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
         stats.row_count = X.shape[0]
+        squares = np.empty((min(CHUNK_ROWS, X.shape[0]), X.shape[1]), dtype=dtype)  # reused scratch
+        ones = np.ones(X.shape[1], dtype=dtype)
         for start in range(0, X.shape[0], CHUNK_ROWS):
             chunk = X[start : start + CHUNK_ROWS]
             labels = y[start : start + CHUNK_ROWS].astype(np.float64, copy=False)
             margins = (chunk @ params).astype(np.float64)
             scalars = self.derivative(margins, labels)
-            stats.loss_sum += float(self.loss(margins, labels).sum())
+            stats.loss_sum += self.loss_sum(margins, labels, scalars)
             if previous is not None and request.previous_weight != 0.0:
                 previous_scalars = self.derivative((chunk @ previous).astype(np.float64), labels)
                 scalars = request.weight * (scalars - previous_scalars) + (
@@ -92,16 +97,21 @@ class GLM:
                 ) * previous_scalars
             elif request.weight != 1.0:
                 scalars = request.weight * scalars
-            row_norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
-            gradient_norms = np.abs(scalars) * row_norms
+            # ‖x_i‖² as one BLAS product over the squared chunk: no float64 copy of the block.
+            row_norms = np.sqrt((np.square(chunk, out=squares[: chunk.shape[0]]) @ ones).astype(np.float64))
+            gradient_norms = np.abs(scalars)
+            gradient_norms *= row_norms
             if role == "stat":
                 values = np.abs(margins - labels) if request.statistic == "residual" else gradient_norms
                 stats.histogram += _cumulative_counts(values, request.thresholds)
                 continue
             if len(clip_norms) == 1:
-                factors = _clip_factors(gradient_norms, clip_norms)[:, 0]
-                stats.clipped_sums[0] += chunk.T @ (scalars * factors).astype(dtype)
-                stats.clipped_rows[0] += int(np.count_nonzero(factors < 1.0))
+                clip = clip_norms[0]
+                clipped = gradient_norms > clip
+                if clipped.any():
+                    scalars[clipped] *= clip / gradient_norms[clipped]
+                    stats.clipped_rows[0] += int(np.count_nonzero(clipped))
+                stats.clipped_sums[0] += chunk.T @ scalars.astype(dtype)
             else:
                 factors = _clip_factors(gradient_norms, clip_norms)
                 stats.clipped_sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T
@@ -126,6 +136,9 @@ class LinearRegressionModel(GLM):
 
     def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         return margins - y
+
+    def loss_sum(self, margins: np.ndarray, y: np.ndarray, derivatives: np.ndarray) -> float:
+        return 0.5 * float(derivatives @ derivatives)  # the residuals are the derivatives
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,57 @@
+"""Shared benchmark helpers: timing medians, synthetic data, one-call training, excess risk."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.models import GLM, LinearRegressionModel
+from dpstream.noise import NoiseKey
+
+FIGURES = __file__.rsplit("/", 1)[0] + "/figures"
+
+
+def median_time(function: Callable[[], object], repeats: int = 7) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def gaussian_regression(rows: int, dim: int, sigma: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    w_star = rng.standard_normal(dim)
+    w_star /= np.linalg.norm(w_star)
+    X = rng.standard_normal((rows, dim))
+    return X, X @ w_star + sigma * rng.standard_normal(rows), w_star
+
+
+def train(algorithm, X, y, model: GLM | None = None, blocks=None, num_rows=None, on_step=None):
+    model = model or LinearRegressionModel()
+    dim = X.shape[1] if X is not None else model.num_params(0)
+    return run(
+        algorithm,
+        InMemoryExecutor(model, blocks if blocks is not None else [(X, y)]),
+        num_rows=num_rows if num_rows is not None else X.shape[0],
+        dim=dim,
+        initial_params=model.init_params(dim),
+        key=NoiseKey.generate(),
+        on_step=on_step,
+    )
+
+
+def excess(params: np.ndarray, w_star: np.ndarray) -> float:
+    """Excess squared-loss risk under x ~ N(0, I): ‖w − w*‖²/2."""
+    return 0.5 * float(np.sum((params - w_star) ** 2))
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
