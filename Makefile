@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: demo test bench install lock clean
+.PHONY: demo test bench bench-peers install lock clean
 
 install: $(STAMP)
 
@@ -25,6 +25,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks
+
+# Peer libraries for comparisons only (not in the lock: torch is large). On the project's machines
+# pip finds the CPU build of torch 2.13.0 locally; elsewhere it downloads it.
+bench-peers: $(STAMP)
+	$(BIN)/python -m pip install -q "torch==2.13.0" "opacus==1.6.0"
+	. ./.ci/env.sh && $(BIN)/python -m benchmarks.opacus_compare
 
 # Regenerate the lock after changing pyproject.toml (needs the package registry).
 lock: $(STAMP)

@@ -26,3 +26,16 @@ def test_demo_runs_and_charges_the_ledger(tmp_path):
 def test_demo_bad_arguments_exit_2(capsys):
     assert main(["--rows", "10", "--steps", "100"]) == 2
     assert "rows (10) must be at least steps (100)" in capsys.readouterr().out
+
+
+def test_demo_training_section(tmp_path):
+    from dpstream.demo import train_models
+
+    buffer = io.StringIO()
+    train_models(DemoConfig(), str(tmp_path), Console(file=buffer, width=200), rows=120_000)
+    output = buffer.getvalue()
+    for label in ("DP-AMBSSGD", "ν-DP-FTRL", "Accelerated-DP-SRGD", "non-private least squares"):
+        assert label in output
+    assert "guarantee" in output  # the privacy report
+    runs = sorted(p.stem for p in tmp_path.glob("synthetic-regression/runs/*.json"))
+    assert runs == ["demo-ambssgd", "demo-dpsgd", "demo-srgd"]

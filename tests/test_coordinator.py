@@ -1,0 +1,69 @@
+"""The coordinator streams blocks once, in order, and refuses over-budget configurations."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.coordinator import InMemoryExecutor, RowStream, run
+from dpstream.models import LinearRegressionModel
+from dpstream.noise import NoiseKey
+
+KEY = NoiseKey.from_secret(b"c" * 32)
+
+
+def data(rows=50_000, dim=5):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((rows, dim))
+    return X, X @ np.ones(dim) + rng.standard_normal(rows)
+
+
+def fit(algorithm, blocks, rows, dim):
+    return run(algorithm, InMemoryExecutor(LinearRegressionModel(), blocks), num_rows=rows, dim=dim,
+               initial_params=np.zeros(dim), key=KEY)
+
+
+@pytest.mark.parametrize("algorithm", [
+    DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm"),
+    DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=777),
+])
+def test_irregular_blocks_give_the_same_model(algorithm):
+    X, y = data()
+    whole = fit(algorithm, [(X, y)], *X.shape).params
+    cuts = [0, 1, 999, 5000, 5001, 23_456, 50_000]
+    generator = ((X[a:b], y[a:b]) for a, b in zip(cuts, cuts[1:]))
+    np.testing.assert_allclose(fit(algorithm, generator, *X.shape).params, whole, rtol=1e-10, atol=1e-12)
+
+
+def test_stream_is_single_pass_and_reports_short_data():
+    X, y = data(100)
+    stream = RowStream([(X[:40], y[:40]), (X[40:], y[40:])])
+    pieces = list(stream.take(30, 50))
+    assert [p[0].shape[0] for p in pieces] == [10, 10]
+    with pytest.raises(ValueError, match="single-pass"):
+        list(stream.take(10, 20))
+    with pytest.raises(ValueError, match="ended at row 100, before row 120"):
+        list(stream.take(90, 120))
+
+
+def test_over_budget_configuration_refused_before_reading_data():
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100)
+    plan = algorithm.plan(10_000, 3)
+    weaker = replace(plan.details["calibration"], noise_std=plan.details["calibration"].noise_std / 2)
+    plan.details["calibration"] = weaker
+    with pytest.raises(ValueError, match="more than the requested epsilon=1"):
+        algorithm.report(plan)
+
+    def exploding_blocks():
+        raise AssertionError("data read before the budget check")
+        yield
+
+    class HalfNoise(DPSGD):
+        def plan(self, num_rows, dim):
+            plan = super().plan(num_rows, dim)
+            plan.details["calibration"] = replace(plan.details["calibration"], noise_std=plan.details["calibration"].noise_std / 2)
+            return plan
+
+    with pytest.raises(ValueError, match="more than the requested"):
+        fit(HalfNoise(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100), exploding_blocks(), 10_000, 3)
