@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget
+from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (
@@ -82,18 +82,14 @@ class DPAMBSSGD:
             raise ValueError(f"statistic must be 'residual' or 'gradient_norm', got {self.statistic!r}")
         if self.statistic == "residual" and (self.feature_norm is None or not self.feature_norm > 0):
             raise ValueError("the residual statistic needs feature_norm (R_x > 0, a public bound on E‖x‖²)")
-        if not (math.isfinite(self.bound) and self.bound > 0):
-            raise ValueError(f"bound must be a finite number > 0, got {self.bound!r}")
+        check_positive("bound", self.bound)
         if not 0.0 < self.stat_fraction < 1.0:
             raise ValueError(f"stat_fraction must lie in (0, 1), got {self.stat_fraction!r}")
-        if int(self.levels) < 1:
-            raise ValueError(f"levels must be a positive integer, got {self.levels!r}")
+        check_positive("levels", self.levels, integer=True)
         if self.stat_slack < 0 or self.clip_safety <= 0:
             raise ValueError("stat_slack must be >= 0 and clip_safety > 0")
-        if self.num_steps is not None and int(self.num_steps) < 1:
-            raise ValueError(f"num_steps must be a positive integer, got {self.num_steps!r}")
-        if self.learning_rate is not None and not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        check_positive("num_steps", self.num_steps, optional=True, integer=True)
+        check_positive("learning_rate", self.learning_rate, optional=True)
 
     @property
     def noise_multiplier(self) -> float:

@@ -22,7 +22,16 @@ from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent
 
-__all__ = ["StepSpan", "Plan", "PrivacyReport", "Algorithm", "project_to_ball", "check_budget", "build_report"]
+__all__ = [
+    "StepSpan",
+    "Plan",
+    "PrivacyReport",
+    "Algorithm",
+    "project_to_ball",
+    "check_budget",
+    "check_positive",
+    "build_report",
+]
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,19 @@ def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None
     offset = params - center
     norm = float(np.linalg.norm(offset))
     return params if norm <= radius else center + offset * (radius / norm)
+
+
+def check_positive(name: str, value: float | None, *, optional: bool = False, integer: bool = False) -> None:
+    """Raise ``ValueError`` naming ``name`` unless value is a finite number > 0 (or None if optional)."""
+    if value is None and optional:
+        return
+    kind = "a positive integer" if integer else "a finite number > 0"
+    try:
+        ok = math.isfinite(float(value)) and float(value) > 0 and (not integer or int(value) == value)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}")
 
 
 def check_budget(epsilon: float, delta: float) -> tuple[float, float]:

@@ -13,12 +13,19 @@ The projection onto B(w_0, R) (seed 004, optional) is post-processing.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, project_to_ball
+from dpstream.algorithms.base import (
+    Plan,
+    PrivacyReport,
+    StepSpan,
+    build_report,
+    check_budget,
+    check_positive,
+    project_to_ball,
+)
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum
@@ -52,13 +59,10 @@ class DPSGD:
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
-        for label, value in (("clip_norm", self.clip_norm), ("learning_rate", self.learning_rate)):
-            if not math.isfinite(float(value)) or float(value) <= 0:
-                raise ValueError(f"{label} must be a finite number > 0, got {value!r}")
-        if int(self.batch_size) < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.projection_radius is not None and not float(self.projection_radius) > 0:
-            raise ValueError(f"projection_radius must be > 0 or None, got {self.projection_radius!r}")
+        check_positive("clip_norm", self.clip_norm)
+        check_positive("learning_rate", self.learning_rate)
+        check_positive("batch_size", self.batch_size, integer=True)
+        check_positive("projection_radius", self.projection_radius, optional=True)
         if self.averaging not in ("last", "tail"):
             raise ValueError(f"averaging must be 'last' or 'tail', got {self.averaging!r}")
         if self.noise.target != "increment":

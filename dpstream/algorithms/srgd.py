@@ -27,7 +27,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, project_to_ball
+from dpstream.algorithms.base import (
+    Plan,
+    PrivacyReport,
+    StepSpan,
+    build_report,
+    check_budget,
+    check_positive,
+    project_to_ball,
+)
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum
@@ -61,16 +69,11 @@ class AcceleratedDPSRGD:
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
-        if not (math.isfinite(self.clip_norm) and self.clip_norm > 0):
-            raise ValueError(f"clip_norm must be a finite number > 0, got {self.clip_norm!r}")
-        if self.batch_size is not None and int(self.batch_size) < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.beta is not None and not self.beta > 0:
-            raise ValueError(f"beta must be > 0, got {self.beta!r}")
-        if not self.smoothness > 0:
-            raise ValueError(f"smoothness must be > 0, got {self.smoothness!r}")
-        if self.radius is not None and not self.radius > 0:
-            raise ValueError(f"radius must be > 0 or None, got {self.radius!r}")
+        check_positive("clip_norm", self.clip_norm)
+        check_positive("batch_size", self.batch_size, optional=True, integer=True)
+        check_positive("beta", self.beta, optional=True)
+        check_positive("smoothness", self.smoothness)
+        check_positive("radius", self.radius, optional=True)
 
     def plan(self, num_rows: int, dim: int) -> Plan:
         batch = int(self.batch_size) if self.batch_size is not None else math.ceil(math.sqrt(num_rows))

@@ -66,6 +66,12 @@ def test_bad_parameters():
         DPSGD(0.0, 1e-6, clip_norm=1, learning_rate=1, batch_size=1)
     with pytest.raises(ValueError, match="delta"):
         DPSGD(1.0, 1.5, clip_norm=1, learning_rate=1, batch_size=1)
+    with pytest.raises(ValueError, match="learning_rate must be a finite number > 0"):
+        config(learning_rate=0.0)
+    with pytest.raises(ValueError, match="clip_norm must be a finite number > 0"):
+        config(clip_norm=float("nan"))
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        config(batch_size=2.5)
     with pytest.raises(ValueError, match="prefix sums"):
         config(noise=make_noise_process("tree"))
 
