@@ -1,1 +1,10 @@
-"""Dask data plane (lakes, validation, shuffle-once, distributed step executor). Built in issue 4."""
+"""Dask data plane: Parquet lakes (local, S3), validation, shuffle-once with a manifest, and the
+distributed step executor. Imports Dask, pyarrow, fsspec and dpstream; never Prefect."""
+
+from pipelines.executor import DaskExecutor, lake_blocks
+from pipelines.lake import LakeError, LakeSpec
+from pipelines.shuffle import Manifest, read_manifest, shuffle_once
+from pipelines.validate import LakeSummary, validate_lake
+
+__all__ = ["LakeError", "LakeSpec", "LakeSummary", "validate_lake", "shuffle_once", "Manifest", "read_manifest",
+           "DaskExecutor", "lake_blocks"]

@@ -24,12 +24,17 @@ from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit, log1p
+from threadpoolctl import ThreadpoolController
 
 from dpstream.models.stats import BatchStats, StatsRequest
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
 CHUNK_ROWS = 4096
+# One BLAS thread inside the kernel: a multi-threaded BLAS splits reductions differently with the
+# thread count, and the statistics must be bit-for-bit identical on a 1-thread Dask worker and a
+# many-core coordinator. Parallelism comes from processing blocks concurrently instead.
+_BLAS = ThreadpoolController()
 
 
 def _clip_factors(norms: np.ndarray, clip_norms: np.ndarray) -> np.ndarray:
@@ -82,6 +87,12 @@ class GLM:
         clip_norms = request.clip_norms
         stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
         stats.row_count = X.shape[0]
+        with _BLAS.limit(limits=1, user_api="blas"):
+            self._accumulate(X, y, request, role, dtype, params, previous, stats)
+        return stats
+
+    def _accumulate(self, X, y, request, role, dtype, params, previous, stats) -> None:
+        clip_norms = request.clip_norms
         squares = np.empty((min(CHUNK_ROWS, X.shape[0]), X.shape[1]), dtype=dtype)  # reused scratch
         ones = np.ones(X.shape[1], dtype=dtype)
         for start in range(0, X.shape[0], CHUNK_ROWS):
@@ -116,7 +127,6 @@ class GLM:
                 factors = _clip_factors(gradient_norms, clip_norms)
                 stats.clipped_sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T
                 stats.clipped_rows += np.count_nonzero(factors < 1.0, axis=0)
-        return stats
 
 
 def _cumulative_counts(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:

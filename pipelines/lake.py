@@ -1,0 +1,117 @@
+"""Parquet lakes: where they live, which columns are features, and how to read row ranges.
+
+A lake is a directory or prefix of Parquet files on a local path, ``file://`` or ``s3://`` (storage
+options and endpoint from the config or the environment, e.g. ``AWS_ENDPOINT_URL``). Features are a
+list of numeric columns or one fixed-size-list column; the label is one numeric column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpstream.storage import open_url
+
+__all__ = ["LakeError", "LakeSpec", "LakeFile", "list_parquet_files", "read_rows", "table_to_arrays", "fingerprint"]
+
+
+class LakeError(ValueError):
+    """A lake cannot be used as given. The message names the file, column and row, and the fix."""
+
+
+@dataclass(frozen=True)
+class LakeSpec:
+    url: str
+    features: tuple[str, ...] | str  # column names, or one fixed-size-list column
+    label: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.features, (list, tuple)):
+            if not self.features:
+                raise LakeError("features is empty: name the numeric feature columns or one fixed-size-list column")
+            object.__setattr__(self, "features", tuple(self.features))
+        elif not isinstance(self.features, str) or not self.features:
+            raise LakeError(f"features must be a list of column names or one column name, got {self.features!r}")
+        if not isinstance(self.label, str) or not self.label:
+            raise LakeError(f"label must be a column name, got {self.label!r}")
+
+    @property
+    def columns(self) -> list[str]:
+        names = [self.features] if isinstance(self.features, str) else list(self.features)
+        return names + [self.label]
+
+    def filesystem(self):
+        return open_url(self.url, self.storage_options)
+
+
+@dataclass(frozen=True)
+class LakeFile:
+    path: str
+    rows: int
+    size: int
+
+
+def list_parquet_files(spec: LakeSpec) -> tuple[Any, list[str]]:
+    """The lake's Parquet files, sorted by path (hidden and temporary files ignored)."""
+    try:
+        fs, root = spec.filesystem()
+        if fs.isfile(root):
+            return fs, [root]
+        paths = [p for p in fs.find(root) if p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith((".", "_"))]
+    except (PermissionError, OSError) as error:
+        raise LakeError(
+            f"cannot read the lake location {spec.url}: {type(error).__name__}: {error}. Check the path, the "
+            "credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the endpoint (AWS_ENDPOINT_URL)"
+        ) from None
+    return fs, sorted(paths)
+
+
+def fingerprint(files: list[LakeFile], schema: pa.Schema, spec: LakeSpec) -> str:
+    """A stable identifier of the lake's content as listed: paths, sizes, row counts, schema, columns."""
+    document = {
+        "files": [[f.path.rsplit("/", 1)[-1], f.size, f.rows] for f in files],
+        "schema": schema.to_string(show_schema_metadata=False),
+        "columns": spec.columns,
+    }
+    return "lake-" + hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def table_to_arrays(table: pa.Table, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) from an Arrow table: X float32/float64 (rows × features), y float64."""
+    if isinstance(spec.features, str):
+        column = table.column(spec.features).combine_chunks()
+        width = column.type.list_size
+        X = column.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+    else:
+        arrays = [table.column(name).to_numpy(zero_copy_only=False) for name in spec.features]
+        dtype = np.result_type(*arrays) if arrays else np.float64
+        dtype = dtype if dtype in (np.float32, np.float64) else np.float64
+        X = np.empty((table.num_rows, len(arrays)), dtype=dtype, order="F")  # column copies stay contiguous
+        for j, values in enumerate(arrays):
+            X[:, j] = values
+    y = table.column(spec.label).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return X, y
+
+
+def read_rows(fs: Any, path: str, spec: LakeSpec, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [start, stop) of one Parquet file, reading only the row groups that overlap them."""
+    with fs.open(path, "rb") as handle:
+        parquet = pq.ParquetFile(handle)
+        metadata = parquet.metadata
+        groups, first_row, offset = [], None, 0
+        for index in range(metadata.num_row_groups):
+            count = metadata.row_group(index).num_rows
+            if offset + count > start and offset < stop:
+                groups.append(index)
+                first_row = offset if first_row is None else first_row
+            offset += count
+        table = parquet.read_row_groups(groups, columns=spec.columns)
+    table = table.slice(start - (first_row or 0), stop - start)
+    return table_to_arrays(table, spec)

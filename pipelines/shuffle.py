@@ -1,0 +1,194 @@
+"""Shuffle once: a uniform random permutation of the whole lake into M balanced Parquet files.
+
+Two bounded-memory passes, each task holding one file:
+
+1. *Scatter*: output file j gets exactly c_j = ⌊N/M⌋ or ⌈N/M⌉ rows. Input file i sends n_ij rows to
+   output j, with (n_i1..n_iM) drawn from the multivariate hypergeometric distribution over the
+   capacities left after files 1..i−1; the rows of file i are permuted and cut into those pieces.
+2. *Gather*: output j concatenates its pieces and permutes them.
+
+Assigning rows to output slots this way and permuting within files yields a uniformly random
+permutation with exactly balanced files. The randomness comes from OS entropy and is not stored: the
+shuffle serves utility (i.i.d. batches), and privacy holds for any order. The source is never modified;
+everything is written under the output location, with no dictionary encoding on float columns. The
+manifest (rows per file, schema, feature spec, source fingerprint) is written last and is the commit
+point: running again with a complete manifest for the same source does nothing; a run interrupted
+before its manifest leaves no manifest, and its partial files are removed before a new shuffle.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import math
+import secrets
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpstream.storage import open_url, read_json, write_bytes_atomic, write_json_atomic
+from pipelines.lake import LakeError, LakeSpec
+from pipelines.validate import LakeSummary, validate_lake
+
+__all__ = ["Manifest", "shuffle_once", "read_manifest", "MANIFEST_NAME"]
+
+MANIFEST_NAME = "_manifest.json"
+SCRATCH = "_scratch"
+DEFAULT_ROWS_PER_FILE = 250_000
+
+
+@dataclass(frozen=True)
+class Manifest:
+    version: int
+    url: str
+    files: tuple[tuple[str, int], ...]  # (file name, rows), in training order
+    schema_ipc: str  # base64 Arrow IPC schema
+    features: tuple[str, ...] | str
+    label: str
+    num_features: int
+    source_url: str
+    source_fingerprint: str
+    created_at: str
+
+    @property
+    def num_rows(self) -> int:
+        return sum(rows for _, rows in self.files)
+
+    @property
+    def fingerprint(self) -> str:
+        """The shuffled lake's identity for the ledger: the source fingerprint (same rows, same privacy unit)."""
+        return self.source_fingerprint
+
+    def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
+        return LakeSpec(self.url, self.features, self.label, storage_options or {})
+
+    def paths(self, storage_options: dict[str, Any] | None = None) -> list[str]:
+        _, root = open_url(self.url, storage_options)
+        return [f"{root}/{name}" for name, _ in self.files]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema_ipc)))
+
+
+def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Manifest | None:
+    fs, root = open_url(url, storage_options)
+    path = f"{root}/{MANIFEST_NAME}"
+    if not fs.exists(path):
+        return None
+    document = read_json(fs, path)
+    features = document["features"]
+    document["features"] = features if isinstance(features, str) else tuple(features)
+    document["files"] = tuple(tuple(item) for item in document["files"])
+    return Manifest(**document)
+
+
+def _write_parquet(fs: Any, path: str, table: pa.Table) -> None:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, use_dictionary=False, compression="snappy", row_group_size=65_536)
+    write_bytes_atomic(fs, path, sink.getvalue().to_pybytes())
+
+
+def _scatter(source: str, source_options: dict, out_url: str, out_options: dict, index: int,
+             columns: list[str], counts: np.ndarray, seed: int) -> None:
+    fs, _ = open_url(source, source_options)
+    with fs.open(source, "rb") as handle:
+        table = pq.read_table(handle, columns=columns)
+    table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
+    out_fs, root = open_url(out_url, out_options)
+    offset = 0
+    for target, count in enumerate(counts):
+        if count:
+            _write_parquet(out_fs, f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet", table.slice(offset, int(count)))
+            offset += int(count)
+
+
+def _gather(out_url: str, out_options: dict, target: int, seed: int) -> int:
+    fs, root = open_url(out_url, out_options)
+    folder = f"{root}/{SCRATCH}/to-{target:05d}"
+    pieces = []
+    for path in sorted(fs.ls(folder, detail=False)):
+        with fs.open(path, "rb") as handle:
+            pieces.append(pq.read_table(handle))
+    table = pa.concat_tables(pieces)
+    table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
+    _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
+    return table.num_rows
+
+
+def _remove(fs: Any, path: str) -> None:
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
+
+
+def shuffle_once(
+    spec: LakeSpec,
+    out_url: str,
+    *,
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+    out_storage_options: dict[str, Any] | None = None,
+    client: Any = None,
+    summary: LakeSummary | None = None,
+) -> Manifest:
+    """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent)."""
+    if rows_per_file < 1:
+        raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
+    out_options = out_storage_options if out_storage_options is not None else spec.storage_options
+    summary = summary or validate_lake(spec)
+    existing = read_manifest(out_url, out_options)
+    if existing is not None:
+        if existing.source_fingerprint == summary.fingerprint:
+            return existing
+        raise LakeError(
+            f"{out_url} already holds a shuffle of another lake ({existing.source_url}); choose a new output location"
+        )
+    out_fs, root = open_url(out_url, out_options)
+    if out_fs.exists(root) and out_fs.ls(root, detail=False):  # a shuffle that never committed its manifest
+        for path in out_fs.ls(root, detail=False):
+            _remove(out_fs, path)
+    num_rows = summary.num_rows
+    outputs = max(1, math.ceil(num_rows / rows_per_file))
+    capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
+    capacity[: num_rows % outputs] += 1
+    entropy = np.random.SeedSequence(secrets.randbits(128))
+    allocation_rng, *seeds = entropy.spawn(1 + len(summary.files) + outputs)
+    allocator = np.random.default_rng(allocation_rng)
+    counts = []
+    for file in summary.files:
+        drawn = allocator.multivariate_hypergeometric(capacity, file.rows)
+        capacity -= drawn
+        counts.append(drawn)
+    source_fs, _ = spec.filesystem()
+    scatter_args = [
+        (source_fs.unstrip_protocol(file.path), spec.storage_options, out_url, out_options, i, spec.columns, counts[i],
+         int(seeds[i].generate_state(1)[0]))
+        for i, file in enumerate(summary.files)
+    ]
+    gather_args = [(out_url, out_options, j, int(seeds[len(summary.files) + j].generate_state(1)[0])) for j in range(outputs)]
+    if client is None:
+        for args in scatter_args:
+            _scatter(*args)
+        sizes = [_gather(*args) for args in gather_args]
+    else:
+        client.gather([client.submit(_scatter, *args, pure=False) for args in scatter_args])
+        sizes = client.gather([client.submit(_gather, *args, pure=False) for args in gather_args])
+    _remove(out_fs, f"{root}/{SCRATCH}")
+    schema = summary.schema
+    schema = pa.schema([schema.field(name) for name in spec.columns])
+    manifest = Manifest(
+        version=1,
+        url=out_url,
+        files=tuple((f"part-{j:05d}.parquet", int(size)) for j, size in enumerate(sizes)),
+        schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode(),
+        features=spec.features,
+        label=spec.label,
+        num_features=summary.num_features,
+        source_url=spec.url,
+        source_fingerprint=summary.fingerprint,
+        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    write_json_atomic(out_fs, f"{root}/{MANIFEST_NAME}", asdict(manifest), exclusive=True)
+    return manifest

@@ -1,0 +1,139 @@
+"""Validation of a lake before any privacy budget is spent: footers first, then a streaming scan.
+
+Every error is a ``LakeError`` whose message names the file, the column and (where known) the row,
+and says how to fix it. Validation reads and never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines.lake import LakeError, LakeFile, LakeSpec, fingerprint, list_parquet_files
+
+__all__ = ["LakeSummary", "validate_lake"]
+
+SCAN_BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class LakeSummary:
+    spec: LakeSpec
+    files: tuple[LakeFile, ...]
+    schema: pa.Schema
+    num_features: int
+    fingerprint: str
+
+    @property
+    def num_rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
+    for column in spec.columns:
+        if schema.get_field_index(column) < 0:
+            raise LakeError(
+                f"{_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
+                "fix the feature/label names in the config"
+            )
+    label_type = schema.field(spec.label).type
+    if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
+        raise LakeError(f"{_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number")
+    if isinstance(spec.features, str):
+        feature_type = schema.field(spec.features).type
+        if not pa.types.is_fixed_size_list(feature_type) and not pa.types.is_list(feature_type):
+            raise LakeError(
+                f"{_name(path)}: feature column {spec.features!r} has type {feature_type}, not a list of numbers; "
+                "use one fixed-size-list column or a list of numeric columns"
+            )
+        value_type = feature_type.value_type
+        if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
+            raise LakeError(f"{_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers")
+        return feature_type.list_size if pa.types.is_fixed_size_list(feature_type) else -1
+    for column in spec.features:
+        column_type = schema.field(column).type
+        if not (pa.types.is_integer(column_type) or pa.types.is_floating(column_type)):
+            raise LakeError(
+                f"{_name(path)}: feature column {column!r} has non-numeric type {column_type}; drop it from the "
+                "features or convert it (e.g. one-hot encode with `dpstream convert`)"
+            )
+    return len(spec.features)
+
+
+def _scan(fs, path: str, spec: LakeSpec, width: int) -> int:
+    """Stream the file once: NaN/inf in any used column, and list lengths. Returns the vector width."""
+    offset = 0
+    with fs.open(path, "rb") as handle:
+        for batch in pq.ParquetFile(handle).iter_batches(batch_size=SCAN_BATCH_ROWS, columns=spec.columns):
+            for column in spec.columns:
+                values = batch.column(column)
+                if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
+                    lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+                    expected = width if width > 0 else int(lengths[0])
+                    wrong = np.flatnonzero(lengths != expected)
+                    if wrong.size:
+                        row = offset + int(wrong[0])
+                        raise LakeError(
+                            f"{_name(path)}: row {row} of column {column!r} has a vector of length "
+                            f"{int(lengths[wrong[0]])}, expected {expected}; every feature vector must have the same length"
+                        )
+                    width = expected
+                    values = pc.list_flatten(values)
+                    stride = expected
+                else:
+                    stride = 1
+                if values.null_count:
+                    row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
+                    raise LakeError(f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it")
+                numbers = values.to_numpy(zero_copy_only=False)
+                if numbers.dtype.kind == "f":
+                    bad = np.flatnonzero(~np.isfinite(numbers))
+                    if bad.size:
+                        row = offset + int(bad[0]) // stride
+                        raise LakeError(
+                            f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
+                            "non-finite values before training"
+                        )
+            offset += batch.num_rows
+    return width
+
+
+def validate_lake(spec: LakeSpec) -> LakeSummary:
+    fs, paths = list_parquet_files(spec)
+    if not paths:
+        raise LakeError(f"the lake {spec.url} is empty: no .parquet files found; check the URL")
+    files, schema, width = [], None, None
+    for path in paths:
+        try:
+            with fs.open(path, "rb") as handle:
+                parquet = pq.ParquetFile(handle)
+                file_schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as error:
+            raise LakeError(
+                f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
+            ) from None
+        if rows == 0:
+            raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
+        file_width = _feature_width(file_schema, spec, path)
+        if schema is None:
+            schema, width = file_schema, file_width
+        else:
+            for column in spec.columns:
+                before, now = schema.field(column).type, file_schema.field(column).type
+                if before != now:
+                    raise LakeError(
+                        f"schema drift: column {column!r} is {now} in {_name(path)} but {before} in "
+                        f"{_name(files[0].path)}; rewrite the files with one schema"
+                    )
+        files.append(LakeFile(path, rows, int(fs.size(path))))
+    for file in files:
+        width = _scan(fs, file.path, spec, width)
+    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files, schema, spec))

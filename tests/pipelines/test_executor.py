@@ -1,0 +1,113 @@
+"""The Dask executor equals the in-memory coordinator bit-for-bit; lakes on S3; external scheduler."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.models import LinearRegressionModel
+from dpstream.noise import NoiseKey, make_noise_process
+from pipelines import DaskExecutor, lake_blocks, shuffle_once
+
+from .conftest import DIM, W_STAR, feature_spec, make_table, write_lake
+
+KEY = NoiseKey.from_secret(b"e" * 32)
+ALGORITHMS = [
+    DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm"),
+    DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=1500, noise=make_noise_process("lambda", correlation=0.5)),
+]
+
+
+def fit(algorithm, executor, manifest):
+    return run(algorithm, executor, num_rows=manifest.num_rows, dim=DIM, initial_params=np.zeros(DIM), key=KEY).params
+
+
+@pytest.fixture()
+def manifest(lake, tmp_path):
+    return shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3500)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_local_cluster_equals_in_memory_bit_for_bit(algorithm, manifest, dask_client):
+    in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
+    distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
+    assert distributed.tobytes() == in_memory.tobytes()
+    assert np.abs(distributed - W_STAR).max() < 0.1  # and it learned
+
+
+def s3_put(fs):
+    def put(path, table):
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        fs.pipe_file(path, sink.getvalue().to_pybytes())
+
+    return put
+
+
+def test_s3_lake_shuffle_and_train(s3_bucket, dask_client):
+    import s3fs
+
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    write_lake(s3_put(fs), f"{url[5:]}/raw", files=3, rows=4000)
+    spec = feature_spec(f"{url}/raw", **options)
+    manifest = shuffle_once(spec, f"{url}/shuffled", rows_per_file=5000, client=dask_client)
+    assert manifest.num_rows == 12_000 and len(manifest.files) == 3
+    assert fs.exists(f"{url[5:]}/shuffled/_manifest.json")
+    algorithm = ALGORITHMS[0]
+    distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel(), options), manifest)
+    in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest, options)), manifest)
+    assert distributed.tobytes() == in_memory.tobytes()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def external_cluster(tmp_path):
+    """`dask scheduler` and two `dask worker` processes on 127.0.0.1, stopped after the test."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    processes = [subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    for n in range(2):
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--memory-limit", "1GiB",
+             "--local-directory", str(tmp_path / f"w{n}"), "--dashboard-address", ":0", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+    from distributed import Client
+
+    client = Client(address, timeout=60)
+    try:
+        client.wait_for_workers(2, timeout=120)
+        yield client
+    finally:
+        client.close()
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def test_external_scheduler_equals_in_memory(manifest, external_cluster):
+    assert len(external_cluster.scheduler_info()["workers"]) == 2
+    algorithm = ALGORITHMS[1]
+    in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
+    distributed = fit(algorithm, DaskExecutor(external_cluster, manifest, LinearRegressionModel()), manifest)
+    assert distributed.tobytes() == in_memory.tobytes()

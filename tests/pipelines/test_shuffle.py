@@ -1,0 +1,92 @@
+"""Shuffle once: a balanced random permutation, manifest as commit point, idempotent, source untouched."""
+
+import hashlib
+import os
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import LakeError, read_manifest, shuffle_once
+from pipelines.shuffle import MANIFEST_NAME
+
+from .conftest import feature_spec, local_put, write_lake
+
+
+def checksums(root):
+    return {name: hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest() for name in sorted(os.listdir(root))}
+
+
+def output_tables(manifest):
+    return [pq.read_table(path) for path in manifest.paths()]
+
+
+def test_permutation_balanced_and_source_untouched(lake, tmp_path):
+    source = checksums(lake.url)
+    manifest = shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3000)
+    assert checksums(lake.url) == source
+    sizes = [rows for _, rows in manifest.files]
+    assert len(sizes) == 7 and sum(sizes) == 20_000 and max(sizes) - min(sizes) <= 1
+    tables = output_tables(manifest)
+    assert [t.num_rows for t in tables] == sizes
+    assert set(tables[0].column_names) == set(lake.columns)  # only the columns the spec uses
+    # Same multiset of rows: feature and label values per source row id are preserved.
+    originals = {}
+    for name in os.listdir(lake.url):
+        t = pq.read_table(os.path.join(lake.url, name))
+        for row_id, value in zip(t.column("row_id").to_numpy(), t.column("y").to_numpy()):
+            originals[row_id] = value
+    shuffled_y = np.sort(np.concatenate([t.column("y").to_numpy() for t in tables]))
+    np.testing.assert_array_equal(shuffled_y, np.sort(np.array(list(originals.values()))))
+    # Mixed: the first output file draws rows from every input file, spread across its length.
+    source_days = pq.read_table(lake.url, columns=["y", "day"])
+    lookup = dict(zip(source_days.column("y").to_numpy(), source_days.column("day").to_numpy()))
+    first_days = [lookup[v] for v in tables[0].column("y").to_numpy()]
+    assert set(first_days) == {0, 1, 2, 3}
+    assert abs(np.mean(first_days) - 1.5) < 0.1
+    assert manifest.num_features == 6 and manifest.source_url == lake.url
+
+
+def test_fresh_randomness_each_shuffle(lake, tmp_path):
+    a = output_tables(shuffle_once(lake, str(tmp_path / "a"), rows_per_file=5000))[0].column("y").to_numpy()
+    b = output_tables(shuffle_once(lake, str(tmp_path / "b"), rows_per_file=5000))[0].column("y").to_numpy()
+    assert not np.array_equal(a, b)
+
+
+def test_idempotent_with_complete_manifest(lake, tmp_path):
+    out = str(tmp_path / "out")
+    first = shuffle_once(lake, out, rows_per_file=5000)
+    stamps = {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    assert shuffle_once(lake, out, rows_per_file=5000) == first
+    assert stamps == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    assert read_manifest(out) == first
+
+
+def test_interrupted_shuffle_is_cleaned_and_redone(lake, tmp_path):
+    out = tmp_path / "out"
+    (out / "_scratch" / "to-00000").mkdir(parents=True)
+    (out / "_scratch" / "to-00000" / "from-00000.parquet").write_bytes(b"partial")
+    (out / "part-00009.parquet").write_bytes(b"partial")  # no manifest: never committed
+    manifest = shuffle_once(lake, str(out), rows_per_file=5000)
+    assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [f"part-{j:05d}.parquet" for j in range(4)]
+    assert manifest.num_rows == 20_000
+
+
+def test_output_of_another_lake_refused(lake, tmp_path):
+    out = str(tmp_path / "out")
+    shuffle_once(lake, out)
+    other_root = str(tmp_path / "other")
+    write_lake(local_put, other_root, files=2, rows=100)
+    with pytest.raises(LakeError, match="already holds a shuffle of another lake"):
+        shuffle_once(feature_spec(other_root), out)
+
+
+def test_bad_rows_per_file(lake, tmp_path):
+    with pytest.raises(LakeError, match="rows_per_file must be a positive integer"):
+        shuffle_once(lake, str(tmp_path / "o"), rows_per_file=0)
+
+
+def test_shuffle_on_cluster_matches_contract(lake, tmp_path, dask_client):
+    manifest = shuffle_once(lake, str(tmp_path / "cluster"), rows_per_file=4000, client=dask_client)
+    assert [rows for _, rows in manifest.files] == [4000] * 5
+    assert sum(t.num_rows for t in output_tables(manifest)) == 20_000

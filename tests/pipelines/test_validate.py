@@ -1,0 +1,99 @@
+"""Every bad lake gets a clear error naming the file, column and row, before any budget is spent."""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
+
+from .conftest import DIM, feature_spec, local_put, make_table, write_lake
+
+
+def test_valid_lake_summary(lake):
+    summary = validate_lake(lake)
+    assert summary.num_rows == 20_000 and summary.num_features == DIM and len(summary.files) == 4
+    assert summary.fingerprint == validate_lake(lake).fingerprint
+    assert summary.fingerprint.startswith("lake-")
+
+
+def test_fixed_size_list_features(tmp_path):
+    root = str(tmp_path / "vec")
+    write_lake(local_put, root, vector=True)
+    assert validate_lake(feature_spec(root, vector=True)).num_features == DIM
+
+
+def corrupt(lake_root, name, table):
+    pq.write_table(table, os.path.join(lake_root, name))
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda t: t.drop_columns(["x3"]), r"day=02.parquet: column 'x3' is missing"),
+        (lambda t: t.set_column(t.schema.get_field_index("x1"), "x1", pa.array(["a"] * t.num_rows)), r"day=02.parquet: feature column 'x1' has non-numeric type string"),
+        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(["a"] * t.num_rows)), r"label column 'y' has non-numeric type"),
+        (lambda t: t.set_column(t.schema.get_field_index("x2"), "x2", pa.array(np.where(np.arange(t.num_rows) == 1234, np.nan, 1.0).astype(np.float32))), r"day=02.parquet: row 1234 of column 'x2' is nan"),
+        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(np.where(np.arange(t.num_rows) == 77, np.inf, 1.0))), r"row 77 of column 'y' is inf"),
+        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array([None] * 5 + [1.0] * (t.num_rows - 5), pa.float64())), r"row 0 of column 'y' is missing \(null\)"),
+        (lambda t: t.set_column(t.schema.get_field_index("x0"), "x0", t.column("x0").cast(pa.float64())), r"schema drift: column 'x0' is double in day=02.parquet but float"),
+        (lambda t: t.slice(0, 0), r"day=02.parquet is an empty file \(0 rows\)"),
+    ],
+)
+def test_bad_lakes(lake, mutate, match):
+    path = os.path.join(lake.url, "day=02.parquet")
+    corrupt(lake.url, "day=02.parquet", mutate(pq.read_table(path)))
+    with pytest.raises(LakeError, match=match):
+        validate_lake(lake)
+
+
+def test_wrong_vector_length(tmp_path):
+    root = str(tmp_path / "vec")
+    os.makedirs(root)
+    rows = [[0.1] * DIM] * 10 + [[0.1] * (DIM - 1)] + [[0.1] * DIM] * 5
+    pq.write_table(pa.table({"features": pa.array(rows, pa.list_(pa.float32())), "y": np.zeros(16)}), f"{root}/a.parquet")
+    with pytest.raises(LakeError, match=r"a.parquet: row 10 of column 'features' has a vector of length 5, expected 6"):
+        validate_lake(feature_spec(root, vector=True))
+
+
+def test_corrupt_and_truncated_files(lake):
+    path = os.path.join(lake.url, "day=01.parquet")
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 2])
+    with pytest.raises(LakeError, match=r"day=01.parquet is corrupt or truncated"):
+        validate_lake(lake)
+    open(path, "wb").write(b"not parquet at all")
+    with pytest.raises(LakeError, match=r"day=01.parquet is corrupt or truncated"):
+        validate_lake(lake)
+
+
+def test_empty_and_missing_lakes(tmp_path):
+    os.makedirs(tmp_path / "empty")
+    with pytest.raises(LakeError, match="is empty: no .parquet files"):
+        validate_lake(feature_spec(str(tmp_path / "empty")))
+    with pytest.raises(LakeError, match="is empty: no .parquet files"):
+        validate_lake(feature_spec(str(tmp_path / "nowhere")))
+
+
+def test_unreadable_s3_location(s3_server):
+    options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server}}
+    with pytest.raises(LakeError, match=r"cannot read the lake location s3://no-such-bucket/lake.*credentials"):
+        validate_lake(feature_spec("s3://no-such-bucket/lake", **options))
+
+
+def test_bad_spec_values():
+    with pytest.raises(LakeError, match="features is empty"):
+        LakeSpec("x", (), "y")
+    with pytest.raises(LakeError, match="label must be a column name"):
+        LakeSpec("x", ("a",), "")
+
+
+def test_nothing_written_when_validation_fails(lake, tmp_path):
+    corrupt(lake.url, "day=03.parquet", make_table(10, 3).drop_columns(["y"]))
+    before = {p: os.path.getmtime(os.path.join(lake.url, p)) for p in os.listdir(lake.url)}
+    with pytest.raises(LakeError, match="column 'y' is missing"):
+        shuffle_once(lake, str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+    assert before == {p: os.path.getmtime(os.path.join(lake.url, p)) for p in os.listdir(lake.url)}
