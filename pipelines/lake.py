@@ -18,7 +18,17 @@ import pyarrow.parquet as pq
 
 from dpstream.storage import open_url
 
-__all__ = ["LakeError", "LakeSpec", "LakeFile", "list_parquet_files", "read_rows", "table_to_arrays", "fingerprint"]
+__all__ = [
+    "LakeError",
+    "LakeSpec",
+    "LakeFile",
+    "list_parquet_files",
+    "read_rows",
+    "table_to_arrays",
+    "fingerprint",
+    "aligned",
+    "aligned_empty",
+]
 
 
 class LakeError(ValueError):
@@ -83,20 +93,47 @@ def fingerprint(files: list[LakeFile], schema: pa.Schema, spec: LakeSpec) -> str
     return "lake-" + hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:24]
 
 
+ALIGNMENT = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: Any, order: str = "C") -> np.ndarray:
+    """An uninitialised array whose data starts on a 64-byte boundary.
+
+    BLAS kernels peel a data-dependent number of leading elements to reach SIMD alignment, so the
+    order of a float reduction — hence its last bits — depends on the base address. Every block
+    handed to the models starts on the same boundary, wherever it was decoded or shipped.
+    """
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ALIGNMENT
+    return raw[offset : offset + size].view(dtype).reshape(shape, order=order)
+
+
+def aligned(array: np.ndarray) -> np.ndarray:
+    """``array`` itself if it starts on the boundary, else an aligned copy with the same layout."""
+    if array.ctypes.data % ALIGNMENT == 0:
+        return array
+    order = "F" if array.flags.f_contiguous and not array.flags.c_contiguous else "C"
+    copy = aligned_empty(array.shape, array.dtype, order)
+    copy[...] = array
+    return copy
+
+
 def table_to_arrays(table: pa.Table, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) from an Arrow table: X float32/float64 (rows × features), y float64."""
+    """(X, y) from an Arrow table: X float32/float64 (rows × features, 64-byte aligned), y float64."""
     if isinstance(spec.features, str):
         column = table.column(spec.features).combine_chunks()
-        width = column.type.list_size
-        X = column.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)
+        width = column.type.list_size if pa.types.is_fixed_size_list(column.type) else len(column[0])
+        X = aligned(np.ascontiguousarray(column.flatten().to_numpy(zero_copy_only=False).reshape(-1, width)))
     else:
         arrays = [table.column(name).to_numpy(zero_copy_only=False) for name in spec.features]
         dtype = np.result_type(*arrays) if arrays else np.float64
         dtype = dtype if dtype in (np.float32, np.float64) else np.float64
-        X = np.empty((table.num_rows, len(arrays)), dtype=dtype, order="F")  # column copies stay contiguous
+        X = aligned_empty((table.num_rows, len(arrays)), dtype, order="F")  # column copies stay contiguous
         for j, values in enumerate(arrays):
             X[:, j] = values
-    y = table.column(spec.label).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    y = aligned(np.ascontiguousarray(table.column(spec.label).to_numpy(zero_copy_only=False), dtype=np.float64))
     return X, y
 
 

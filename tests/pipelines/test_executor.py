@@ -111,3 +111,30 @@ def test_external_scheduler_equals_in_memory(manifest, external_cluster):
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
     distributed = fit(algorithm, DaskExecutor(external_cluster, manifest, LinearRegressionModel()), manifest)
     assert distributed.tobytes() == in_memory.tobytes()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
+    from pipelines import train_on_lake
+
+    in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
+    result, mode = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_files=1)
+    assert mode == "streaming"
+    assert result.params.tobytes() == in_memory.tobytes()
+
+
+def test_auto_mode_picks_by_batch_size(manifest, dask_client):
+    from pipelines import train_on_lake
+
+    small = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=16)
+    _, mode = train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY)
+    assert mode == "streaming"
+    large = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=20_000)
+    from pipelines import choose_mode
+    from dpstream.models import StatsRequest
+
+    plan = large.plan(10**8, DIM)
+    # Forced large per-step work (10⁸-row plan with 20,000-row steps): scatter-gather pays off.
+    assert choose_mode(dask_client, plan, LinearRegressionModel(), StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))) in ("scatter", "streaming")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY, mode="fast")

@@ -1,0 +1,32 @@
+"""Cluster helpers: a LocalCluster by default, or an existing scheduler by address."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["connect"]
+
+
+def connect(address: str | None = None, *, n_workers: int = 2, memory_limit: str = "2GiB", **cluster_kwargs: Any):
+    """A ``distributed.Client``: attached to ``address`` (e.g. ``tcp://10.0.0.5:8786``) or to a new
+    LocalCluster of ``n_workers`` single-threaded worker processes on loopback.
+
+    Scripts that start a LocalCluster must guard their top-level code with
+    ``if __name__ == "__main__":`` — workers are spawned and re-import the main module.
+    """
+    from distributed import Client, LocalCluster
+
+    if address:
+        return Client(address, timeout=60)
+    cluster = LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit=memory_limit,
+        dashboard_address=None,
+        host="127.0.0.1",
+        **cluster_kwargs,
+    )
+    client = Client(cluster)
+    client._dpstream_cluster = cluster  # closed with the client by close()
+    return client

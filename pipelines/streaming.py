@@ -1,0 +1,73 @@
+"""Streaming mode for small batches, and the choice between it and scatter-gather.
+
+With small batches a Dask round trip per step (≈ 19 ms through futures, stack.md §3) costs far more
+than the step's arithmetic, so the sequential updates run in the coordinator process — which keeps
+the model, the noise key and the accountant — while the workers read and decode the upcoming files of
+the shuffled lake ahead of it. At most ``prefetch_files`` decoded files are in flight (the memory
+budget). The blocks arrive in file order, so the statistics are the same fold as in memory: the
+result is bit-for-bit identical to the in-memory executor and to scatter-gather.
+
+``choose_mode`` compares the measured round-trip latency of a no-op task with the measured cost of one
+step's statistics on the coordinator; scatter-gather wins when a step's work is much larger than a
+round trip (DP-AMBSSGD, SRGD with √N batches), streaming otherwise (DP-SGD with batches of ~1,000).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any, Iterator
+
+import numpy as np
+
+from dpstream.algorithms.base import Plan
+from dpstream.models import GLM, StatsRequest
+from pipelines.lake import LakeSpec, aligned, read_rows
+from pipelines.shuffle import Manifest
+
+__all__ = ["prefetched_blocks", "choose_mode", "load_file"]
+
+
+def load_file(path: str, rows: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+    fs, _ = spec.filesystem()
+    return read_rows(fs, path, spec, 0, rows)
+
+
+def prefetched_blocks(
+    client: Any, manifest: Manifest, storage_options: dict[str, Any] | None = None, prefetch_files: int = 2
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The shuffled lake's files in order, decoded on the workers, ``prefetch_files`` ahead."""
+    if prefetch_files < 1:
+        raise ValueError(f"prefetch_files must be a positive integer, got {prefetch_files!r}")
+    spec = manifest.spec(storage_options)
+    jobs = list(zip(manifest.paths(storage_options), (rows for _, rows in manifest.files)))
+    pending: deque = deque()
+    for path, rows in jobs[:prefetch_files]:
+        pending.append(client.submit(load_file, path, rows, spec, pure=False))
+    for index in range(len(jobs)):
+        future = pending.popleft()
+        following = index + prefetch_files
+        if following < len(jobs):
+            pending.append(client.submit(load_file, *jobs[following], spec, pure=False))
+        X, y = future.result()
+        future.release()  # the worker drops its copy: memory stays bounded
+        yield aligned(X), aligned(y)  # unpickled arrays land anywhere; see lake.aligned_empty
+
+
+def _noop() -> None:
+    return None
+
+
+def choose_mode(client: Any, plan: Plan, model: GLM, request: StatsRequest, samples: int = 5) -> str:
+    """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``."""
+    latencies = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        client.submit(_noop, pure=False).result()
+        latencies.append(time.perf_counter() - start)
+    rows = min(plan.rows_per_step, 65_536)
+    X = np.random.default_rng(0).standard_normal((rows, plan.dim))
+    start = time.perf_counter()
+    model.block_stats(X, np.zeros(rows), request)
+    step_seconds = (time.perf_counter() - start) * plan.rows_per_step / rows
+    return "scatter" if step_seconds >= 3 * float(np.median(latencies)) else "streaming"

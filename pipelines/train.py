@@ -1,0 +1,48 @@
+"""Train any dpstream algorithm on a shuffled lake through a Dask cluster."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from dpstream.coordinator import FitResult, InMemoryExecutor, run
+from dpstream.models import GLM
+from dpstream.noise import NoiseKey
+from pipelines.executor import DaskExecutor
+from pipelines.shuffle import Manifest
+from pipelines.streaming import choose_mode, prefetched_blocks
+
+__all__ = ["train_on_lake", "MODES"]
+
+MODES = ("auto", "scatter", "streaming")
+
+
+def train_on_lake(
+    manifest: Manifest,
+    algorithm: Any,
+    model: GLM,
+    client: Any,
+    key: NoiseKey,
+    *,
+    mode: str = "auto",
+    storage_options: dict[str, Any] | None = None,
+    prefetch_files: int = 2,
+    initial_params: np.ndarray | None = None,
+    on_step: Callable[[int, Any], None] | None = None,
+) -> tuple[FitResult, str]:
+    """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    dim = model.num_params(manifest.num_features)
+    params = model.init_params(manifest.num_features) if initial_params is None else initial_params
+    if mode == "auto":
+        plan = algorithm.plan(manifest.num_rows, dim)
+        state = algorithm.init(plan, params)
+        mode = choose_mode(client, plan, model, algorithm.request(state, plan.spans[0], plan))
+    if mode == "scatter":
+        executor = DaskExecutor(client, manifest, model, storage_options)
+    else:
+        executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_files))
+    result = run(algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step)
+    return result, mode
