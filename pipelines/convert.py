@@ -1,0 +1,152 @@
+"""CSV → Parquet lake, with explicit column selection and explicit policies for missing values and
+categorical columns, so real data (e.g. ../shared/data/california_housing/housing.csv) can be prepared.
+
+Nothing is inferred from the sensitive data that would be released: imputation constants and category
+lists are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
+streamed in batches; parts are written under a temporary folder and moved into place only when the
+whole file converted, so a failure leaves nothing behind. The source is only read.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from dpstream.storage import open_url
+from pipelines.lake import LakeError
+from pipelines.shuffle import _write_parquet
+
+__all__ = ["ConvertSpec", "csv_to_parquet"]
+
+
+@dataclass(frozen=True)
+class ConvertSpec:
+    columns: tuple[str, ...]  # numeric feature columns to keep, in order
+    label: str
+    missing: str = "drop"  # "drop" rows with a missing value, or "impute" the public constants below
+    impute_values: dict[str, float] = field(default_factory=dict)
+    categorical: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> public categories (one-hot)
+    unknown_category: str = "error"  # "error" or "drop" rows whose category is not in the list
+    rows_per_file: int = 250_000
+
+    def __post_init__(self) -> None:
+        if self.missing not in ("drop", "impute"):
+            raise LakeError(f"missing must be 'drop' or 'impute', got {self.missing!r}")
+        if self.unknown_category not in ("error", "drop"):
+            raise LakeError(f"unknown_category must be 'error' or 'drop', got {self.unknown_category!r}")
+        if not self.columns and not self.categorical:
+            raise LakeError("select at least one feature column (columns) or categorical column")
+        for column, categories in self.categorical.items():
+            if not categories:
+                raise LakeError(f"categorical column {column!r} needs its public list of categories")
+
+    def output_columns(self) -> list[str]:
+        onehot = [f"{column}={value}" for column, values in self.categorical.items() for value in values]
+        return list(self.columns) + onehot
+
+
+def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source: str) -> pa.Table:
+    table = pa.Table.from_batches([batch])
+    needed = list(spec.columns) + list(spec.categorical) + [spec.label]
+    missing_columns = [c for c in needed if c not in table.column_names]
+    if missing_columns:
+        raise LakeError(
+            f"{source}: column {missing_columns[0]!r} is not in the CSV (columns: {', '.join(table.column_names)}); "
+            "fix the column selection"
+        )
+    keep = np.ones(table.num_rows, dtype=bool)
+    numeric: dict[str, np.ndarray] = {}
+    for column in list(spec.columns) + [spec.label]:
+        values = table.column(column)
+        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_null(values.type)):
+            raise LakeError(
+                f"{source}: column {column!r} is not numeric (type {values.type}, e.g. {values[0].as_py()!r}); "
+                "drop it from the selection or encode it as categorical"
+            )
+        array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+        nulls = np.isnan(array)
+        if nulls.any():
+            if spec.missing == "drop" or column == spec.label:
+                keep &= ~nulls
+            elif column in spec.impute_values:
+                array = np.where(nulls, float(spec.impute_values[column]), array)
+            else:
+                raise LakeError(
+                    f"{source}: column {column!r} has a missing value at row {offset + int(np.argmax(nulls))} and "
+                    "no imputation constant; pass impute_values={column: public_value} or missing='drop'"
+                )
+        numeric[column] = array
+    onehot: dict[str, np.ndarray] = {}
+    for column, categories in spec.categorical.items():
+        values = np.asarray(table.column(column).to_pylist(), dtype=object)
+        known = np.isin(values, np.asarray(categories, dtype=object))
+        if not known.all():
+            if spec.unknown_category == "drop":
+                keep &= known
+            else:
+                row = int(np.argmax(~known))
+                raise LakeError(
+                    f"{source}: row {offset + row} of column {column!r} has category {values[row]!r} not in the "
+                    f"public list {list(categories)}; add it to the list or set unknown_category='drop'"
+                )
+        for value in categories:
+            onehot[f"{column}={value}"] = (values == value).astype(np.float64)
+    columns = {name: numeric[name][keep] for name in spec.columns}
+    columns.update({name: array[keep] for name, array in onehot.items()})
+    columns[spec.label] = numeric[spec.label][keep]
+    return pa.table(columns)
+
+
+def csv_to_parquet(
+    source_url: str,
+    out_url: str,
+    spec: ConvertSpec,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int = 16 << 20,
+) -> list[str]:
+    """Convert one CSV file into Parquet parts under ``out_url``; returns the written paths."""
+    source_fs, source_path = open_url(source_url, storage_options)
+    if not source_fs.exists(source_path):
+        raise LakeError(f"{source_url} does not exist; check the path")
+    out_fs, root = open_url(out_url, storage_options)
+    if out_fs.exists(root) and out_fs.ls(root, detail=False):
+        raise LakeError(f"{out_url} is not empty; convert into a new location")
+    staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
+    name = source_path.rsplit("/", 1)[-1]
+    parts, pending, offset = [], [], 0
+    try:
+        with source_fs.open(source_path, "rb") as handle:
+            reader = pcsv.open_csv(handle, read_options=pcsv.ReadOptions(block_size=block_size))
+            for batch in reader:
+                pending.append(_convert_batch(batch, spec, offset, name))
+                offset += batch.num_rows
+                while sum(t.num_rows for t in pending) >= spec.rows_per_file:
+                    table = pa.concat_tables(pending)
+                    path = f"{staging}/part-{len(parts):05d}.parquet"
+                    _write_parquet(out_fs, path, table.slice(0, spec.rows_per_file))
+                    parts.append(path)
+                    pending = [table.slice(spec.rows_per_file)]
+        if pending and sum(t.num_rows for t in pending):
+            path = f"{staging}/part-{len(parts):05d}.parquet"
+            _write_parquet(out_fs, path, pa.concat_tables(pending))
+            parts.append(path)
+        if not parts:
+            raise LakeError(f"{source_url}: no rows left after applying the missing-value policy")
+        final = []
+        for path in parts:
+            target = f"{root}/{path.rsplit('/', 1)[-1]}"
+            out_fs.mv(path, target)
+            final.append(target)
+        return final
+    except pa.ArrowInvalid as error:
+        raise LakeError(f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter") from None
+    finally:
+        if out_fs.exists(staging):
+            out_fs.rm(staging, recursive=True)

@@ -1,0 +1,78 @@
+"""CSV → Parquet with explicit column, missing-value and categorical policies; real California data."""
+
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import LakeError, LakeSpec, validate_lake
+from pipelines.convert import ConvertSpec, csv_to_parquet
+
+HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
+NUMERIC = ("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population",
+           "households", "median_income")
+OCEAN = ("<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN")  # public category list
+
+
+def housing_spec(**overrides):
+    kwargs = dict(columns=NUMERIC, label="median_house_value", categorical={"ocean_proximity": OCEAN}, rows_per_file=8000)
+    kwargs.update(overrides)
+    return ConvertSpec(**kwargs)
+
+
+def test_california_drop_missing(tmp_path):
+    out = str(tmp_path / "lake")
+    paths = csv_to_parquet(str(HOUSING), out, housing_spec())
+    assert [os.path.basename(p) for p in paths] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    table = pq.read_table(out)
+    assert table.num_rows == 20_433  # the 207 rows with a missing total_bedrooms are dropped
+    onehot = [f"ocean_proximity={v}" for v in OCEAN]
+    assert all(sum(table.column(c).to_numpy()) > 0 for c in onehot)
+    assert (sum(table.column(c).to_numpy() for c in onehot) == 1).all()
+    summary = validate_lake(LakeSpec(out, tuple(NUMERIC) + tuple(onehot), "median_house_value"))
+    assert summary.num_rows == 20_433 and summary.num_features == 13
+    assert os.path.getsize(HOUSING) > 0 and sorted(os.listdir(out)) == [os.path.basename(p) for p in paths]
+
+
+def test_california_impute_public_constant(tmp_path):
+    out = str(tmp_path / "lake")
+    csv_to_parquet(str(HOUSING), out, housing_spec(missing="impute", impute_values={"total_bedrooms": 400.0}))
+    table = pq.read_table(out)
+    assert table.num_rows == 20_640
+    assert (table.column("total_bedrooms").to_numpy() == 400.0).sum() >= 207
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(columns=NUMERIC + ("rooms_per_person",)), r"column 'rooms_per_person' is not in the CSV"),
+        (dict(columns=NUMERIC + ("ocean_proximity",), categorical={}), r"column 'ocean_proximity' is not numeric"),
+        (dict(categorical={"ocean_proximity": OCEAN[:3]}), r"category 'NEAR BAY' not in the public list"),
+        (dict(missing="impute"), r"column 'total_bedrooms' has a missing value at row 290 and no imputation constant"),
+    ],
+)
+def test_bad_conversions_write_nothing(tmp_path, overrides, match):
+    out = tmp_path / "lake"
+    with pytest.raises(LakeError, match=match):
+        csv_to_parquet(str(HOUSING), str(out), housing_spec(**overrides))
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_unknown_categories_can_be_dropped(tmp_path):
+    out = str(tmp_path / "lake")
+    csv_to_parquet(str(HOUSING), out, housing_spec(categorical={"ocean_proximity": ("INLAND",)}, unknown_category="drop"))
+    assert pq.read_table(out).num_rows == sum(1 for line in open(HOUSING) if ",INLAND" in line and ",," not in line)
+
+
+def test_bad_spec_and_locations(tmp_path):
+    with pytest.raises(LakeError, match="missing must be 'drop' or 'impute'"):
+        housing_spec(missing="mean")
+    with pytest.raises(LakeError, match="needs its public list"):
+        housing_spec(categorical={"ocean_proximity": ()})
+    with pytest.raises(LakeError, match="does not exist"):
+        csv_to_parquet(str(tmp_path / "none.csv"), str(tmp_path / "o"), housing_spec())
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(LakeError, match="is not empty"):
+        csv_to_parquet(str(HOUSING), str(tmp_path / "full"), housing_spec())
