@@ -13,6 +13,7 @@ MODULES = [
     "benchmarks.ambssgd_scale",
     "benchmarks.correlated_noise",
     "benchmarks.srgd_utility",
+    "benchmarks.data_plane",
     "benchmarks.opacus_compare",
 ]
 

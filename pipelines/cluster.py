@@ -14,11 +14,12 @@ def connect(address: str | None = None, *, n_workers: int = 2, memory_limit: str
     Scripts that start a LocalCluster must guard their top-level code with
     ``if __name__ == "__main__":`` — workers are spawned and re-import the main module.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if address:
         return Client(address, timeout=60)
-    cluster = LocalCluster(
+    # A client given no address starts its own LocalCluster and shuts it down on close().
+    return Client(
         n_workers=n_workers,
         threads_per_worker=1,
         processes=True,
@@ -27,6 +28,3 @@ def connect(address: str | None = None, *, n_workers: int = 2, memory_limit: str
         host="127.0.0.1",
         **cluster_kwargs,
     )
-    client = Client(cluster)
-    client._dpstream_cluster = cluster  # closed with the client by close()
-    return client

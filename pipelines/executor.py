@@ -1,14 +1,15 @@
 """The distributed step executor: the coordinator's ``Executor`` on a Dask cluster (scatter-gather).
 
-For step t the coordinator sends the algorithm's request; the executor cuts the step's row span into
-slices at file boundaries of the shuffled lake, maps ``slice_stats`` over them on the workers (one
-round trip; the parameters travel with the request) and merges the results in slice order, starting
-from zero statistics — the same fold the in-memory executor performs over the same files, so the
-result is bit-for-bit identical whatever the number of workers.
+The unit of work is a *block*: one Parquet row group of the shuffled lake (65,536 rows, written by
+shuffle-once and listed in the manifest). For step t the coordinator sends the algorithm's request;
+the executor cuts the step's row span at block boundaries, maps ``slice_stats`` over the pieces on the
+workers (one round trip; the parameters travel with the request) and merges the results in piece
+order, starting from zero statistics — the same fold the in-memory executor performs over the same
+blocks, so the result is bit-for-bit identical whatever the number of workers.
 
 Each file is pinned to one worker (file index modulo the workers present), whose process keeps the
-last two decoded files in a small cache: consecutive steps read consecutive slices of the same file,
-so each file is read and decoded once. A worker holds at most two files plus the task's slice.
+last ``CACHE_BLOCKS`` decoded blocks: consecutive steps read consecutive slices of the same blocks, so
+each block is read and decoded once, and a worker never holds more than a few blocks.
 """
 
 from __future__ import annotations
@@ -22,42 +23,43 @@ import numpy as np
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import GLM, BatchStats, StatsRequest
-from pipelines.lake import LakeSpec, read_rows
+from pipelines.lake import LakeSpec, read_row_group
 from pipelines.shuffle import Manifest
 
 __all__ = ["DaskExecutor", "slice_stats", "lake_blocks"]
 
-_CACHE: "OrderedDict[str, tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+_CACHE: "OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_CACHE_FILES = 2
+CACHE_BLOCKS = 4
 
 
-def _file_arrays(path: str, rows: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+def _block_arrays(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+    key = (path, group)
     with _CACHE_LOCK:
-        if path in _CACHE:
-            _CACHE.move_to_end(path)
-            return _CACHE[path]
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
     fs, _ = spec.filesystem()
-    arrays = read_rows(fs, path, spec, 0, rows)
+    arrays = read_row_group(fs, path, spec, group)
     with _CACHE_LOCK:
-        _CACHE[path] = arrays
-        while len(_CACHE) > _CACHE_FILES:
+        _CACHE[key] = arrays
+        while len(_CACHE) > CACHE_BLOCKS:
             _CACHE.popitem(last=False)
     return arrays
 
 
-def slice_stats(path: str, rows: int, spec: LakeSpec, start: int, stop: int, model: GLM, request: StatsRequest, role: str) -> BatchStats:
-    """Statistics of rows [start, stop) of one file of the shuffled lake (runs on a worker)."""
-    X, y = _file_arrays(path, rows, spec)
+def slice_stats(path: str, group: int, spec: LakeSpec, start: int, stop: int, model: GLM, request: StatsRequest, role: str) -> BatchStats:
+    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker)."""
+    X, y = _block_arrays(path, group, spec)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
-    """The shuffled lake's files in training order as (X, y) blocks, for the in-memory executor."""
+    """The shuffled lake's blocks (row groups) in training order as (X, y), for the in-memory executor."""
     spec = manifest.spec(storage_options)
     fs, _ = spec.filesystem()
-    for path, (_, rows) in zip(manifest.paths(storage_options), manifest.files):
-        yield read_rows(fs, path, spec, 0, rows)
+    for _, path, group, _ in manifest.blocks(storage_options):
+        yield read_row_group(fs, path, spec, group)
 
 
 class DaskExecutor:
@@ -66,19 +68,18 @@ class DaskExecutor:
         self.manifest = manifest
         self.model = model
         self.spec = manifest.spec(storage_options)
-        self.paths = manifest.paths(storage_options)
-        self.rows = [rows for _, rows in manifest.files]
-        self.starts = np.concatenate([[0], np.cumsum(self.rows)]).tolist()
+        self.blocks = manifest.blocks(storage_options)
+        self.starts = np.concatenate([[0], np.cumsum([rows for *_, rows in self.blocks])]).tolist()
         self.workers = sorted(client.scheduler_info()["workers"])
 
     def _slices(self, start: int, stop: int, role: str) -> list[tuple[int, int, int, str]]:
-        """(file index, first row, end row) pieces of global rows [start, stop), in order."""
+        """(block index, first row, end row, role) pieces of global rows [start, stop), in order."""
         pieces = []
         index = bisect.bisect_right(self.starts, start) - 1
         while start < stop:
-            file_start, file_stop = self.starts[index], self.starts[index + 1]
-            end = min(stop, file_stop)
-            pieces.append((index, start - file_start, end - file_start, role))
+            block_start, block_stop = self.starts[index], self.starts[index + 1]
+            end = min(stop, block_stop)
+            pieces.append((index, start - block_start, end - block_start, role))
             start, index = end, index + 1
         return pieces
 
@@ -87,13 +88,13 @@ class DaskExecutor:
         if span.stat_rows is not None:
             pieces += self._slices(*span.stat_rows, "stat")
         pieces += self._slices(*span.gradient_rows, "gradient")
-        futures = [
-            self.client.submit(
-                slice_stats, self.paths[i], self.rows[i], self.spec, lo, hi, self.model, request, role,
-                workers=[self.workers[i % len(self.workers)]], allow_other_workers=True, pure=False,
-            )
-            for i, lo, hi, role in pieces
-        ]
+        futures = []
+        for i, lo, hi, role in pieces:
+            file_index, path, group, _ = self.blocks[i]
+            futures.append(self.client.submit(
+                slice_stats, path, group, self.spec, lo, hi, self.model, request, role,
+                workers=[self.workers[file_index % len(self.workers)]], allow_other_workers=True, pure=False,
+            ))
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
         for part in self.client.gather(futures):
             stats = stats + part

@@ -23,7 +23,7 @@ __all__ = [
     "LakeSpec",
     "LakeFile",
     "list_parquet_files",
-    "read_rows",
+    "read_row_group",
     "table_to_arrays",
     "fingerprint",
     "aligned",
@@ -137,18 +137,8 @@ def table_to_arrays(table: pa.Table, spec: LakeSpec) -> tuple[np.ndarray, np.nda
     return X, y
 
 
-def read_rows(fs: Any, path: str, spec: LakeSpec, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows [start, stop) of one Parquet file, reading only the row groups that overlap them."""
+def read_row_group(fs: Any, path: str, spec: LakeSpec, group: int) -> tuple[np.ndarray, np.ndarray]:
+    """One row group of one Parquet file: the unit the executors read, cache and fold over."""
     with fs.open(path, "rb") as handle:
-        parquet = pq.ParquetFile(handle)
-        metadata = parquet.metadata
-        groups, first_row, offset = [], None, 0
-        for index in range(metadata.num_row_groups):
-            count = metadata.row_group(index).num_rows
-            if offset + count > start and offset < stop:
-                groups.append(index)
-                first_row = offset if first_row is None else first_row
-            offset += count
-        table = parquet.read_row_groups(groups, columns=spec.columns)
-    table = table.slice(start - (first_row or 0), stop - start)
+        table = pq.ParquetFile(handle).read_row_group(group, columns=spec.columns)
     return table_to_arrays(table, spec)

@@ -45,6 +45,7 @@ class Manifest:
     version: int
     url: str
     files: tuple[tuple[str, int], ...]  # (file name, rows), in training order
+    row_groups: tuple[tuple[int, ...], ...]  # rows of each row group of each file: the executors' blocks
     schema_ipc: str  # base64 Arrow IPC schema
     features: tuple[str, ...] | str
     label: str
@@ -69,6 +70,14 @@ class Manifest:
         _, root = open_url(self.url, storage_options)
         return [f"{root}/{name}" for name, _ in self.files]
 
+    def blocks(self, storage_options: dict[str, Any] | None = None) -> list[tuple[int, str, int, int]]:
+        """(file index, path, row group, rows) of every block, in training order."""
+        return [
+            (index, path, group, rows)
+            for index, (path, groups) in enumerate(zip(self.paths(storage_options), self.row_groups))
+            for group, rows in enumerate(groups)
+        ]
+
     @property
     def schema(self) -> pa.Schema:
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema_ipc)))
@@ -83,13 +92,21 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Ma
     features = document["features"]
     document["features"] = features if isinstance(features, str) else tuple(features)
     document["files"] = tuple(tuple(item) for item in document["files"])
+    document["row_groups"] = tuple(tuple(groups) for groups in document["row_groups"])
     return Manifest(**document)
 
 
-def _write_parquet(fs: Any, path: str, table: pa.Table) -> None:
+ROW_GROUP_ROWS = 65_536
+
+
+def _write_parquet(fs: Any, path: str, table: pa.Table) -> tuple[int, ...]:
+    """Write ``table`` atomically; returns the rows of each row group written."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, use_dictionary=False, compression="snappy", row_group_size=65_536)
-    write_bytes_atomic(fs, path, sink.getvalue().to_pybytes())
+    pq.write_table(table, sink, use_dictionary=False, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+    buffer = sink.getvalue()
+    metadata = pq.read_metadata(pa.BufferReader(buffer))
+    write_bytes_atomic(fs, path, buffer.to_pybytes())
+    return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 
 def _scatter(source: str, source_options: dict, out_url: str, out_options: dict, index: int,
@@ -106,7 +123,7 @@ def _scatter(source: str, source_options: dict, out_url: str, out_options: dict,
             offset += int(count)
 
 
-def _gather(out_url: str, out_options: dict, target: int, seed: int) -> int:
+def _gather(out_url: str, out_options: dict, target: int, seed: int) -> tuple[int, ...]:
     fs, root = open_url(out_url, out_options)
     folder = f"{root}/{SCRATCH}/to-{target:05d}"
     pieces = []
@@ -115,8 +132,7 @@ def _gather(out_url: str, out_options: dict, target: int, seed: int) -> int:
             pieces.append(pq.read_table(handle))
     table = pa.concat_tables(pieces)
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
-    return table.num_rows
+    return _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
 
 
 def _remove(fs: Any, path: str) -> None:
@@ -181,7 +197,8 @@ def shuffle_once(
     manifest = Manifest(
         version=1,
         url=out_url,
-        files=tuple((f"part-{j:05d}.parquet", int(size)) for j, size in enumerate(sizes)),
+        files=tuple((f"part-{j:05d}.parquet", int(sum(groups))) for j, groups in enumerate(sizes)),
+        row_groups=tuple(tuple(int(g) for g in groups) for groups in sizes),
         schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode(),
         features=spec.features,
         label=spec.label,

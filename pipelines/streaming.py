@@ -2,9 +2,9 @@
 
 With small batches a Dask round trip per step (≈ 19 ms through futures, stack.md §3) costs far more
 than the step's arithmetic, so the sequential updates run in the coordinator process — which keeps
-the model, the noise key and the accountant — while the workers read and decode the upcoming files of
-the shuffled lake ahead of it. At most ``prefetch_files`` decoded files are in flight (the memory
-budget). The blocks arrive in file order, so the statistics are the same fold as in memory: the
+the model, the noise key and the accountant — while the workers read and decode the upcoming blocks
+(row groups) of the shuffled lake ahead of it. At most ``prefetch_blocks`` decoded blocks are in
+flight (the memory budget). The blocks arrive in file order, so the statistics are the same fold as in memory: the
 result is bit-for-bit identical to the in-memory executor and to scatter-gather.
 
 ``choose_mode`` compares the measured round-trip latency of a no-op task with the measured cost of one
@@ -22,33 +22,33 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan
 from dpstream.models import GLM, StatsRequest
-from pipelines.lake import LakeSpec, aligned, read_rows
+from pipelines.lake import LakeSpec, aligned, read_row_group
 from pipelines.shuffle import Manifest
 
-__all__ = ["prefetched_blocks", "choose_mode", "load_file"]
+__all__ = ["prefetched_blocks", "choose_mode", "load_block"]
 
 
-def load_file(path: str, rows: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+def load_block(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
     fs, _ = spec.filesystem()
-    return read_rows(fs, path, spec, 0, rows)
+    return read_row_group(fs, path, spec, group)
 
 
 def prefetched_blocks(
-    client: Any, manifest: Manifest, storage_options: dict[str, Any] | None = None, prefetch_files: int = 2
+    client: Any, manifest: Manifest, storage_options: dict[str, Any] | None = None, prefetch_blocks: int = 4
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The shuffled lake's files in order, decoded on the workers, ``prefetch_files`` ahead."""
-    if prefetch_files < 1:
-        raise ValueError(f"prefetch_files must be a positive integer, got {prefetch_files!r}")
+    """The shuffled lake's blocks (row groups) in order, decoded on the workers, ``prefetch_blocks`` ahead."""
+    if prefetch_blocks < 1:
+        raise ValueError(f"prefetch_blocks must be a positive integer, got {prefetch_blocks!r}")
     spec = manifest.spec(storage_options)
-    jobs = list(zip(manifest.paths(storage_options), (rows for _, rows in manifest.files)))
+    jobs = [(path, group) for _, path, group, _ in manifest.blocks(storage_options)]
     pending: deque = deque()
-    for path, rows in jobs[:prefetch_files]:
-        pending.append(client.submit(load_file, path, rows, spec, pure=False))
+    for path, group in jobs[:prefetch_blocks]:
+        pending.append(client.submit(load_block, path, group, spec, pure=False))
     for index in range(len(jobs)):
         future = pending.popleft()
-        following = index + prefetch_files
+        following = index + prefetch_blocks
         if following < len(jobs):
-            pending.append(client.submit(load_file, *jobs[following], spec, pure=False))
+            pending.append(client.submit(load_block, *jobs[following], spec, pure=False))
         X, y = future.result()
         future.release()  # the worker drops its copy: memory stays bounded
         yield aligned(X), aligned(y)  # unpickled arrays land anywhere; see lake.aligned_empty

@@ -27,7 +27,7 @@ def train_on_lake(
     *,
     mode: str = "auto",
     storage_options: dict[str, Any] | None = None,
-    prefetch_files: int = 2,
+    prefetch_blocks: int = 4,
     initial_params: np.ndarray | None = None,
     on_step: Callable[[int, Any], None] | None = None,
 ) -> tuple[FitResult, str]:
@@ -43,6 +43,6 @@ def train_on_lake(
     if mode == "scatter":
         executor = DaskExecutor(client, manifest, model, storage_options)
     else:
-        executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_files))
+        executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks))
     result = run(algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step)
     return result, mode

@@ -118,7 +118,7 @@ def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
     from pipelines import train_on_lake
 
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
-    result, mode = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_files=1)
+    result, mode = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_blocks=1)
     assert mode == "streaming"
     assert result.params.tobytes() == in_memory.tobytes()
 
@@ -138,3 +138,28 @@ def test_auto_mode_picks_by_batch_size(manifest, dask_client):
     assert choose_mode(dask_client, plan, LinearRegressionModel(), StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))) in ("scatter", "streaming")
     with pytest.raises(ValueError, match="mode must be one of"):
         train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY, mode="fast")
+
+
+def test_connect_owns_its_local_cluster():
+    from pipelines import connect
+
+    client = connect(n_workers=1, memory_limit="1GiB")
+    try:
+        assert len(client.scheduler_info()["workers"]) == 1
+        assert client.submit(sum, [1, 2, 3]).result() == 6
+    finally:
+        client.close()
+    assert client.cluster.status.name in ("closed", "closing")
+
+
+def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
+    import pipelines.shuffle as shuffle_module
+
+    monkeypatch.setattr(shuffle_module, "ROW_GROUP_ROWS", 1000)
+    manifest = shuffle_once(lake, str(tmp_path / "groups"), rows_per_file=7000)  # in-process: the patch applies
+    assert manifest.row_groups[0] == (1000,) * 7
+    assert len(manifest.blocks()) == 20
+    for algorithm in ALGORITHMS:
+        in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
+        distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
+        assert distributed.tobytes() == in_memory.tobytes()

@@ -1,0 +1,149 @@
+"""Data-plane benchmarks (issue 4): throughput, shuffle cost and worker memory on a 2-worker cluster.
+
+Lake: 8,000,000 rows × 64 float32 features + label in 40 files (written once under .bench/).
+1. Training throughput as a ratio to a raw scan: every file of the shuffled lake read with pyarrow and
+   decoded to NumPy by the same 2 worker processes. DP-AMBSSGD uses scatter-gather; DP-λCGD with
+   batch 1,024 uses streaming. Targets ≥ 0.6 and ≥ 0.3.
+2. Shuffle-once time as a ratio to a plain read-and-write copy of the same lake by the same workers.
+   Target ≤ 3.
+3. Peak RSS per worker while training (scatter-gather) with a memory limit of 256 MiB per worker, i.e.
+   a lake 4× larger than the workers' total memory. Target: under the limit.
+Run: ``python -m benchmarks.data_plane`` (about 4 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.common import markdown_table
+from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.models import LinearRegressionModel
+from dpstream.noise import NoiseKey, make_noise_process
+from pipelines import LakeSpec, connect, shuffle_once, train_on_lake
+from pipelines.lake import read_row_group
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench", "lake8m")
+FILES, ROWS, DIM = 40, 200_000, 64
+SPEC_COLUMNS = tuple(f"x{j}" for j in range(DIM))
+
+
+def write_source() -> str:
+    source = os.path.join(ROOT, "raw")
+    if os.path.exists(os.path.join(source, f"f{FILES - 1:02d}.parquet")):
+        return source
+    os.makedirs(source, exist_ok=True)
+    w = np.linspace(-1, 1, DIM) / 8
+    for i in range(FILES):
+        rng = np.random.default_rng(i)
+        X = rng.standard_normal((ROWS, DIM), dtype=np.float32)
+        y = X.astype(np.float64) @ w + rng.standard_normal(ROWS)
+        table = pa.table({**{name: X[:, j] for j, name in enumerate(SPEC_COLUMNS)}, "y": y, "day": np.full(ROWS, i // 4)})
+        pq.write_table(table, os.path.join(source, f"f{i:02d}.parquet"), use_dictionary=False)
+    return source
+
+
+def _scan(path: str, group: int, spec: LakeSpec) -> int:
+    fs, _ = spec.filesystem()
+    X, _ = read_row_group(fs, path, spec, group)
+    return X.shape[0]
+
+
+def _copy(source: str, target: str) -> int:
+    table = pq.read_table(source)
+    pq.write_table(table, target, use_dictionary=False)
+    return table.num_rows
+
+
+class RssSampler:
+    """Peak resident memory of each worker process, sampled every 0.2 s."""
+
+    def __init__(self, pids):
+        self.processes = [psutil.Process(pid) for pid in pids]
+        self.peaks = [0] * len(pids)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for i, process in enumerate(self.processes):
+                try:
+                    self.peaks[i] = max(self.peaks[i], process.memory_info().rss)
+                except psutil.Error:
+                    pass
+            time.sleep(0.2)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def main() -> None:
+    source = write_source()
+    spec = LakeSpec(source, SPEC_COLUMNS, "y")
+    client = connect(n_workers=2, memory_limit="2GiB")
+    try:
+        copy_dir = os.path.join(ROOT, "copy")
+        os.makedirs(copy_dir, exist_ok=True)
+        start = time.perf_counter()
+        client.gather([client.submit(_copy, os.path.join(source, f), os.path.join(copy_dir, f), pure=False) for f in sorted(os.listdir(source))])
+        copy_seconds = time.perf_counter() - start
+        shuffled = os.path.join(ROOT, f"shuffled-{int(time.time())}")
+        start = time.perf_counter()
+        manifest = shuffle_once(spec, shuffled, rows_per_file=ROWS, client=client)
+        shuffle_seconds = time.perf_counter() - start
+        paths = manifest.paths()
+        shuffled_spec = manifest.spec()
+        start = time.perf_counter()
+        client.gather([client.submit(_scan, path, group, shuffled_spec, pure=False) for _, path, group, _ in manifest.blocks()])
+        scan_seconds = time.perf_counter() - start
+        rows = manifest.num_rows
+        results = []
+        for label, algorithm, mode in (
+            ("DP-AMBSSGD, scatter-gather", DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"), "scatter"),
+            ("DP-λCGD batch 1,024, streaming", DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=1024,
+                                                      noise=make_noise_process("lambda", correlation=0.5)), "streaming"),
+        ):
+            start = time.perf_counter()
+            _, used = train_on_lake(manifest, algorithm, LinearRegressionModel(), client, NoiseKey.generate(), mode=mode)
+            seconds = time.perf_counter() - start
+            results.append([label, used, f"{rows / seconds:,.0f}", f"{rows / scan_seconds:,.0f}", f"{scan_seconds / seconds:.2f}"])
+        print(f"Lake: {rows:,} rows × {DIM} float32 in {len(paths)} files; 2 worker processes, 1 thread each\n")
+        print(markdown_table(["training", "mode", "rows/s", "raw pyarrow scan rows/s", "ratio"], results))
+        print()
+        print(markdown_table(["operation", "seconds", "ratio to copy"], [
+            ["plain read-and-write copy", f"{copy_seconds:.1f}", "1.00"],
+            ["shuffle once (two passes, manifest)", f"{shuffle_seconds:.1f}", f"{shuffle_seconds / copy_seconds:.2f}"],
+        ]))
+    finally:
+        client.close()
+    memory_limit = 256 * 2**20
+    client = connect(n_workers=2, memory_limit=memory_limit)
+    try:
+        pids = [info["pid"] for info in client.run(lambda: {"pid": os.getpid()}).values()]
+        lake_bytes = sum(os.path.getsize(p) for p in paths)
+        with RssSampler(pids) as sampler:
+            train_on_lake(manifest, DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"), LinearRegressionModel(),
+                          client, NoiseKey.generate(), mode="scatter")
+        print()
+        print(f"Memory: lake {lake_bytes / 2**30:.2f} GiB on disk = {lake_bytes / (2 * memory_limit):.1f}× the workers' "
+              f"total limit (2 × 256 MiB)\n")
+        print(markdown_table(["worker", "peak RSS", "limit", "under the limit"], [
+            [str(i), f"{peak / 2**20:.0f} MiB", "256 MiB", str(peak < memory_limit)] for i, peak in enumerate(sampler.peaks)
+        ]))
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
