@@ -129,13 +129,13 @@ def test_auto_mode_picks_by_batch_size(manifest, dask_client):
     small = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=16)
     _, mode = train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY)
     assert mode == "streaming"
-    large = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=20_000)
-    from pipelines import choose_mode
     from dpstream.models import StatsRequest
+    from pipelines import choose_mode
 
-    plan = large.plan(10**8, DIM)
-    # Forced large per-step work (10⁸-row plan with 20,000-row steps): scatter-gather pays off.
-    assert choose_mode(dask_client, plan, LinearRegressionModel(), StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))) in ("scatter", "streaming")
+    # Steps of 5,000,000 rows (a 10⁸-row lake) cost seconds each against a round trip of milliseconds.
+    plan = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=5_000_000).plan(10**8, DIM)
+    request = StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))
+    assert choose_mode(dask_client, plan, LinearRegressionModel(), request) == "scatter"
     with pytest.raises(ValueError, match="mode must be one of"):
         train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY, mode="fast")
 
@@ -157,8 +157,8 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
 
     monkeypatch.setattr(shuffle_module, "ROW_GROUP_ROWS", 1000)
     manifest = shuffle_once(lake, str(tmp_path / "groups"), rows_per_file=7000)  # in-process: the patch applies
-    assert manifest.row_groups[0] == (1000,) * 7
-    assert len(manifest.blocks()) == 20
+    assert manifest.row_groups[0] == (1000,) * 6 + (667,)  # 20,000 rows in 3 files of 6,667 / 6,667 / 6,666
+    assert sum(rows for *_, rows in manifest.blocks()) == 20_000 and len(manifest.blocks()) == 21
     for algorithm in ALGORITHMS:
         in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
         distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
