@@ -6,9 +6,10 @@ Lake: 8,000,000 rows × 64 float32 features + label in 40 files (written once un
    batch 1,024 uses streaming. Targets ≥ 0.6 and ≥ 0.3.
 2. Shuffle-once time as a ratio to a plain read-and-write copy of the same lake by the same workers.
    Target ≤ 3.
-3. Peak RSS per worker while training (scatter-gather) with a memory limit of 256 MiB per worker, i.e.
-   a lake 4× larger than the workers' total memory. Target: under the limit.
-Run: ``python -m benchmarks.data_plane`` (about 4 minutes).
+3. Peak RSS per worker while training (scatter-gather) with a memory limit of 384 MiB per worker on a
+   12,000,000-row lake (3.1 GB): 4× the workers' total memory. An idle worker process with its imports
+   already takes about 154 MiB here, so 384 MiB leaves ~230 MiB of working room. Target: under the limit.
+Run: ``python -m benchmarks.data_plane`` (about 6 minutes; writes ~8 GB under .bench/).
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ FILES, ROWS, DIM = 40, 200_000, 64
 SPEC_COLUMNS = tuple(f"x{j}" for j in range(DIM))
 
 
-def write_source() -> str:
-    source = os.path.join(ROOT, "raw")
-    if os.path.exists(os.path.join(source, f"f{FILES - 1:02d}.parquet")):
+def write_source(files: int = FILES, name: str = "raw") -> str:
+    source = os.path.join(ROOT, name)
+    if os.path.exists(os.path.join(source, f"f{files - 1:02d}.parquet")):
         return source
     os.makedirs(source, exist_ok=True)
     w = np.linspace(-1, 1, DIM) / 8
-    for i in range(FILES):
+    for i in range(files):
         rng = np.random.default_rng(i)
         X = rng.standard_normal((ROWS, DIM), dtype=np.float32)
         y = X.astype(np.float64) @ w + rng.standard_normal(ROWS)
@@ -125,21 +126,27 @@ def main() -> None:
             ["plain read-and-write copy", f"{copy_seconds:.1f}", "1.00"],
             ["shuffle once (two passes, manifest)", f"{shuffle_seconds:.1f}", f"{shuffle_seconds / copy_seconds:.2f}"],
         ]))
+        big_spec = LakeSpec(write_source(60, "raw12m"), SPEC_COLUMNS, "y")
+        big = shuffle_once(big_spec, os.path.join(ROOT, f"shuffled12m-{int(time.time())}"), rows_per_file=ROWS, client=client)
     finally:
         client.close()
-    memory_limit = 256 * 2**20
+    memory_limit = 384 * 2**20
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"  # lets the nanny's malloc trimming return memory
     client = connect(n_workers=2, memory_limit=memory_limit)
     try:
         pids = [info["pid"] for info in client.run(lambda: {"pid": os.getpid()}).values()]
-        lake_bytes = sum(os.path.getsize(p) for p in paths)
+        lake_bytes = sum(os.path.getsize(p) for p in big.paths())
+        manifest = big
         with RssSampler(pids) as sampler:
             train_on_lake(manifest, DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"), LinearRegressionModel(),
                           client, NoiseKey.generate(), mode="scatter")
+        after = [info["pid"] for info in client.run(lambda: {"pid": os.getpid()}).values()]
+        restarts = len(set(pids) - set(after))
         print()
         print(f"Memory: lake {lake_bytes / 2**30:.2f} GiB on disk = {lake_bytes / (2 * memory_limit):.1f}× the workers' "
-              f"total limit (2 × 256 MiB)\n")
+              f"total limit (2 × 384 MiB); worker restarts during training: {restarts}\n")
         print(markdown_table(["worker", "peak RSS", "limit", "under the limit"], [
-            [str(i), f"{peak / 2**20:.0f} MiB", "256 MiB", str(peak < memory_limit)] for i, peak in enumerate(sampler.peaks)
+            [str(i), f"{peak / 2**20:.0f} MiB", "384 MiB", str(peak < memory_limit)] for i, peak in enumerate(sampler.peaks)
         ]))
     finally:
         client.close()

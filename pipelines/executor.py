@@ -7,9 +7,10 @@ workers (one round trip; the parameters travel with the request) and merges the 
 order, starting from zero statistics — the same fold the in-memory executor performs over the same
 blocks, so the result is bit-for-bit identical whatever the number of workers.
 
-Each file is pinned to one worker (file index modulo the workers present), whose process keeps the
-last ``CACHE_BLOCKS`` decoded blocks: consecutive steps read consecutive slices of the same blocks, so
-each block is read and decoded once, and a worker never holds more than a few blocks.
+Each block is pinned to one worker (block index modulo the workers present, so neighbouring blocks of
+one step land on different workers), whose process keeps the last ``CACHE_BLOCKS`` decoded blocks:
+consecutive steps read consecutive slices of the same blocks, so each block is read and decoded once,
+and a worker never holds more than a few blocks.
 """
 
 from __future__ import annotations
@@ -90,10 +91,10 @@ class DaskExecutor:
         pieces += self._slices(*span.gradient_rows, "gradient")
         futures = []
         for i, lo, hi, role in pieces:
-            file_index, path, group, _ = self.blocks[i]
+            _, path, group, _ = self.blocks[i]
             futures.append(self.client.submit(
                 slice_stats, path, group, self.spec, lo, hi, self.model, request, role,
-                workers=[self.workers[file_index % len(self.workers)]], allow_other_workers=True, pure=False,
+                workers=[self.workers[i % len(self.workers)]], allow_other_workers=True, pure=False,
             ))
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
         for part in self.client.gather(futures):
