@@ -97,3 +97,8 @@ def test_nothing_written_when_validation_fails(lake, tmp_path):
         shuffle_once(lake, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
     assert before == {p: os.path.getmtime(os.path.join(lake.url, p)) for p in os.listdir(lake.url)}
+
+
+def test_file_url_scheme(lake):
+    spec = LakeSpec("file://" + lake.url, lake.features, lake.label)
+    assert validate_lake(spec).num_rows == 20_000
