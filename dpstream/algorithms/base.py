@@ -21,6 +21,7 @@ import numpy as np
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent
+from dpstream.privacy.calibrate import check_budget
 
 __all__ = [
     "StepSpan",
@@ -141,15 +142,6 @@ def check_positive(name: str, value: float | None, *, optional: bool = False, in
         ok = False
     if not ok:
         raise ValueError(f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}")
-
-
-def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
-    epsilon, delta = float(epsilon), float(delta)
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
-    return epsilon, delta
 
 
 def build_report(

@@ -20,7 +20,7 @@ from dpstream.privacy import gdp
 from dpstream.privacy.events import MatrixMechanismEvent
 from dpstream.privacy.relation import NeighbouringRelation
 
-__all__ = ["NoiseCalibration", "calibrate_gaussian", "calibrate_clipped_sum"]
+__all__ = ["NoiseCalibration", "calibrate_gaussian", "calibrate_clipped_sum", "check_budget"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class NoiseCalibration:
         )
 
 
-def _check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """Validate a target (ε, δ): ε a finite number > 0, δ in (0, 1)."""
     epsilon, delta = float(epsilon), float(delta)
     if not math.isfinite(epsilon) or epsilon <= 0:
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
@@ -63,7 +64,7 @@ def calibrate_gaussian(
 ) -> NoiseCalibration:
     """Noise std so that a release with row ``sensitivity`` (already under ``relation``) and encoder
     column norm ``max_column_norm`` is exactly (ε, δ)-DP."""
-    epsilon, delta = _check_budget(epsilon, delta)
+    epsilon, delta = check_budget(epsilon, delta)
     sensitivity, max_column_norm = float(sensitivity), float(max_column_norm)
     if not math.isfinite(sensitivity) or sensitivity <= 0:
         raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
