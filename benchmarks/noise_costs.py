@@ -21,7 +21,7 @@ PROCESSES = [
 
 def table() -> str:
     lines = [
-        f"| noise process | sensitivity γ_T | ε, replace-one | ε, zero-out |",
+        "| noise process | sensitivity γ_T | ε, replace-one | ε, zero-out |",
         "|---|---|---|---|",
     ]
     for label, process in PROCESSES:

@@ -23,7 +23,7 @@ Errata applied (spec §1.6): disjoint index ranges; exactly K counts; the slack 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 

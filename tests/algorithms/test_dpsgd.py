@@ -1,6 +1,5 @@
 """One-pass DP-SGD with noise processes: exact noise, equivalences, report, projection, correlation payoff."""
 
-import math
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ from dpstream.algorithms import DPSGD
 from dpstream.noise import LambdaCorrelatedNoise, ToeplitzNoise, gaussian, make_noise_process
 from dpstream.privacy import epsilon_for_delta
 
-from .helpers import excess_risk, fixed_key, gaussian_regression, train
+from .helpers import fixed_key, gaussian_regression, train
 
 
 def config(**overrides):

@@ -4,7 +4,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +16,7 @@ from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 from pipelines import DaskExecutor, lake_blocks, shuffle_once
 
-from .conftest import DIM, W_STAR, feature_spec, make_table, write_lake
+from .conftest import DIM, W_STAR, feature_spec, write_lake
 
 KEY = NoiseKey.from_secret(b"e" * 32)
 ALGORITHMS = [
