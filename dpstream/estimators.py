@@ -8,6 +8,10 @@ differ; ``privacy_report_`` states the guarantee of the fitted parameters.
 Features should be on a public scale (e.g. standardised with public statistics): clip norms, the
 DP-STAT bound and the default learning rates assume it. ``fit_intercept`` appends a public constant
 feature 1 to every row.
+
+Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;
+``training_loss_`` (mean loss of each step's rows) is **non-private, operator only** and must not be
+shown outside the data owner's trust boundary.
 """
 
 from __future__ import annotations
