@@ -9,14 +9,17 @@ without being materialised. The Dask executor of ``pipelines`` implements the sa
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
+from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore, config_fingerprint, new_checkpoint
 from dpstream.models import GLM, BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
+from dpstream.privacy import LakeLedger
 
 __all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
 
@@ -94,21 +97,63 @@ def run(
     num_rows: int,
     dim: int,
     initial_params: np.ndarray,
-    key: NoiseKey,
+    key: NoiseKey | None = None,
     on_step: Callable[[int, Any], None] | None = None,
+    checkpoint: CheckpointPolicy | None = None,
+    run_id: str | None = None,
+    ledger: LakeLedger | None = None,
+    lake: str = "",
 ) -> FitResult:
-    """Run every planned step; ``on_step(step, state)`` is called after each update (progress, tests)."""
+    """Run every planned step; ``on_step(step, state)`` is called after each update.
+
+    With ``checkpoint`` and ``run_id`` the run is durable: an existing checkpoint of ``run_id`` is
+    resumed (same key, same state, same remaining steps), otherwise one is written before the first
+    release and then as the policy says. With ``ledger`` the run's μ is reserved before anything is
+    released (idempotently, so a resumed run is charged once) and committed at the end.
+    """
     plan = algorithm.plan(num_rows, dim)
     report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
-    state = algorithm.init(plan, initial_params)
-    losses = []
-    for span in plan.spans:
+    if (checkpoint is not None or ledger is not None) and not run_id:
+        raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
+    state, start, losses, store, fingerprint = None, 0, [], None, ""
+    if checkpoint is not None:
+        store = CheckpointStore(checkpoint)
+        fingerprint = config_fingerprint(algorithm, getattr(executor, "model", None), num_rows, dim, lake)
+        saved = store.load(run_id)
+        if saved is not None:
+            if saved.fingerprint != fingerprint:
+                raise CheckpointError(
+                    f"the checkpoint of run {run_id!r} was written for another configuration, lake or code "
+                    "version; resume with the original settings or start a new run id"
+                )
+            if key is not None and key != saved.key:
+                raise ValueError(f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key")
+            key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
+    key = key if key is not None else NoiseKey.generate()
+    if ledger is not None:
+        ledger.reserve(run_id, report.mu, mechanism=report.mechanism, relation=report.relation)
+    if state is None:
+        state = algorithm.init(plan, initial_params)
+        if store is not None:  # the key is durable before the first release
+            store.save(new_checkpoint(run_id, fingerprint, 0, state, key, losses))
+    last_save = time.monotonic()
+    for span in plan.spans[start:]:
         stats = executor.compute(span, algorithm.request(state, span, plan))
         state = algorithm.apply(state, span, stats, key, plan)
         losses.append(stats.loss_sum / max(stats.row_count, 1))
+        if store is not None:
+            done = span.step + 1
+            due = done % checkpoint.every_steps == 0 or done == plan.num_steps or (
+                checkpoint.every_seconds is not None and time.monotonic() - last_save >= checkpoint.every_seconds
+            )
+            if due:
+                store.save(new_checkpoint(run_id, fingerprint, done, state, key, losses))
+                last_save = time.monotonic()
         if on_step is not None:
             on_step(span.step, state)
     clip_history = getattr(state, "clip_history", ())
     if clip_history:
         report = algorithm.report(plan, clip_history)
+    if ledger is not None:
+        ledger.commit(run_id)
     return FitResult(algorithm.result(state), report, state, losses)

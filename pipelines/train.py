@@ -6,7 +6,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import FitResult, InMemoryExecutor, run
+from dpstream.privacy import LakeLedger
 from dpstream.models import GLM
 from dpstream.noise import NoiseKey
 from pipelines.executor import DaskExecutor
@@ -23,15 +25,22 @@ def train_on_lake(
     algorithm: Any,
     model: GLM,
     client: Any,
-    key: NoiseKey,
+    key: NoiseKey | None = None,
     *,
     mode: str = "auto",
     storage_options: dict[str, Any] | None = None,
     prefetch_blocks: int = 4,
     initial_params: np.ndarray | None = None,
     on_step: Callable[[int, Any], None] | None = None,
+    checkpoint: CheckpointPolicy | None = None,
+    run_id: str | None = None,
+    ledger: LakeLedger | None = None,
 ) -> tuple[FitResult, str]:
-    """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used."""
+    """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used.
+
+    ``checkpoint``/``run_id`` make the run resumable (the lake's fingerprint is part of the checkpoint's
+    identity, so a checkpoint is never applied to another lake); ``ledger`` charges the run once.
+    """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
     dim = model.num_params(manifest.num_features)
@@ -44,5 +53,8 @@ def train_on_lake(
         executor = DaskExecutor(client, manifest, model, storage_options)
     else:
         executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks))
-    result = run(algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step)
+    result = run(
+        algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step,
+        checkpoint=checkpoint, run_id=run_id, ledger=ledger, lake=manifest.fingerprint,
+    )
     return result, mode

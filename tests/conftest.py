@@ -14,6 +14,9 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 
+RUNNING_SERVERS: dict = {}  # endpoint -> server, so an outage test can stop and restart it
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A moto S3 server bound to loopback for the whole session; stopped at the end."""
@@ -22,10 +25,12 @@ def s3_server():
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    RUNNING_SERVERS[endpoint] = server
     try:
-        yield f"http://{host}:{port}"
+        yield endpoint
     finally:
-        server.stop()
+        RUNNING_SERVERS.pop(endpoint).stop()
 
 
 @pytest.fixture()

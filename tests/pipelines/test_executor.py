@@ -162,3 +162,24 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
         in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
         distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
         assert distributed.tobytes() == in_memory.tobytes()
+
+
+def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_client, tmp_path):
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+    from dpstream.privacy import Ledger, LifetimeBudget
+    from pipelines import train_on_lake
+
+    algorithm = ALGORITHMS[1]
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
+    lake = Ledger(str(tmp_path / "ledger")).lake(manifest.fingerprint, LifetimeBudget(5.0, 1e-6))
+    first, _ = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, mode="scatter",
+                             checkpoint=policy, run_id="lake-run", ledger=lake)
+    saved = CheckpointStore(policy).load("lake-run")
+    assert saved.step == len(first.training_loss)
+    again, _ = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, mode="streaming",
+                             checkpoint=policy, run_id="lake-run", ledger=lake)  # complete: nothing left to run
+    assert again.params.tobytes() == first.params.tobytes()
+    assert [e.status for e in lake.entries()] == ["committed"]
+    reference = run(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), num_rows=manifest.num_rows,
+                    dim=DIM, initial_params=np.zeros(DIM), key=saved.key).params
+    assert first.params.tobytes() == reference.tobytes()  # same key, same data order: bit-for-bit

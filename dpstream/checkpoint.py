@@ -1,0 +1,146 @@
+"""Durable coordinator state: checkpoints that make a run resumable and its releases replayable.
+
+A checkpoint holds what the coordinator needs to continue: the index of the next step, the
+algorithm state (parameters, averaging accumulators, SRGD's iterates and running sum, DP-AMBSSGD's clip
+history, the noise-process state), the operator-only training losses, the run id, a fingerprint of the
+configuration and **the noise secret**. Whoever holds a checkpoint can subtract the noise from the
+released values: store checkpoints like the raw data.
+
+The first checkpoint is written before any release, so the key survives any crash; a resumed run
+regenerates every step's noise from it and releases exactly the values it released before, so the
+ledger is charged once. Writes are atomic (temporary file then rename, or one PUT) and retried with
+exponential backoff; after the retry budget a ``CheckpointError`` names the location, and the last
+good checkpoint is left intact.
+
+The format is a pickle: loading one runs code, which is acceptable only because checkpoints live in
+storage as trusted as the data itself. Never load a checkpoint from an untrusted location.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import pickle
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpstream.noise import NoiseKey
+from dpstream.storage import open_url, write_bytes_atomic
+
+__all__ = [
+    "CheckpointPolicy",
+    "Checkpoint",
+    "CheckpointStore",
+    "CheckpointError",
+    "config_fingerprint",
+    "new_checkpoint",
+    "FORMAT_VERSION",
+]
+
+FORMAT_VERSION = 1  # bump when a state layout changes: older checkpoints are then refused
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written or does not belong to this run's configuration."""
+
+
+@dataclass(frozen=True)
+class CheckpointPolicy:
+    url: str
+    every_steps: int = 1
+    every_seconds: float | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    retries: int = 5
+    backoff_seconds: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.every_steps < 1:
+            raise ValueError(f"every_steps must be a positive integer, got {self.every_steps!r}")
+        if self.every_seconds is not None and not self.every_seconds > 0:
+            raise ValueError(f"every_seconds must be > 0 or None, got {self.every_seconds!r}")
+        if self.retries < 0 or self.backoff_seconds < 0:
+            raise ValueError("retries and backoff_seconds must be >= 0")
+
+
+@dataclass
+class Checkpoint:
+    run_id: str
+    fingerprint: str
+    step: int  # index of the next step to run
+    state: Any
+    noise_secret: bytes
+    training_loss: list[float]
+    created_at: str
+    format_version: int = FORMAT_VERSION
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"Checkpoint(run_id={self.run_id!r}, step={self.step}, fingerprint={self.fingerprint!r})"
+
+    @property
+    def key(self) -> NoiseKey:
+        return NoiseKey.from_secret(self.noise_secret)
+
+
+def config_fingerprint(algorithm: Any, model: Any, num_rows: int, dim: int, lake: str = "") -> str:
+    """Identity of what a run computes: algorithm and noise configuration, model, data size and lake,
+    checkpoint format and NumPy version (its Philox stream must match for bit-for-bit replay)."""
+    document = repr((algorithm, type(model).__name__, num_rows, dim, lake, FORMAT_VERSION, np.__version__))
+    return hashlib.sha256(document.encode()).hexdigest()[:24]
+
+
+class CheckpointStore:
+    def __init__(self, policy: CheckpointPolicy):
+        self.policy = policy
+        self._fs, self._root = open_url(policy.url, policy.storage_options)
+
+    def _path(self, run_id: str) -> str:
+        return f"{self._root}/{run_id}/checkpoint.pkl"
+
+    def load(self, run_id: str) -> Checkpoint | None:
+        path = self._path(run_id)
+        try:
+            if not self._fs.exists(path):
+                return None
+            with self._fs.open(path, "rb") as handle:
+                checkpoint = pickle.load(handle)
+        except (OSError, pickle.UnpicklingError, EOFError) as error:
+            raise CheckpointError(f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}") from None
+        if not isinstance(checkpoint, Checkpoint) or checkpoint.format_version != FORMAT_VERSION:
+            raise CheckpointError(
+                f"the checkpoint of run {run_id!r} was written by an incompatible dpstream version; "
+                "start a new run id (the privacy it spent stays in the ledger)"
+            )
+        return checkpoint
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        data = pickle.dumps(checkpoint, protocol=pickle.HIGHEST_PROTOCOL)
+        delay = self.policy.backoff_seconds
+        for attempt in range(self.policy.retries + 1):
+            try:
+                write_bytes_atomic(self._fs, self._path(checkpoint.run_id), data)
+                return
+            except Exception as error:  # storage clients raise many types; all are retried alike
+                if attempt == self.policy.retries:
+                    raise CheckpointError(
+                        f"could not write the checkpoint of run {checkpoint.run_id!r} (step {checkpoint.step}) to "
+                        f"{self.policy.url} after {attempt + 1} attempts ({type(error).__name__}: {error}); the last "
+                        "good checkpoint is intact: fix the storage (space, permissions, endpoint) and run the same "
+                        "run id again to resume"
+                    ) from None
+                time.sleep(delay)
+                delay *= 2
+
+
+def new_checkpoint(run_id: str, fingerprint: str, step: int, state: Any, key: NoiseKey, losses: list[float]) -> Checkpoint:
+    return Checkpoint(
+        run_id=run_id,
+        fingerprint=fingerprint,
+        step=step,
+        state=state,
+        noise_secret=key.export_secret(),
+        training_loss=list(losses),
+        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
