@@ -99,10 +99,10 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Ma
 ROW_GROUP_ROWS = 65_536
 
 
-def _write_parquet(fs: Any, path: str, table: pa.Table) -> tuple[int, ...]:
+def _write_parquet(fs: Any, path: str, table: pa.Table, compression: str = "snappy") -> tuple[int, ...]:
     """Write ``table`` atomically; returns the rows of each row group written."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, use_dictionary=False, compression="snappy", row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(table, sink, use_dictionary=False, compression=compression, row_group_size=ROW_GROUP_ROWS)
     buffer = sink.getvalue()
     metadata = pq.read_metadata(pa.BufferReader(buffer))
     write_bytes_atomic(fs, path, buffer.to_pybytes())
@@ -119,7 +119,9 @@ def _scatter(source: str, source_options: dict, out_url: str, out_options: dict,
     offset = 0
     for target, count in enumerate(counts):
         if count:
-            _write_parquet(out_fs, f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet", table.slice(offset, int(count)))
+            # Scratch pieces live minutes and hold shuffled floats that do not compress: skip the codec.
+            _write_parquet(out_fs, f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet",
+                           table.slice(offset, int(count)), compression="none")
             offset += int(count)
 
 
