@@ -202,6 +202,19 @@ class LakeLedger:
         write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
         return committed
 
+    def archive_runs(self, tag: str) -> int:
+        """Move every run entry under ``archived-<tag>/``: an operator's reset for a lake whose data were
+        replaced by other individuals' records. Returns how many entries moved."""
+        _check_name("archive tag", tag)
+        moved = 0
+        folder = f"{self._root}/archived-{tag}"
+        self._fs.makedirs(folder, exist_ok=True)
+        for entry in self.entries():
+            source = self._run_path(entry.run_id)
+            self._fs.mv(source, f"{folder}/{entry.run_id}.json")
+            moved += 1
+        return moved
+
     def statement(self) -> str:
         entries = self.entries()
         spent = gdp.compose_mu(*(e.mu for e in entries))

@@ -1,0 +1,144 @@
+"""The ``dpstream`` command line (first slice: the subcommands that need no Prefect flow).
+
+    dpstream validate CONFIG            validate the config and the lake it names
+    dpstream convert CSV OUT ...        CSV -> Parquet lake with explicit policies
+    dpstream shuffle CONFIG             validate, then shuffle the lake once (idempotent)
+    dpstream budget show LAKE --ledger URL
+    dpstream budget reset LAKE --ledger URL --confirm
+
+Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
+line on stderr that says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import sys
+from typing import Sequence
+
+from rich.console import Console
+
+from dpstream.privacy import BudgetExceededError, Ledger
+from flows.config import ConfigError, load_config
+from pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
+from pipelines.convert import ConvertSpec, csv_to_parquet
+
+__all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
+
+EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+
+
+def _spec(config) -> LakeSpec:
+    lake = config.lake
+    features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
+    return LakeSpec(lake.url, features, lake.label, dict(lake.storage_options))
+
+
+def _validate(args, console: Console) -> int:
+    config = load_config(args.config)
+    summary = validate_lake(_spec(config))
+    console.print(
+        f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
+        f"{summary.num_features} features, fingerprint {summary.fingerprint}"
+    )
+    return EXIT_OK
+
+
+def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"{what} must look like COLUMN=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        pairs[key] = value
+    return pairs
+
+
+def _convert(args, console: Console) -> int:
+    impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
+    categorical = {column: tuple(v for v in values.split(",") if v) for column, values in _parse_pairs(args.categorical, "--categorical").items()}
+    spec = ConvertSpec(
+        columns=tuple(args.columns), label=args.label, missing=args.missing, impute_values=impute,
+        categorical=categorical, unknown_category=args.unknown_category, rows_per_file=args.rows_per_file,
+    )
+    paths = csv_to_parquet(args.csv, args.out, spec)
+    console.print(f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}")
+    return EXIT_OK
+
+
+def _shuffle(args, console: Console) -> int:
+    config = load_config(args.config)
+    manifest = shuffle_once(_spec(config), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file)
+    console.print(
+        f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
+        f"(source fingerprint {manifest.source_fingerprint})"
+    )
+    return EXIT_OK
+
+
+def _budget(args, console: Console) -> int:
+    ledger = Ledger(args.ledger)
+    lake = ledger.lake(args.lake)
+    if args.action == "show":
+        console.print(lake.statement())
+        for entry in lake.entries():
+            console.print(f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}")
+        return EXIT_OK
+    if not args.confirm:
+        raise ValueError(
+            "budget reset forgets every recorded run of this lake; only do it when the lake's data were replaced "
+            "by new individuals' records. Re-run with --confirm"
+        )
+    archived = lake.archive_runs(_dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    console.print(f"archived {archived} run(s) of lake {args.lake}; its spend starts again from zero")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    validate = commands.add_parser("validate", help="validate a pipeline config and its lake")
+    validate.add_argument("config")
+    validate.set_defaults(handler=_validate)
+    convert = commands.add_parser("convert", help="convert a CSV file into a Parquet lake")
+    convert.add_argument("csv")
+    convert.add_argument("out")
+    convert.add_argument("--columns", nargs="+", default=[], help="numeric feature columns to keep")
+    convert.add_argument("--label", required=True)
+    convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
+    convert.add_argument("--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants")
+    convert.add_argument("--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)")
+    convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
+    convert.add_argument("--rows-per-file", type=int, default=250_000)
+    convert.set_defaults(handler=_convert)
+    shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
+    shuffle.add_argument("config")
+    shuffle.set_defaults(handler=_shuffle)
+    budget = commands.add_parser("budget", help="show or reset a lake's privacy ledger")
+    budget.add_argument("action", choices=["show", "reset"])
+    budget.add_argument("lake", help="the lake fingerprint")
+    budget.add_argument("--ledger", required=True, help="ledger URL")
+    budget.add_argument("--confirm", action="store_true")
+    budget.set_defaults(handler=_budget)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(soft_wrap=True)  # one record per line, whatever the terminal width
+    try:
+        return args.handler(args, console)
+    except BudgetExceededError as error:
+        print(f"dpstream: budget refused: {error}", file=sys.stderr)
+        return EXIT_BUDGET
+    except (ConfigError, LakeError, ValueError, FileNotFoundError) as error:
+        print(f"dpstream: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as error:  # noqa: BLE001 - the CLI's contract is one line and exit code 1
+        print(f"dpstream: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_OTHER
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

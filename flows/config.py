@@ -1,0 +1,139 @@
+"""The pipeline config: one typed, validated TOML file per pipeline.
+
+Unknown keys and bad values are rejected with the dotted path of the offending key
+(``algorithm.clip_norm: Input should be greater than 0``), before anything runs.
+
+```toml
+[lake]
+url = "s3://bucket/raw"              # or a local path / file:// URL
+features = ["x0", "x1", "x2"]        # or one fixed-size-list column name
+label = "y"
+shuffled_url = "s3://bucket/shuffled"
+
+[model]
+kind = "linear"                      # or "logistic"
+
+[algorithm]
+name = "ambssgd"                     # "ambssgd" | "dpsgd" | "srgd"
+
+[budget]
+epsilon = 1.0
+delta = 1e-6
+lifetime_epsilon = 8.0
+ledger_url = "s3://bucket/ledger"
+```
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = ["PipelineConfig", "ConfigError", "load_config"]
+
+
+class ConfigError(ValueError):
+    """The config file is unreadable or invalid; the message names the key path and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LakeConfig(_Section):
+    url: str = Field(min_length=1)
+    features: list[str] | str
+    label: str = Field(min_length=1)
+    shuffled_url: str = Field(min_length=1)
+    rows_per_file: int = Field(default=250_000, gt=0)
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelConfig(_Section):
+    kind: Literal["linear", "logistic"] = "linear"
+
+
+class AlgorithmConfig(_Section):
+    name: Literal["ambssgd", "dpsgd", "srgd"] = "ambssgd"
+    noise: Literal["independent", "lambda", "nu"] = "independent"
+    correlation: float = Field(default=0.5, ge=0.0, lt=1.0)
+    nu: float = Field(default=0.01, gt=0.0, le=1.0)
+    clip_norm: float = Field(default=1.0, gt=0.0)
+    batch_size: int | None = Field(default=None, gt=0)
+    learning_rate: float | None = Field(default=None, gt=0.0)
+    num_steps: int | None = Field(default=None, gt=0)
+    stat_bound: float = Field(default=1e4, gt=0.0)
+
+
+class BudgetConfig(_Section):
+    epsilon: float = Field(gt=0.0)
+    delta: float = Field(gt=0.0, lt=1.0)
+    relation: Literal["replace-one", "zero-out"] = "replace-one"
+    lifetime_epsilon: float = Field(gt=0.0)
+    ledger_url: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _run_fits_lifetime(self) -> "BudgetConfig":
+        if self.epsilon > self.lifetime_epsilon:
+            raise ValueError(
+                f"epsilon={self.epsilon} exceeds lifetime_epsilon={self.lifetime_epsilon}: one run cannot spend more than the lake's lifetime budget"
+            )
+        return self
+
+
+class ClusterConfig(_Section):
+    address: str | None = None
+    n_workers: int = Field(default=2, gt=0)
+    memory_limit: str = "2GiB"
+    mode: Literal["auto", "scatter", "streaming"] = "auto"
+
+
+class CheckpointConfig(_Section):
+    url: str = Field(min_length=1)
+    every_steps: int = Field(default=10, gt=0)
+    every_seconds: float | None = Field(default=None, gt=0.0)
+
+
+class ScheduleConfig(_Section):
+    cron: str = Field(min_length=9)
+
+
+class PipelineConfig(_Section):
+    lake: LakeConfig
+    budget: BudgetConfig
+    model: ModelConfig = ModelConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    checkpoint: CheckpointConfig | None = None
+    schedule: ScheduleConfig | None = None
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        path = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key; remove it or check its spelling"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        problems.append(f"{path}: {message}")
+    return "; ".join(problems)
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a pipeline config; ``ConfigError`` names the file and each offending key."""
+    path = Path(path)
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    try:
+        return PipelineConfig.model_validate(document)
+    except ValidationError as error:
+        raise ConfigError(f"{path}: {_describe(error)}") from None

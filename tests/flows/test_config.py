@@ -1,0 +1,67 @@
+"""Pipeline configs: typed, validated, unknown keys and bad values rejected with their key path."""
+
+import pytest
+
+from flows.config import ConfigError, load_config
+
+GOOD = """
+[lake]
+url = "/data/raw"
+features = ["x0", "x1"]
+label = "y"
+shuffled_url = "/data/shuffled"
+
+[algorithm]
+name = "dpsgd"
+noise = "nu"
+nu = 0.01
+clip_norm = 2.0
+batch_size = 1024
+
+[budget]
+epsilon = 1.0
+delta = 1e-6
+lifetime_epsilon = 8.0
+ledger_url = "/data/ledger"
+
+[schedule]
+cron = "0 2 * * *"
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "pipeline.toml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config(tmp_path):
+    config = load_config(write(tmp_path, GOOD))
+    assert config.algorithm.name == "dpsgd" and config.algorithm.nu == 0.01
+    assert config.model.kind == "linear" and config.cluster.n_workers == 2 and config.checkpoint is None
+    assert config.budget.relation == "replace-one"
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (lambda t: t.replace('clip_norm = 2.0', 'clip_norm = 0'), r"algorithm\.clip_norm: Input should be greater than 0"),
+        (lambda t: t.replace('nu = 0.01', 'nu = 1.5'), r"algorithm\.nu: Input should be less than or equal to 1"),
+        (lambda t: t.replace('batch_size = 1024', 'batch_size = 1024\nbatchsize = 3'), r"algorithm\.batchsize: unknown key"),
+        (lambda t: t.replace('epsilon = 1.0', 'epsilon = -1.0'), r"budget\.epsilon: Input should be greater than 0"),
+        (lambda t: t.replace('delta = 1e-6', 'delta = 1.0'), r"budget\.delta: Input should be less than 1"),
+        (lambda t: t.replace('epsilon = 1.0', 'epsilon = 9.0'), r"exceeds lifetime_epsilon=8.0"),
+        (lambda t: t.replace('name = "dpsgd"', 'name = "adam"'), r"algorithm\.name: Input should be 'ambssgd', 'dpsgd' or 'srgd'"),
+        (lambda t: t.replace('label = "y"\n', ''), r"lake\.label: required key is missing"),
+        (lambda t: t + "\n[extra]\nkey = 1\n", r"extra: unknown key"),
+        (lambda t: t.replace('[budget]', '[budget'), r"not valid TOML"),
+    ],
+)
+def test_bad_configs_name_the_key(tmp_path, edit, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(write(tmp_path, edit(GOOD)))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "nope.toml")
