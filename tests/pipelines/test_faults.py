@@ -3,13 +3,12 @@
 import os
 import signal
 
-import numpy as np
 
 from dpstream.coordinator import InMemoryExecutor
 from dpstream.models import LinearRegressionModel
 from pipelines import DaskExecutor, lake_blocks, shuffle_once
 
-from .test_executor import ALGORITHMS, KEY, fit
+from .test_executor import ALGORITHMS, fit
 
 
 def test_killed_worker_is_replaced_and_the_model_is_unchanged(lake, tmp_path):
