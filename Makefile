@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $(STAMP)
 
 demo: $(STAMP)
-	. ./.ci/env.sh && $(BIN)/python -m dpstream.demo
+	. ./.ci/env.sh && $(BIN)/dpstream demo
 
 test: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m pytest -q tests

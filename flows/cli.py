@@ -5,6 +5,8 @@
     dpstream shuffle CONFIG             validate, then shuffle the lake once (idempotent)
     dpstream budget show LAKE --ledger URL
     dpstream budget reset LAKE --ledger URL --confirm
+    dpstream train CONFIG [--run-id ID]  run the train flow (Prefect)
+    dpstream demo [--rows N --files F]  a synthetic lake through the whole train flow
 
 Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
 line on stderr that says what is wrong and how to fix it.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import os
 import sys
 from typing import Sequence
 
@@ -95,6 +98,26 @@ def _budget(args, console: Console) -> int:
     return EXIT_OK
 
 
+def _train(args, console: Console) -> int:
+    from flows.flows import train_flow
+
+    result = train_flow(args.config, run_id=args.run_id, output_dir=args.output)
+    console.print(result["report"].to_markdown())
+    for name, value in result["metrics"].items():
+        console.print(f"{name}: {value:.6g}")
+    console.print(f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}")
+    return EXIT_OK
+
+
+def _demo(args, console: Console) -> int:
+    from flows.demo import run_demo
+
+    if args.rows < 2 * args.files or args.files < 2:
+        raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
+    run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -121,6 +144,18 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--ledger", required=True, help="ledger URL")
     budget.add_argument("--confirm", action="store_true")
     budget.set_defaults(handler=_budget)
+    train = commands.add_parser("train", help="run the train flow for a pipeline config")
+    train.add_argument("config")
+    train.add_argument("--run-id", default=None, help="resume or name the run (default: a new id)")
+    train.add_argument("--output", default=None, help="where the model, report and plots go")
+    train.set_defaults(handler=_train)
+    demo = commands.add_parser("demo", help="a synthetic lake through the whole train flow")
+    demo.add_argument("--rows", type=int, default=2_000_000)
+    demo.add_argument("--files", type=int, default=16)
+    demo.add_argument("--dim", type=int, default=16)
+    demo.add_argument("--epsilon", type=float, default=1.0)
+    demo.add_argument("--directory", default=".demo")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

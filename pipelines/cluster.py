@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __all__ = ["connect"]
@@ -19,6 +20,7 @@ def connect(address: str | None = None, *, n_workers: int = 2, memory_limit: str
     if address:
         return Client(address, timeout=60)
     # A client given no address starts its own LocalCluster and shuts it down on close().
+    cluster_kwargs.setdefault("silence_logs", logging.WARNING)
     return Client(
         n_workers=n_workers,
         threads_per_worker=1,

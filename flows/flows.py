@@ -1,0 +1,150 @@
+"""Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
+
+``train_flow(config)``:
+1. validate the lake; 2. shuffle once (skipped when a complete manifest exists); 3. plan: N from the
+manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check;
+4. train on the Dask executor (a retried task resumes from its checkpoint); 5. evaluate on the held-out
+file (non-private evaluation, operator only); 6. publish the model, the privacy report and the plots as
+files and Prefect artifacts; 7. the ledger entry is committed by the training run when it completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from prefect import flow, task
+from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+from dpstream.checkpoint import CheckpointPolicy
+from dpstream.models import LinearRegressionModel, LogisticRegressionModel
+from dpstream.noise import make_noise_process
+from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
+from flows.config import PipelineConfig, load_config
+from pipelines import LakeSpec, Manifest, connect, shuffle_once, train_on_lake, validate_lake
+from pipelines.executor import lake_blocks
+
+__all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
+
+
+def build_algorithm(config: PipelineConfig, num_rows: int) -> Any:
+    a, b = config.algorithm, config.budget
+    if a.name == "ambssgd":
+        return DPAMBSSGD(b.epsilon, b.delta, bound=a.stat_bound, statistic="gradient_norm", num_steps=a.num_steps,
+                         learning_rate=a.learning_rate, relation=b.relation)
+    if a.name == "srgd":
+        return AcceleratedDPSRGD(b.epsilon, b.delta, clip_norm=a.clip_norm, batch_size=a.batch_size, relation=b.relation)
+    return DPSGD(b.epsilon, b.delta, clip_norm=a.clip_norm, learning_rate=a.learning_rate or 0.5,
+                 batch_size=a.batch_size or max(64, num_rows // 1000), relation=b.relation, averaging="tail",
+                 noise=make_noise_process(a.noise, correlation=a.correlation, nu=a.nu))
+
+
+def _spec(config: PipelineConfig) -> LakeSpec:
+    lake = config.lake
+    return LakeSpec(lake.url, lake.features if isinstance(lake.features, str) else tuple(lake.features), lake.label,
+                    dict(lake.storage_options))
+
+
+@task(name="validate lake")
+def validate_task(config: PipelineConfig):
+    return validate_lake(_spec(config))
+
+
+@task(name="shuffle once", retries=2, retry_delay_seconds=5)
+def shuffle_task(config: PipelineConfig, summary) -> Manifest:
+    return shuffle_once(_spec(config), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file, summary=summary)
+
+
+@task(name="plan")
+def plan_task(config: PipelineConfig, manifest: Manifest) -> tuple[Manifest, Manifest, float]:
+    if len(manifest.files) < 2:
+        raise ValueError("the shuffled lake needs at least 2 files: the last one is held out for evaluation; lower rows_per_file")
+    training = replace(manifest, files=manifest.files[:-1], row_groups=manifest.row_groups[:-1])
+    holdout = replace(manifest, files=manifest.files[-1:], row_groups=manifest.row_groups[-1:])
+    algorithm = build_algorithm(config, training.num_rows)
+    report = algorithm.report(algorithm.plan(training.num_rows, training.num_features))
+    lake = _ledger(config, manifest)
+    if report.mu > lake.remaining_mu() * (1 + 1e-12):
+        raise BudgetExceededError(
+            f"this run needs mu={report.mu:.6g} but lake {manifest.fingerprint} has mu={lake.remaining_mu():.6g} left "
+            f"of its lifetime epsilon={config.budget.lifetime_epsilon:g}; lower budget.epsilon"
+        )
+    return training, holdout, report.mu
+
+
+def _ledger(config: PipelineConfig, manifest: Manifest):
+    b = config.budget
+    return Ledger(b.ledger_url).lake(manifest.fingerprint, LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation))
+
+
+def _model(config: PipelineConfig):
+    return LinearRegressionModel() if config.model.kind == "linear" else LogisticRegressionModel()
+
+
+@task(name="train", retries=2, retry_delay_seconds=2)
+def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str):
+    client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)
+    try:
+        policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
+        result, mode = train_on_lake(training, build_algorithm(config, training.num_rows), _model(config), client,
+                                     mode=config.cluster.mode, checkpoint=policy, run_id=run_id, ledger=_ledger(config, full))
+    finally:
+        client.close()
+    return result.params, result.report, result.training_loss, mode
+
+
+@task(name="evaluate (non-private)")
+def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray) -> dict[str, float]:
+    model = _model(config)
+    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout))]
+    margins = X.astype(np.float64) @ params
+    if config.model.kind == "linear":
+        return {"held-out RMSE (non-private, operator only)": float(np.sqrt(np.mean((margins - y) ** 2))), "held-out rows": float(len(y))}
+    labels = np.where(y > 0, 1.0, -1.0)
+    return {"held-out accuracy (non-private, operator only)": float(np.mean(np.sign(margins) == labels)),
+            "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))), "held-out rows": float(len(y))}
+
+
+@task(name="publish")
+def publish_task(output_dir: str, run_id: str, params, report, losses, metrics) -> dict[str, str]:
+    from flows.plots import write_plots
+
+    os.makedirs(output_dir, exist_ok=True)
+    paths = {"model": os.path.join(output_dir, "model.json"), "report": os.path.join(output_dir, "privacy_report.md")}
+    with open(paths["model"], "w") as handle:
+        json.dump({"run_id": run_id, "params": params.tolist(), "privacy": report.to_dict()}, handle, indent=2)
+    with open(paths["report"], "w") as handle:
+        handle.write(report.to_markdown() + "\n")
+    paths.update(write_plots(output_dir, report, losses))
+    create_markdown_artifact(markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}")
+    create_table_artifact(table=[{"metric": k, "value": v} for k, v in metrics.items()], key="metrics",
+                          description="non-private evaluation, operator only")
+    for name in ("loss_plot", "clip_plot", "epsilon_plot"):
+        create_link_artifact(link="file://" + os.path.abspath(paths[name]), link_text=name.replace("_", " "))
+    return paths
+
+
+@flow(name="train")
+def train_flow(config_path: str, run_id: str | None = None, output_dir: str | None = None) -> dict[str, Any]:
+    config = load_config(config_path)
+    run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+    output_dir = output_dir or os.path.join(os.path.dirname(os.path.abspath(config_path)), "runs", run_id)
+    summary = validate_task(config)
+    manifest = shuffle_task(config, summary)
+    training, holdout, _ = plan_task(config, manifest)
+    checkpoint_url = config.checkpoint.url if config.checkpoint else os.path.join(output_dir, "checkpoints")
+    params, report, losses, mode = train_task(config, training, manifest, run_id, checkpoint_url)
+    metrics = evaluate_task(config, holdout, params)
+    paths = publish_task(output_dir, run_id, params, report, losses, metrics)
+    return {"run_id": run_id, "report": report, "metrics": metrics, "paths": paths, "mode": mode, "params": params}
+
+
+@flow(name="shuffle")
+def shuffle_flow(config_path: str) -> Manifest:
+    config = load_config(config_path)
+    return shuffle_task(config, validate_task(config))

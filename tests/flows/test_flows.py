@@ -1,0 +1,80 @@
+"""train_flow under Prefect's test harness (ephemeral API): every step real, ledger charged once."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from dpstream.privacy import Ledger
+from tests.pipelines.conftest import DIM, local_put, write_lake
+
+
+@pytest.fixture(scope="module")
+def prefect_api():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def write_config(tmp_path, raw, epsilon=1.0, algorithm="ambssgd"):
+    features = ", ".join(f'"x{j}"' for j in range(DIM))
+    path = tmp_path / "pipeline.toml"
+    path.write_text(f"""
+[lake]
+url = "{raw}"
+features = [{features}]
+label = "y"
+shuffled_url = "{tmp_path / 'shuffled'}"
+rows_per_file = 4000
+
+[algorithm]
+name = "{algorithm}"
+clip_norm = 4.0
+
+[budget]
+epsilon = {epsilon}
+delta = 1e-6
+lifetime_epsilon = 2.0
+ledger_url = "{tmp_path / 'ledger'}"
+
+[cluster]
+n_workers = 1
+mode = "scatter"
+""")
+    return path
+
+
+def test_train_flow_end_to_end(tmp_path, prefect_api):
+    from flows.flows import train_flow
+
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw)
+    result = train_flow(str(config), run_id="flow-run-1", output_dir=str(tmp_path / "out"))
+    assert result["report"].epsilon == pytest.approx(1.0, rel=1e-9)
+    assert result["metrics"]["held-out rows"] == 4000.0
+    assert result["metrics"]["held-out RMSE (non-private, operator only)"] < 0.7  # label noise is 0.5
+    for name in ("model.json", "privacy_report.md", "loss.png", "clip_norm.png", "epsilon_delta.png"):
+        assert os.path.getsize(tmp_path / "out" / name) > 0
+    assert json.load(open(tmp_path / "out" / "model.json"))["run_id"] == "flow-run-1"
+    lakes = os.listdir(tmp_path / "ledger")
+    (entry,) = Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()
+    assert entry.status == "committed" and entry.run_id == "flow-run-1"
+    # A second run of the same config and id resumes a completed checkpoint: same model, one charge.
+    again = train_flow(str(config), run_id="flow-run-1", output_dir=str(tmp_path / "out"))
+    assert np.array_equal(again["params"], result["params"])
+    assert len(Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()) == 1
+
+
+def test_train_flow_refuses_past_the_lifetime_budget(tmp_path, prefect_api):
+    from dpstream.privacy import BudgetExceededError
+    from flows.flows import train_flow
+
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw, epsilon=1.5)
+    train_flow(str(config), run_id="first", output_dir=str(tmp_path / "a"))
+    with pytest.raises(BudgetExceededError, match="lifetime epsilon=2"):
+        train_flow(str(config), run_id="second", output_dir=str(tmp_path / "b"))
