@@ -7,6 +7,7 @@
     dpstream budget reset LAKE --ledger URL --confirm
     dpstream train CONFIG [--run-id ID]  run the train flow (Prefect)
     dpstream demo [--rows N --files F]  a synthetic lake through the whole train flow
+    dpstream report RUN_DIR             the privacy report and metrics a run published
 
 Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
 line on stderr that says what is wrong and how to fix it.
@@ -118,6 +119,26 @@ def _demo(args, console: Console) -> int:
     return EXIT_OK
 
 
+def _report(args, console: Console) -> int:
+    import json
+
+    from dpstream.algorithms import PrivacyReport
+
+    path = os.path.join(args.run, "model.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{args.run} holds no published run (no model.json); pass the run's output folder")
+    with open(path) as handle:
+        document = json.load(handle)
+    privacy = document["privacy"]
+    privacy["clip_norms"] = tuple(privacy["clip_norms"])
+    privacy["notes"] = tuple(privacy["notes"])
+    console.print(f"run {document['run_id']}")
+    console.print(PrivacyReport(**privacy).to_markdown())
+    for name, value in document.get("metrics", {}).items():
+        console.print(f"{name}: {value:.6g}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -156,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epsilon", type=float, default=1.0)
     demo.add_argument("--directory", default=".demo")
     demo.set_defaults(handler=_demo)
+    report = commands.add_parser("report", help="print the privacy report and metrics of a published run")
+    report.add_argument("run", help="the run's output folder (holds model.json)")
+    report.set_defaults(handler=_report)
     return parser
 
 

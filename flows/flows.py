@@ -117,7 +117,7 @@ def publish_task(output_dir: str, run_id: str, params, report, losses, metrics) 
     os.makedirs(output_dir, exist_ok=True)
     paths = {"model": os.path.join(output_dir, "model.json"), "report": os.path.join(output_dir, "privacy_report.md")}
     with open(paths["model"], "w") as handle:
-        json.dump({"run_id": run_id, "params": params.tolist(), "privacy": report.to_dict()}, handle, indent=2)
+        json.dump({"run_id": run_id, "params": params.tolist(), "privacy": report.to_dict(), "metrics": metrics}, handle, indent=2)
     with open(paths["report"], "w") as handle:
         handle.write(report.to_markdown() + "\n")
     paths.update(write_plots(output_dir, report, losses))

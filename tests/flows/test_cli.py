@@ -96,7 +96,7 @@ def test_budget_show_and_reset(tmp_path):
 
 
 def test_help_everywhere():
-    for args in ([], ["validate"], ["convert"], ["shuffle"], ["budget"]):
+    for args in ([], ["validate"], ["convert"], ["shuffle"], ["budget"], ["train"], ["demo"], ["report"]):
         result = dpstream(*args, "--help")
         assert result.returncode == 0 and "usage: dpstream" in result.stdout
 

@@ -30,6 +30,11 @@ def test_train_then_budget_refused_exit_3(tmp_path):
     first = dpstream("train", config, "--run-id", "one", "--output", tmp_path / "one")
     assert first.returncode == 0, first.stderr[-2000:]
     assert "held-out RMSE" in first.stdout
+    report = dpstream("report", tmp_path / "one")
+    assert report.returncode == 0, report.stderr
+    assert "run one" in report.stdout and "(1.5, 1e-06)-DP" in report.stdout and "held-out RMSE" in report.stdout
+    missing = dpstream("report", tmp_path / "nowhere")
+    assert missing.returncode == 2 and "no published run" in missing.stderr
     second = dpstream("train", config, "--run-id", "two", "--output", tmp_path / "two")
     assert second.returncode == 3
     assert second.stderr.strip().splitlines()[-1].startswith("dpstream: budget refused:")
