@@ -35,7 +35,8 @@ def test_epsilon_matches_reference_numbers(mu, delta, expected):
 )
 def test_noise_needed_for_target_epsilon(epsilon, sigma):
     # peers.md §8.3: σ needed at δ = 1e-5 for Δ = 1.
-    assert 1.0 / gdp.mu_for_epsilon_delta(epsilon, 1e-5) == pytest.approx(sigma, abs=6e-5)
+    noise_multiplier = 1.0 / gdp.mu_for_epsilon_delta(epsilon, 1e-5)
+    assert noise_multiplier == pytest.approx(sigma, abs=6e-5)
 
 
 def test_exact_is_tighter_than_rdp_on_dp_accounting_vector():
@@ -99,7 +100,8 @@ def test_composition_and_zcdp_conversions():
 def test_seed000_alpha_exact(epsilon, delta, alpha):
     # ambssgd spec §1.5: α_exact = 1/sqrt(ρ), with ρ + 2 sqrt(ρ L) = ε exactly.
     rho = gdp.zcdp_rho_for_epsilon(epsilon, delta)
-    assert 1 / math.sqrt(rho) == pytest.approx(alpha, abs=6e-4)
+    alpha_from_rho = 1 / math.sqrt(rho)
+    assert alpha_from_rho == pytest.approx(alpha, abs=6e-4)
     assert gdp.zcdp_epsilon_bun_steinke(rho, delta) == pytest.approx(epsilon, rel=1e-12)
 
 

@@ -150,7 +150,7 @@ def test_concurrent_runs_never_exceed_the_cap(tmp_path):
         assert process.exitcode == 0
     outcomes = dict(results.get(timeout=5) for _ in racers)
     accepted = [run for run, outcome in outcomes.items() if outcome == "ok"]
-    assert 1 <= len(accepted) <= 3
+    assert len(accepted) in (1, 2, 3)
     lake = Ledger(url).lake("contended")
     assert sorted(e.run_id for e in lake.entries()) == sorted(accepted)
     assert lake.spent_mu() <= MU_MAX * (1 + 1e-12)
