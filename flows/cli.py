@@ -25,7 +25,7 @@ from rich.console import Console
 
 from dpstream.privacy import BudgetExceededError, Ledger
 from flows.config import ConfigError, load_config
-from pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
+from pipelines import LakeError, shuffle_once, validate_lake
 from pipelines.convert import ConvertSpec, csv_to_parquet
 
 __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
@@ -33,15 +33,9 @@ __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
 EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 
 
-def _spec(config) -> LakeSpec:
-    lake = config.lake
-    features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
-    return LakeSpec(lake.url, features, lake.label, dict(lake.storage_options))
-
-
 def _validate(args, console: Console) -> int:
     config = load_config(args.config)
-    summary = validate_lake(_spec(config))
+    summary = validate_lake(config.lake_spec())
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
         f"{summary.num_features} features, fingerprint {summary.fingerprint}"
@@ -73,7 +67,7 @@ def _convert(args, console: Console) -> int:
 
 def _shuffle(args, console: Console) -> int:
     config = load_config(args.config)
-    manifest = shuffle_once(_spec(config), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file)
+    manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file)
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"

@@ -110,6 +110,14 @@ class PipelineConfig(_Section):
     checkpoint: CheckpointConfig | None = None
     schedule: ScheduleConfig | None = None
 
+    def lake_spec(self):
+        """The lake this pipeline reads, as the data plane's ``LakeSpec``."""
+        from pipelines import LakeSpec
+
+        lake = self.lake
+        features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
+        return LakeSpec(lake.url, features, lake.label, dict(lake.storage_options))
+
 
 def _describe(error: ValidationError) -> str:
     problems = []

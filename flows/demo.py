@@ -71,8 +71,6 @@ def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
 
 
 def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory: str) -> None:
-    from dataclasses import replace
-
     from flows.flows import train_flow
     from pipelines import read_manifest
 
@@ -84,8 +82,7 @@ def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory
                   f"({time.perf_counter() - start:.1f} s); running the train flow …")
     result = train_flow(config, output_dir=os.path.join(root, "run"))
     manifest = read_manifest(os.path.join(root, "shuffled"))
-    training = replace(manifest, files=manifest.files[:-1], row_groups=manifest.row_groups[:-1])
-    holdout = replace(manifest, files=manifest.files[-1:], row_groups=manifest.row_groups[-1:])
+    training, holdout = manifest.split_last_file()  # the same split the flow evaluated on
     baseline, baseline_weights = nonprivate_baseline(training, holdout)
     dp_rmse = result["metrics"]["held-out RMSE (non-private, operator only)"]
     console.print(result["report"].to_markdown())

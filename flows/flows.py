@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from dpstream.models import LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import make_noise_process
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
 from flows.config import PipelineConfig, load_config
-from pipelines import LakeSpec, Manifest, connect, shuffle_once, train_on_lake, validate_lake
+from pipelines import Manifest, connect, shuffle_once, train_on_lake, validate_lake
 from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
@@ -44,28 +43,19 @@ def build_algorithm(config: PipelineConfig, num_rows: int) -> Any:
                  noise=make_noise_process(a.noise, correlation=a.correlation, nu=a.nu))
 
 
-def _spec(config: PipelineConfig) -> LakeSpec:
-    lake = config.lake
-    return LakeSpec(lake.url, lake.features if isinstance(lake.features, str) else tuple(lake.features), lake.label,
-                    dict(lake.storage_options))
-
-
 @task(name="validate lake")
 def validate_task(config: PipelineConfig):
-    return validate_lake(_spec(config))
+    return validate_lake(config.lake_spec())
 
 
 @task(name="shuffle once", retries=2, retry_delay_seconds=5)
 def shuffle_task(config: PipelineConfig, summary) -> Manifest:
-    return shuffle_once(_spec(config), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file, summary=summary)
+    return shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file, summary=summary)
 
 
 @task(name="plan")
 def plan_task(config: PipelineConfig, manifest: Manifest) -> tuple[Manifest, Manifest, float]:
-    if len(manifest.files) < 2:
-        raise ValueError("the shuffled lake needs at least 2 files: the last one is held out for evaluation; lower rows_per_file")
-    training = replace(manifest, files=manifest.files[:-1], row_groups=manifest.row_groups[:-1])
-    holdout = replace(manifest, files=manifest.files[-1:], row_groups=manifest.row_groups[-1:])
+    training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
     algorithm = build_algorithm(config, training.num_rows)
     report = algorithm.report(algorithm.plan(training.num_rows, training.num_features))
     lake = _ledger(config, manifest)

@@ -22,7 +22,7 @@ import base64
 import datetime as _dt
 import math
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,15 @@ class Manifest:
             for index, (path, groups) in enumerate(zip(self.paths(storage_options), self.row_groups))
             for group, rows in enumerate(groups)
         ]
+
+    def split_last_file(self) -> tuple["Manifest", "Manifest"]:
+        """(all files but the last, the last file): a held-out split that needs no second shuffle."""
+        if len(self.files) < 2:
+            raise LakeError("the shuffled lake needs at least 2 files to hold one out; lower rows_per_file")
+        return (
+            replace(self, files=self.files[:-1], row_groups=self.row_groups[:-1]),
+            replace(self, files=self.files[-1:], row_groups=self.row_groups[-1:]),
+        )
 
     @property
     def schema(self) -> pa.Schema:

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, check_positive
+from dpstream.algorithms.base import (
+    Plan,
+    PrivacyReport,
+    StepSpan,
+    build_report,
+    check_budget,
+    check_positive,
+    tail_average,
+)
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (
@@ -178,12 +186,12 @@ class DPAMBSSGD:
         noise = gaussian(key, span.step, "gradient", state.params.size)
         grad_rows = details["gradient_rows"]
         params = state.params - details["learning_rate"] * (stats.clipped_sums[index] + noise_std * noise) / grad_rows
-        in_tail = state.step + 1 > plan.num_steps // 2
+        average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
         return AMBSSGDState(
             step=state.step + 1,
             params=params,
-            average_sum=state.average_sum + params if in_tail else state.average_sum,
-            average_count=state.average_count + int(in_tail),
+            average_sum=average_sum,
+            average_count=average_count,
             clip_history=state.clip_history + (clip_norm,),
         )
 

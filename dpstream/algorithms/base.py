@@ -31,6 +31,7 @@ __all__ = [
     "project_to_ball",
     "check_budget",
     "check_positive",
+    "tail_average",
     "build_report",
 ]
 
@@ -129,6 +130,14 @@ def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None
     offset = params - center
     norm = float(np.linalg.norm(offset))
     return params if norm <= radius else center + offset * (radius / norm)
+
+
+def tail_average(average_sum: np.ndarray, average_count: int, params: np.ndarray, step: int, num_steps: int) -> tuple[np.ndarray, int]:
+    """Accumulate the iterate after step ``step`` if it is among the last half, w_{⌊T/2⌋+1..T}
+    (seed 000 Alg. 2 line 12; spec §1.6 #9). Post-processing: any window is equally private."""
+    if step + 1 > num_steps // 2:
+        return average_sum + params, average_count + 1
+    return average_sum, average_count
 
 
 def check_positive(name: str, value: float | None, *, optional: bool = False, integer: bool = False) -> None:

@@ -25,6 +25,7 @@ from dpstream.algorithms.base import (
     check_budget,
     check_positive,
     project_to_ball,
+    tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
@@ -91,14 +92,14 @@ class DPSGD:
         released = stats.clipped_sums[0] + plan.details["noise_std"] * noise
         params = state.params - (self.learning_rate / self.batch_size) * released
         params = project_to_ball(params, state.initial_params, self.projection_radius)
-        in_tail = state.step + 1 > plan.num_steps // 2
+        average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
         return replace(
             state,
             step=state.step + 1,
             params=params,
             noise_state=noise_state,
-            average_sum=state.average_sum + params if in_tail else state.average_sum,
-            average_count=state.average_count + int(in_tail),
+            average_sum=average_sum,
+            average_count=average_count,
         )
 
     def result(self, state: DPSGDState) -> np.ndarray:
