@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: demo test bench bench-peers install lock clean
+.PHONY: demo test bench bench-peers california install lock clean
 
 install: $(STAMP)
 
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml requirements.lock
 
 demo: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/dpstream demo
+
+# The real-data example: California housing, DP linear regression at epsilon = 1 (README, "Real data").
+california: $(STAMP)
+	. ./.ci/env.sh && $(BIN)/python -m examples.california
 
 test: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m pytest -q tests
@@ -38,4 +42,4 @@ lock: $(STAMP)
 	  --no-header --annotation-style line -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .demo .bench
+	rm -rf $(VENV) .pytest_cache .hypothesis .demo .california .bench

@@ -1,4 +1,4 @@
-"""The ``dpstream`` command line (first slice: the subcommands that need no Prefect flow).
+"""The ``dpstream`` command line.
 
     dpstream validate CONFIG            validate the config and the lake it names
     dpstream convert CSV OUT ...        CSV -> Parquet lake with explicit policies
@@ -6,6 +6,7 @@
     dpstream budget show LAKE --ledger URL
     dpstream budget reset LAKE --ledger URL --confirm
     dpstream train CONFIG [--run-id ID]  run the train flow (Prefect)
+    dpstream serve CONFIG --cron "0 2 * * *"  serve the train flow as a cron deployment
     dpstream demo [--rows N --files F]  a synthetic lake through the whole train flow
     dpstream report RUN_DIR             the privacy report and metrics a run published
 
@@ -56,9 +57,15 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 def _convert(args, console: Console) -> int:
     impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
     categorical = {column: tuple(v for v in values.split(",") if v) for column, values in _parse_pairs(args.categorical, "--categorical").items()}
+    bounds = {}
+    for column, text in _parse_pairs(args.bounds, "--bounds").items():
+        parts = text.split(",")
+        if len(parts) != 2:
+            raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
+        bounds[column] = (float(parts[0]), float(parts[1]))
     spec = ConvertSpec(
         columns=tuple(args.columns), label=args.label, missing=args.missing, impute_values=impute,
-        categorical=categorical, unknown_category=args.unknown_category, rows_per_file=args.rows_per_file,
+        categorical=categorical, unknown_category=args.unknown_category, bounds=bounds, rows_per_file=args.rows_per_file,
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}")
@@ -66,8 +73,13 @@ def _convert(args, console: Console) -> int:
 
 
 def _shuffle(args, console: Console) -> int:
+    from flows.progress import RunProgress
+
     config = load_config(args.config)
-    manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file)
+    summary = validate_lake(config.lake_spec())
+    with RunProgress(enabled=not args.quiet) as progress:
+        manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
+                                summary=summary, on_progress=progress.shuffle(summary.num_rows))
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"
@@ -96,11 +108,31 @@ def _budget(args, console: Console) -> int:
 def _train(args, console: Console) -> int:
     from flows.flows import train_flow
 
-    result = train_flow(args.config, run_id=args.run_id, output_dir=args.output)
+    result = train_flow(args.config, run_id=args.run_id, output_dir=args.output, show_progress=not args.quiet)
     console.print(result["report"].to_markdown())
     for name, value in result["metrics"].items():
         console.print(f"{name}: {value:.6g}")
     console.print(f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}")
+    return EXIT_OK
+
+
+def _serve(args, console: Console) -> int:
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    from flows.flows import train_flow
+
+    config = load_config(args.config)
+    cron = args.cron or (config.schedule.cron if config.schedule else None)
+    if cron is None:
+        raise ValueError(f"{args.config}: no schedule; pass --cron \"0 2 * * *\" or set schedule.cron in the config")
+    try:
+        schedule = CronSchedule(cron=cron, timezone=args.timezone)
+    except ValidationError as error:
+        raise ValueError(f"--cron {cron!r} / --timezone {args.timezone!r}: {error.errors()[0]['msg']}") from None
+    console.print(f"serving train flow {args.name!r} for {args.config} on cron {cron!r} ({args.timezone}); Ctrl-C stops")
+    train_flow.serve(name=args.name, schedules=[schedule], parameters={"config_path": os.path.abspath(args.config)},
+                     print_starting_message=False)
     return EXIT_OK
 
 
@@ -109,7 +141,7 @@ def _demo(args, console: Console) -> int:
 
     if args.rows < 2 * args.files or args.files < 2:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
-    run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory)
+    run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory, show_progress=not args.quiet)
     return EXIT_OK
 
 
@@ -147,11 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
     convert.add_argument("--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants")
     convert.add_argument("--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)")
+    convert.add_argument("--bounds", nargs="*", default=[], metavar="COLUMN=LOW,HIGH",
+                         help="public ranges: clip to [LOW, HIGH] and scale to [0, 1]")
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=_convert)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
+    shuffle.add_argument("--quiet", action="store_true", help="no progress bars")
     shuffle.set_defaults(handler=_shuffle)
     budget = commands.add_parser("budget", help="show or reset a lake's privacy ledger")
     budget.add_argument("action", choices=["show", "reset"])
@@ -163,13 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config")
     train.add_argument("--run-id", default=None, help="resume or name the run (default: a new id)")
     train.add_argument("--output", default=None, help="where the model, report and plots go")
+    train.add_argument("--quiet", action="store_true", help="no progress bars")
     train.set_defaults(handler=_train)
+    serve = commands.add_parser("serve", help="serve the train flow on a cron schedule (Prefect deployment)")
+    serve.add_argument("config")
+    serve.add_argument("--cron", default=None, help="cron string, e.g. \"0 2 * * *\" (default: schedule.cron of the config)")
+    serve.add_argument("--timezone", default="UTC")
+    serve.add_argument("--name", default="nightly", help="deployment name")
+    serve.set_defaults(handler=_serve)
     demo = commands.add_parser("demo", help="a synthetic lake through the whole train flow")
     demo.add_argument("--rows", type=int, default=2_000_000)
     demo.add_argument("--files", type=int, default=16)
     demo.add_argument("--dim", type=int, default=16)
     demo.add_argument("--epsilon", type=float, default=1.0)
     demo.add_argument("--directory", default=".demo")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_demo)
     report = commands.add_parser("report", help="print the privacy report and metrics of a published run")
     report.add_argument("run", help="the run's output folder (holds model.json)")
@@ -179,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Prefect's 20 s default for starting its ephemeral API is too short on a loaded 2-core machine
+    # (../shared/spec/stack.md §2); a value the user set wins.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     console = Console(soft_wrap=True)  # one record per line, whatever the terminal width
     try:
         return args.handler(args, console)

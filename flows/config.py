@@ -30,7 +30,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = ["PipelineConfig", "ConfigError", "load_config"]
 
@@ -98,7 +98,14 @@ class CheckpointConfig(_Section):
 
 
 class ScheduleConfig(_Section):
-    cron: str = Field(min_length=9)
+    cron: str = Field(description='five cron fields, e.g. "0 2 * * *" (Prefect checks the values when serving)')
+
+    @field_validator("cron")
+    @classmethod
+    def _five_fields(cls, cron: str) -> str:
+        if len(cron.split()) != 5:
+            raise ValueError(f"a cron string has 5 fields (minute hour day month weekday), got {cron!r}")
+        return cron
 
 
 class PipelineConfig(_Section):
@@ -132,8 +139,23 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+# Locations a config names; a relative local path is taken relative to the config file's folder, so a
+# pipeline directory can be moved or checked in (as with prefect.yaml).
+LOCATION_KEYS = (("lake", "url"), ("lake", "shuffled_url"), ("budget", "ledger_url"), ("checkpoint", "url"))
+
+
+def _anchor_locations(document: dict[str, Any], folder: Path) -> None:
+    for section, key in LOCATION_KEYS:
+        value = document.get(section, {}).get(key) if isinstance(document.get(section), dict) else None
+        if isinstance(value, str) and value and "://" not in value and not Path(value).is_absolute():
+            document[section][key] = str(folder / value)
+
+
 def load_config(path: str | Path) -> PipelineConfig:
-    """Read and validate a pipeline config; ``ConfigError`` names the file and each offending key."""
+    """Read and validate a pipeline config; ``ConfigError`` names the file and each offending key.
+
+    Relative local paths in ``lake.url``, ``lake.shuffled_url``, ``budget.ledger_url`` and
+    ``checkpoint.url`` are relative to the config file's folder."""
     path = Path(path)
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -141,6 +163,7 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(f"{path}: no such config file") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
+    _anchor_locations(document, path.resolve().parent)
     try:
         return PipelineConfig.model_validate(document)
     except ValidationError as error:

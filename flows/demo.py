@@ -70,7 +70,7 @@ def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
     return float(np.sqrt(np.mean((X.astype(np.float64) @ weights - y) ** 2))), weights
 
 
-def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory: str) -> None:
+def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True) -> None:
     from flows.flows import train_flow
     from pipelines import read_manifest
 
@@ -80,7 +80,7 @@ def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory
     config = write_demo_config(os.path.join(root, "pipeline.toml"), root, dim, epsilon, rows_per_file=rows // files)
     console.print(f"[bold]dpstream demo[/bold]: {rows:,} rows × {dim} features in {files} Parquet files under {root}/raw "
                   f"({time.perf_counter() - start:.1f} s); running the train flow …")
-    result = train_flow(config, output_dir=os.path.join(root, "run"))
+    result = train_flow(config, output_dir=os.path.join(root, "run"), show_progress=show_progress)
     manifest = read_manifest(os.path.join(root, "shuffled"))
     training, holdout = manifest.split_last_file()  # the same split the flow evaluated on
     baseline, baseline_weights = nonprivate_baseline(training, holdout)

@@ -25,6 +25,7 @@ from dpstream.models import LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import make_noise_process
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
 from flows.config import PipelineConfig, load_config
+from flows.progress import RunProgress
 from pipelines import Manifest, connect, shuffle_once, train_on_lake, validate_lake
 from pipelines.executor import lake_blocks
 
@@ -49,8 +50,10 @@ def validate_task(config: PipelineConfig):
 
 
 @task(name="shuffle once", retries=2, retry_delay_seconds=5)
-def shuffle_task(config: PipelineConfig, summary) -> Manifest:
-    return shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file, summary=summary)
+def shuffle_task(config: PipelineConfig, summary, show_progress: bool = False) -> Manifest:
+    with RunProgress(enabled=show_progress) as progress:
+        return shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
+                            summary=summary, on_progress=progress.shuffle(summary.num_rows))
 
 
 @task(name="plan")
@@ -77,12 +80,16 @@ def _model(config: PipelineConfig):
 
 
 @task(name="train", retries=2, retry_delay_seconds=2)
-def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str):
+def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str,
+               show_progress: bool = False):
     client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)
+    algorithm, model = build_algorithm(config, training.num_rows), _model(config)
+    plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
+    policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
     try:
-        policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
-        result, mode = train_on_lake(training, build_algorithm(config, training.num_rows), _model(config), client,
-                                     mode=config.cluster.mode, checkpoint=policy, run_id=run_id, ledger=_ledger(config, full))
+        with RunProgress(enabled=show_progress) as progress:
+            result, mode = train_on_lake(training, algorithm, model, client, mode=config.cluster.mode, checkpoint=policy,
+                                         run_id=run_id, ledger=_ledger(config, full), on_step=progress.training(algorithm, plan))
     finally:
         client.close()
     return result.params, result.report, result.training_loss, mode
@@ -120,21 +127,23 @@ def publish_task(output_dir: str, run_id: str, params, report, losses, metrics) 
 
 
 @flow(name="train")
-def train_flow(config_path: str, run_id: str | None = None, output_dir: str | None = None) -> dict[str, Any]:
+def train_flow(config_path: str, run_id: str | None = None, output_dir: str | None = None,
+               show_progress: bool = False) -> dict[str, Any]:
+    """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
     config = load_config(config_path)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     output_dir = output_dir or os.path.join(os.path.dirname(os.path.abspath(config_path)), "runs", run_id)
     summary = validate_task(config)
-    manifest = shuffle_task(config, summary)
+    manifest = shuffle_task(config, summary, show_progress)
     training, holdout, _ = plan_task(config, manifest)
     checkpoint_url = config.checkpoint.url if config.checkpoint else os.path.join(output_dir, "checkpoints")
-    params, report, losses, mode = train_task(config, training, manifest, run_id, checkpoint_url)
+    params, report, losses, mode = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
     metrics = evaluate_task(config, holdout, params)
     paths = publish_task(output_dir, run_id, params, report, losses, metrics)
     return {"run_id": run_id, "report": report, "metrics": metrics, "paths": paths, "mode": mode, "params": params}
 
 
 @flow(name="shuffle")
-def shuffle_flow(config_path: str) -> Manifest:
+def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    return shuffle_task(config, validate_task(config))
+    return shuffle_task(config, validate_task(config), show_progress)

@@ -1,8 +1,8 @@
 """CSV → Parquet lake, with explicit column selection and explicit policies for missing values and
 categorical columns, so real data (e.g. ../shared/data/california_housing/housing.csv) can be prepared.
 
-Nothing is inferred from the sensitive data that would be released: imputation constants and category
-lists are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
+Nothing is inferred from the sensitive data that would be released: imputation constants, category
+lists and feature ranges (for clipping and scaling to [0, 1]) are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
 streamed in batches; parts are written under a temporary folder and moved into place only when the
 whole file converted, so a failure leaves nothing behind. The source is only read.
 """
@@ -33,6 +33,8 @@ class ConvertSpec:
     impute_values: dict[str, float] = field(default_factory=dict)
     categorical: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> public categories (one-hot)
     unknown_category: str = "error"  # "error" or "drop" rows whose category is not in the list
+    # column -> public (low, high): values are clipped to the range and mapped to [0, 1] (features or label)
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     rows_per_file: int = 250_000
 
     def __post_init__(self) -> None:
@@ -42,6 +44,11 @@ class ConvertSpec:
             raise LakeError(f"unknown_category must be 'error' or 'drop', got {self.unknown_category!r}")
         if not self.columns and not self.categorical:
             raise LakeError("select at least one feature column (columns) or categorical column")
+        for column, (low, high) in self.bounds.items():
+            if column not in self.columns and column != self.label:
+                raise LakeError(f"bounds name column {column!r}, which is neither a selected feature column nor the label")
+            if not (np.isfinite(low) and np.isfinite(high) and low < high):
+                raise LakeError(f"bounds of column {column!r} must be finite with low < high, got ({low!r}, {high!r})")
         for column, categories in self.categorical.items():
             if not categories:
                 raise LakeError(f"categorical column {column!r} needs its public list of categories")
@@ -81,6 +88,9 @@ def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source
                     f"{source}: column {column!r} has a missing value at row {offset + int(np.argmax(nulls))} and "
                     "no imputation constant; pass impute_values={column: public_value} or missing='drop'"
                 )
+        if column in spec.bounds:
+            low, high = spec.bounds[column]
+            array = (np.clip(array, low, high) - low) / (high - low)
         numeric[column] = array
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():

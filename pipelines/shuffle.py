@@ -23,7 +23,7 @@ import datetime as _dt
 import math
 import secrets
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -151,6 +151,20 @@ def _remove(fs: Any, path: str) -> None:
         fs.rm(path, recursive=True)
 
 
+def _run_on_cluster(client: Any, function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]) -> list:
+    """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
+    from distributed import as_completed
+
+    futures = [client.submit(function, *args, pure=False) for args in arguments]
+    index_of = {future.key: index for index, future in enumerate(futures)}
+    results: list = [None] * len(futures)
+    for future, result in as_completed(futures, with_results=True):
+        index = index_of[future.key]
+        results[index] = result
+        done(index, result)
+    return results
+
+
 def shuffle_once(
     spec: LakeSpec,
     out_url: str,
@@ -159,8 +173,13 @@ def shuffle_once(
     out_storage_options: dict[str, Any] | None = None,
     client: Any = None,
     summary: LakeSummary | None = None,
+    on_progress: Callable[[str, int], None] | None = None,
 ) -> Manifest:
-    """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent)."""
+    """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent).
+
+    ``on_progress(phase, rows)`` is called as each input file is scattered (``"scatter"``) and each
+    output file gathered (``"gather"``), with that file's rows; each phase moves ``num_rows`` rows.
+    """
     if rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
@@ -195,13 +214,18 @@ def shuffle_once(
         for i, file in enumerate(summary.files)
     ]
     gather_args = [(out_url, out_options, j, int(seeds[len(summary.files) + j].generate_state(1)[0])) for j in range(outputs)]
+    report = on_progress or (lambda phase, rows: None)
     if client is None:
-        for args in scatter_args:
+        for args, file in zip(scatter_args, summary.files):
             _scatter(*args)
-        sizes = [_gather(*args) for args in gather_args]
+            report("scatter", file.rows)
+        sizes = []
+        for args in gather_args:
+            sizes.append(_gather(*args))
+            report("gather", int(sum(sizes[-1])))
     else:
-        client.gather([client.submit(_scatter, *args, pure=False) for args in scatter_args])
-        sizes = client.gather([client.submit(_gather, *args, pure=False) for args in gather_args])
+        _run_on_cluster(client, _scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
+        sizes = _run_on_cluster(client, _gather, gather_args, lambda _, groups: report("gather", int(sum(groups))))
     _remove(out_fs, f"{root}/{SCRATCH}")
     schema = summary.schema
     schema = pa.schema([schema.field(name) for name in spec.columns])

@@ -13,7 +13,7 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,6 +33,7 @@ __all__ = [
     "check_positive",
     "tail_average",
     "build_report",
+    "report_after",
 ]
 
 
@@ -189,3 +190,16 @@ def build_report(
         clip_norms=clip_norms,
         notes=notes,
     )
+
+
+def report_after(algorithm: Algorithm, plan: Plan, steps: int) -> PrivacyReport:
+    """The privacy report of the first ``steps`` releases of ``plan`` (for progress displays).
+
+    The releases so far are the same mechanism on a shorter plan, so the exact accountant bounds them
+    with the same event on ``steps`` steps. For correlated noise the event keeps the encoder's largest
+    column over all T steps, an upper bound for the prefix; for disjoint single-pass batches with
+    independent noise (DP-AMBSSGD, DP-SGD) one release already spends the run's ε (parallel composition).
+    """
+    if not 1 <= steps <= plan.num_steps:
+        raise ValueError(f"steps must lie in [1, {plan.num_steps}], got {steps!r}")
+    return algorithm.report(replace(plan, spans=plan.spans[:steps]))

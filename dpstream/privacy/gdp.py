@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr
 
 __all__ = [
@@ -107,6 +106,8 @@ def epsilon_for_delta(delta: float, mu: float) -> float:
                 f"mu={mu:g} gives epsilon above {_EPSILON_MAX:g} at delta={delta:g}: "
                 "the release is not private in any meaningful sense; add more noise"
             )
+    from scipy.optimize import brentq  # imported here: scipy.optimize adds ~1 s to every CLI start
+
     return float(brentq(gap, 0.0, upper, xtol=1e-15, rtol=_RTOL, maxiter=500))
 
 
@@ -129,6 +130,8 @@ def mu_for_epsilon_delta(epsilon: float, delta: float) -> float:
                 f"(epsilon={epsilon:g}, delta={delta:g}) allows mu above {_MU_MAX:g}; "
                 "that budget is too loose to calibrate noise against"
             )
+    from scipy.optimize import brentq
+
     return float(brentq(gap, lower, upper, xtol=1e-15, rtol=_RTOL, maxiter=500))
 
 
@@ -178,6 +181,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
     # The bound is convex in α on (1, ∞); Brent's search over log(α − 1) is plenty.
     alpha_guess = 1.0 + math.sqrt(math.log(1.0 / delta) / rho)
+    from scipy.optimize import minimize_scalar
+
     result = minimize_scalar(
         lambda log_a: bound(1.0 + math.exp(log_a)),
         bracket=(math.log(alpha_guess - 1.0) - 2.0, math.log(alpha_guess - 1.0) + 2.0),

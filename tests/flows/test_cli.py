@@ -1,6 +1,7 @@
 """The CLI end to end in a subprocess: real lakes, real ledger, exit codes and one-line reasons."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from dpstream.privacy import Ledger, LifetimeBudget
+from tests.flows.test_flows import write_config
+from tests.pipelines.conftest import local_put, write_lake
+from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
@@ -96,7 +100,7 @@ def test_budget_show_and_reset(tmp_path):
 
 
 def test_help_everywhere():
-    for args in ([], ["validate"], ["convert"], ["shuffle"], ["budget"], ["train"], ["demo"], ["report"]):
+    for args in ([], ["validate"], ["convert"], ["shuffle"], ["budget"], ["train"], ["serve"], ["demo"], ["report"]):
         result = dpstream(*args, "--help")
         assert result.returncode == 0 and "usage: dpstream" in result.stdout
 
@@ -106,3 +110,45 @@ def test_console_script_installed():
     assert script.exists(), "reinstall with `make test` (the console script comes from pyproject.toml)"
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "validate" in result.stdout
+
+
+def test_bad_lakes_exit_2_naming_the_file(tmp_path, s3_server):
+    """The data plane's bad inputs reach the user as exit code 2 and the validator's one-line reason."""
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw)
+    path = raw / "day=02.parquet"
+    original, original_bytes = pq.read_table(path), path.read_bytes()
+    damages = [(lambda mutate=mutate: pq.write_table(mutate(original), path), match) for mutate, match in BAD_FILE_MUTATIONS]
+    damages.append((lambda: path.write_bytes(original_bytes[: len(original_bytes) // 2]), r"day=02.parquet is corrupt or truncated"))
+    for damage, match in damages:
+        damage()
+        result = dpstream("validate", config)
+        path.write_bytes(original_bytes)
+        assert result.returncode == 2, (match, result.stdout, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and re.search(match, lines[0]), (match, lines)
+    # Through the whole train flow: refused before anything is shuffled or charged.
+    pq.write_table(BAD_FILE_MUTATIONS[0][0](original), path)
+    trained = dpstream("train", config, "--quiet")
+    assert trained.returncode == 2, trained.stderr[-2000:]
+    assert re.search(BAD_FILE_MUTATIONS[0][1], trained.stderr.strip().splitlines()[-1])
+    assert not (tmp_path / "shuffled").exists() and not (tmp_path / "ledger").exists()
+    # An S3 location that cannot be read (no such bucket on the moto server).
+    remote = tmp_path / "remote.toml"
+    remote.write_text(config.read_text().replace(f'url = "{raw}"', 'url = "s3://no-such-bucket/lake"').replace(
+        'rows_per_file = 4000', f'rows_per_file = 4000\nstorage_options = {{ key = "testing", secret = "testing", '
+        f'client_kwargs = {{ endpoint_url = "{s3_server}" }} }}'))
+    result = dpstream("validate", remote)
+    assert result.returncode == 2 and "cannot read the lake location s3://no-such-bucket/lake" in result.stderr
+
+
+def test_serve_refuses_a_missing_or_bad_schedule(tmp_path):
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw), files=2, rows=100)
+    config = write_config(tmp_path, raw)
+    missing = dpstream("serve", config)
+    assert missing.returncode == 2 and "no schedule; pass --cron" in missing.stderr
+    bad = dpstream("serve", config, "--cron", "61 * * * *")
+    assert bad.returncode == 2 and "--cron '61 * * * *'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -55,6 +55,7 @@ def test_good_config(tmp_path):
         (lambda t: t.replace('label = "y"\n', ''), r"lake\.label: required key is missing"),
         (lambda t: t + "\n[extra]\nkey = 1\n", r"extra: unknown key"),
         (lambda t: t.replace('[budget]', '[budget'), r"not valid TOML"),
+        (lambda t: t.replace('"0 2 * * *"', '"0 2 * *"'), r"schedule\.cron: Value error, a cron string has 5 fields"),
     ],
 )
 def test_bad_configs_name_the_key(tmp_path, edit, match):
@@ -65,3 +66,12 @@ def test_bad_configs_name_the_key(tmp_path, edit, match):
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_relative_locations_are_relative_to_the_config(tmp_path):
+    text = GOOD.replace('"/data/raw"', '"work/raw"').replace('"/data/ledger"', '"s3://bucket/ledger"')
+    (tmp_path / "pipelines").mkdir()
+    config = load_config(write(tmp_path / "pipelines", text))
+    assert config.lake.url == str(tmp_path / "pipelines" / "work" / "raw")
+    assert config.lake.shuffled_url == "/data/shuffled"  # absolute: unchanged
+    assert config.budget.ledger_url == "s3://bucket/ledger"  # a URL: unchanged

@@ -66,6 +66,27 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     again = train_flow(str(config), run_id="flow-run-1", output_dir=str(tmp_path / "out"))
     assert np.array_equal(again["params"], result["params"])
     assert len(Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()) == 1
+    assert_key_absent_from_prefect(tmp_path / "out" / "checkpoints", "flow-run-1")
+
+
+def assert_key_absent_from_prefect(checkpoints, run_id):
+    """Everything the Prefect API stored (artifacts, logs, flow and task runs) is searched for the key."""
+    import base64
+
+    from prefect.client.orchestration import get_client
+
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+
+    secret = CheckpointStore(CheckpointPolicy(str(checkpoints))).load(run_id).noise_secret
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts()
+        records = [*artifacts, *client.read_logs(), *client.read_flow_runs(), *client.read_task_runs()]
+    stored = "\n".join(record.model_dump_json() for record in records)
+    # The search sees the real records: the published report, the metrics table, the run's parameters.
+    assert {"privacy-report", "metrics"} <= {artifact.key for artifact in artifacts}
+    assert "guarantee" in stored and "held-out RMSE" in stored and "config_path" in stored
+    for needle in (secret.hex(), secret.hex().upper(), base64.b64encode(secret).decode()):
+        assert needle not in stored
 
 
 def test_train_flow_refuses_past_the_lifetime_budget(tmp_path, prefect_api):

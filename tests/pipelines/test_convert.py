@@ -76,3 +76,25 @@ def test_bad_spec_and_locations(tmp_path):
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(LakeError, match="is not empty"):
         csv_to_parquet(str(HOUSING), str(tmp_path / "full"), housing_spec())
+
+
+def test_public_bounds_clip_and_scale_to_unit_range(tmp_path):
+    out = str(tmp_path / "lake")
+    bounds = {"total_rooms": (0.0, 10_000.0), "median_income": (0.0, 15.0), "median_house_value": (0.0, 500_001.0)}
+    csv_to_parquet(str(HOUSING), out, housing_spec(bounds=bounds))
+    table = pq.read_table(out)
+    rooms = table.column("total_rooms").to_numpy()
+    assert rooms.min() >= 0.0 and rooms.max() == 1.0  # 39,320 rooms is clipped to the public 10,000
+    first = next(line for line in open(HOUSING) if line.startswith("-122.23,37.88"))
+    assert rooms[0] == pytest.approx(880.0 / 10_000.0)  # the CSV's first row, unshuffled
+    assert table.column("median_house_value").to_numpy()[0] == pytest.approx(float(first.split(",")[8]) / 500_001.0)
+    assert table.column("longitude").to_numpy()[0] == -122.23  # columns without bounds are unchanged
+
+
+@pytest.mark.parametrize(
+    "bounds, match",
+    [({"rooms": (0.0, 1.0)}, r"bounds name column 'rooms', which is neither"), ({"total_rooms": (5.0, 5.0)}, r"low < high")],
+)
+def test_bad_bounds(bounds, match):
+    with pytest.raises(LakeError, match=match):
+        housing_spec(bounds=bounds)

@@ -23,7 +23,10 @@ def output_tables(manifest):
 
 def test_permutation_balanced_and_source_untouched(lake, tmp_path):
     source = checksums(lake.url)
-    manifest = shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3000)
+    reported = []
+    manifest = shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3000,
+                            on_progress=lambda phase, rows: reported.append((phase, rows)))
+    assert reported == [("scatter", 5000)] * 4 + [("gather", rows) for _, rows in manifest.files]
     assert checksums(lake.url) == source
     sizes = [rows for _, rows in manifest.files]
     assert len(sizes) == 7 and sum(sizes) == 20_000 and max(sizes) - min(sizes) <= 1
@@ -87,6 +90,11 @@ def test_bad_rows_per_file(lake, tmp_path):
 
 
 def test_shuffle_on_cluster_matches_contract(lake, tmp_path, dask_client):
-    manifest = shuffle_once(lake, str(tmp_path / "cluster"), rows_per_file=4000, client=dask_client)
+    reported = []
+    manifest = shuffle_once(lake, str(tmp_path / "cluster"), rows_per_file=4000, client=dask_client,
+                            on_progress=lambda phase, rows: reported.append((phase, rows)))
     assert [rows for _, rows in manifest.files] == [4000] * 5
+    # Progress: one call per input file (scatter) and per output file (gather), each phase all rows.
+    assert sorted(rows for phase, rows in reported if phase == "scatter") == [5000] * 4
+    assert sorted(rows for phase, rows in reported if phase == "gather") == [4000] * 5
     assert sum(t.num_rows for t in output_tables(manifest)) == 20_000

@@ -29,19 +29,20 @@ def corrupt(lake_root, name, table):
     pq.write_table(table, os.path.join(lake_root, name))
 
 
-@pytest.mark.parametrize(
-    "mutate, match",
-    [
-        (lambda t: t.drop_columns(["x3"]), r"day=02.parquet: column 'x3' is missing"),
-        (lambda t: t.set_column(t.schema.get_field_index("x1"), "x1", pa.array(["a"] * t.num_rows)), r"day=02.parquet: feature column 'x1' has non-numeric type string"),
-        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(["a"] * t.num_rows)), r"label column 'y' has non-numeric type"),
-        (lambda t: t.set_column(t.schema.get_field_index("x2"), "x2", pa.array(np.where(np.arange(t.num_rows) == 1234, np.nan, 1.0).astype(np.float32))), r"day=02.parquet: row 1234 of column 'x2' is nan"),
-        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(np.where(np.arange(t.num_rows) == 77, np.inf, 1.0))), r"row 77 of column 'y' is inf"),
-        (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array([None] * 5 + [1.0] * (t.num_rows - 5), pa.float64())), r"row 0 of column 'y' is missing \(null\)"),
-        (lambda t: t.set_column(t.schema.get_field_index("x0"), "x0", t.column("x0").cast(pa.float64())), r"schema drift: column 'x0' is double in day=02.parquet but float"),
-        (lambda t: t.slice(0, 0), r"day=02.parquet is an empty file \(0 rows\)"),
-    ],
-)
+# Each turns the lake's day=02.parquet bad; the CLI tests reuse them (exit code 2).
+BAD_FILE_MUTATIONS = [
+    (lambda t: t.drop_columns(["x3"]), r"day=02.parquet: column 'x3' is missing"),
+    (lambda t: t.set_column(t.schema.get_field_index("x1"), "x1", pa.array(["a"] * t.num_rows)), r"day=02.parquet: feature column 'x1' has non-numeric type string"),
+    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(["a"] * t.num_rows)), r"label column 'y' has non-numeric type"),
+    (lambda t: t.set_column(t.schema.get_field_index("x2"), "x2", pa.array(np.where(np.arange(t.num_rows) == 1234, np.nan, 1.0).astype(np.float32))), r"day=02.parquet: row 1234 of column 'x2' is nan"),
+    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(np.where(np.arange(t.num_rows) == 77, np.inf, 1.0))), r"row 77 of column 'y' is inf"),
+    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array([None] * 5 + [1.0] * (t.num_rows - 5), pa.float64())), r"row 0 of column 'y' is missing \(null\)"),
+    (lambda t: t.set_column(t.schema.get_field_index("x0"), "x0", t.column("x0").cast(pa.float64())), r"schema drift: column 'x0' is double in day=02.parquet but float"),
+    (lambda t: t.slice(0, 0), r"day=02.parquet is an empty file \(0 rows\)"),
+]
+
+
+@pytest.mark.parametrize("mutate, match", BAD_FILE_MUTATIONS)
 def test_bad_lakes(lake, mutate, match):
     path = os.path.join(lake.url, "day=02.parquet")
     corrupt(lake.url, "day=02.parquet", mutate(pq.read_table(path)))

@@ -1,0 +1,1 @@
+"""Example pipelines on real data (run from the repository root, e.g. ``python -m examples.california``)."""

@@ -1,0 +1,52 @@
+"""Progress bars: rows consumed and ε spent come from the plan and the exact accountant."""
+
+import io
+import re
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.algorithms.base import report_after
+from dpstream.noise import make_noise_process
+from flows.progress import RunProgress
+
+
+def test_report_after_bounds_the_prefix():
+    correlated = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100, noise=make_noise_process("lambda", correlation=0.5))
+    plan = correlated.plan(10_000, 4)
+    full = correlated.report(plan)
+    prefix = [report_after(correlated, plan, t).epsilon for t in (1, 10, plan.num_steps)]
+    assert prefix[-1] == pytest.approx(full.epsilon, rel=1e-12)
+    assert all(e <= full.epsilon * (1 + 1e-12) for e in prefix)
+    assert prefix == sorted(prefix)  # never decreases as releases accumulate
+    # Disjoint single-pass batches with independent noise: one release already spends the run's ε.
+    ambssgd = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", num_steps=20)
+    plan = ambssgd.plan(100_000, 4)
+    assert report_after(ambssgd, plan, 1).epsilon == pytest.approx(ambssgd.report(plan).epsilon, rel=1e-9)
+    with pytest.raises(ValueError, match=r"steps must lie in \[1, 20\]"):
+        report_after(ambssgd, plan, 0)
+
+
+def test_training_bar_reaches_all_rows_and_the_final_epsilon():
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=250, noise=make_noise_process("nu", nu=0.05))
+    plan = algorithm.plan(5_000, 3)
+    sink = io.StringIO()
+    with RunProgress(console=Console(file=sink, width=200, force_terminal=False)) as progress:
+        on_step = progress.training(algorithm, plan)
+        for step in range(plan.num_steps):
+            on_step(step, None)
+    text = sink.getvalue()
+    assert f"{plan.rows_used}/{plan.rows_used} rows" in text
+    shown = float(re.search(r"ε spent ([0-9.e+-]+) \(δ=1e-06\)", text).group(1))
+    assert shown == pytest.approx(algorithm.report(plan).epsilon, rel=1e-3)  # printed with 4 digits
+
+
+def test_disabled_progress_prints_nothing():
+    sink = io.StringIO()
+    with RunProgress(enabled=False, console=Console(file=sink)) as progress:
+        progress.shuffle(10)("scatter", 10)
+        algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=10)
+        progress.training(algorithm, algorithm.plan(100, 2))(0, np.zeros(2))
+    assert sink.getvalue() == ""

@@ -1,0 +1,177 @@
+"""Cron deployments fire and complete against a real `prefect server` on 127.0.0.1, fully offline.
+
+Two paths, both on a per-minute cron so the test waits at most a minute for the schedule:
+``dpstream serve CONFIG --cron`` (a served deployment) and ``infra/prefect/prefect.yaml`` deployed with
+``prefect deploy`` on a process work pool and run by ``prefect worker start``. Servers and workers are
+started with ``subprocess.Popen`` and stopped with SIGTERM (stack.md §2).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from dpstream.privacy import Ledger
+from pipelines import read_manifest
+from tests.flows.test_flows import write_config
+from tests.pipelines.conftest import local_put, write_lake
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+YAML = ROOT / "infra" / "prefect" / "prefect.yaml"
+RUN_DEADLINE_SECONDS = 420  # ≤ 60 s to the next minute, then a flow run in a fresh process on 2 busy cores
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    """`prefect server start` on a loopback port with its own home; yields the client environment."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_SERVER_UI_ENABLED="false",
+               DO_NOT_TRACK="1", PREFECT_LOGGING_LEVEL="INFO")
+    log = open(home / "server.log", "w")
+    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port),
+                               "--analytics-off"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"prefect server did not start: {(home / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield {**env, "PREFECT_API_URL": url}
+    finally:
+        stop(server)
+        log.close()
+
+
+def api(env, method: str, path: str, body=None):
+    response = httpx.request(method, env["PREFECT_API_URL"] + path, json=body, timeout=30)
+    response.raise_for_status()
+    return response.json()
+
+
+def run_logged(args, env, cwd, log: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(arg) for arg in args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    log.write_text(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result
+
+
+def pipeline(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    root.mkdir()
+    write_lake(local_put, str(root / "raw"))
+    return write_config(root, root / "raw")
+
+
+def wait_for_completed_runs(env, deployment_names, processes) -> dict[str, dict]:
+    """The first completed flow run of each deployment; fails at once on a failed or crashed run."""
+    deadline = time.monotonic() + RUN_DEADLINE_SECONDS
+    completed: dict[str, dict] = {}
+    while len(completed) < len(deployment_names):
+        deployments = {d["id"]: d["name"] for d in api(env, "POST", "/deployments/filter", {})}
+        for run in api(env, "POST", "/flow_runs/filter", {}):
+            name = deployments.get(run["deployment_id"])
+            state = run["state_type"]
+            if name in deployment_names and state in ("FAILED", "CRASHED"):
+                pytest.fail(f"scheduled run of {name} ended {state}: {run['state']['message']}")
+            if name in deployment_names and state == "COMPLETED":
+                completed.setdefault(name, run)
+        for label, process in processes.items():
+            if process.poll() is not None:
+                pytest.fail(f"{label} exited early with code {process.returncode}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no completed scheduled run within {RUN_DEADLINE_SECONDS} s; completed: {sorted(completed)}")
+        time.sleep(2)
+    return completed
+
+
+def test_the_shipped_deployment_is_nightly_on_a_process_pool():
+    document = yaml.safe_load(YAML.read_text())
+    (deployment,) = document["deployments"]
+    assert deployment["entrypoint"] == "flows/flows.py:train_flow"
+    assert (ROOT / deployment["entrypoint"].split(":")[0]).exists()
+    assert [s["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
+    assert deployment["work_pool"]["name"] == "dpstream-process"
+    assert deployment["parameters"] == {"config_path": "{{ $DPSTREAM_CONFIG }}"}
+
+
+def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
+    env = prefect_server
+    served_config, deployed_config = pipeline(tmp_path, "served"), pipeline(tmp_path, "deployed")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # The shipped prefect.yaml with its nightly cron made per-minute, so the test need not wait until 02:00.
+    every_minute = tmp_path / "prefect.yaml"
+    text = YAML.read_text()
+    assert '"0 2 * * *"' in text
+    every_minute.write_text(text.replace('"0 2 * * *"', '"* * * * *"'))
+    run_logged([BIN / "prefect", "work-pool", "create", "dpstream-process", "--type", "process"], env, ROOT, logs / "pool.log")
+    run_logged([BIN / "prefect", "--no-prompt", "deploy", "--prefect-file", every_minute, "--all"],
+               {**env, "DPSTREAM_CONFIG": str(deployed_config)}, ROOT, logs / "deploy.log")
+    processes = {}
+    try:
+        with open(logs / "serve.log", "w") as serve_log, open(logs / "worker.log", "w") as worker_log:
+            processes["dpstream serve"] = subprocess.Popen(
+                [str(BIN / "dpstream"), "serve", str(served_config), "--cron", "* * * * *", "--name", "every-minute"],
+                env=env, cwd=tmp_path, stdout=serve_log, stderr=subprocess.STDOUT)
+            processes["prefect worker"] = subprocess.Popen(
+                [str(BIN / "prefect"), "worker", "start", "--pool", "dpstream-process"],
+                env=env, cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+            completed = wait_for_completed_runs(env, {"every-minute", "nightly-train"}, processes)
+    except BaseException:
+        for name in ("serve.log", "worker.log"):
+            print(f"--- {name}\n{(logs / name).read_text()[-4000:]}")
+        raise
+    finally:
+        for process in processes.values():
+            stop(process)
+    for name, config in (("every-minute", served_config), ("nightly-train", deployed_config)):
+        run = completed[name]
+        assert run["parameters"] == {"config_path": str(config)}
+        fired = datetime.datetime.fromisoformat(run["expected_start_time"])
+        assert (fired.second, fired.microsecond) == (0, 0)  # scheduled on a minute boundary by the cron
+        published = list((config.parent / "runs").glob("run-*/model.json"))
+        assert published, f"{name}: the scheduled run published nothing under {config.parent / 'runs'}"
+        document = json.loads(published[0].read_text())
+        assert document["privacy"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
+        fingerprint = read_manifest(str(config.parent / "shuffled")).fingerprint
+        statuses = {entry.run_id: entry.status for entry in Ledger(str(config.parent / "ledger")).lake(fingerprint).entries()}
+        assert statuses.get(document["run_id"]) == "committed"
+    deployment = next(d for d in api(env, "POST", "/deployments/filter", {}) if d["name"] == "nightly-train")
+    assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["* * * * *"]
+    assert deployment["work_pool_name"] == "dpstream-process"
