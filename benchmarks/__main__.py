@@ -14,6 +14,9 @@ MODULES = [
     "benchmarks.correlated_noise",
     "benchmarks.srgd_utility",
     "benchmarks.data_plane",
+    "benchmarks.kan_speed",
+    "benchmarks.kan_california",
+    "benchmarks.kan_correlation",
     "benchmarks.opacus_compare",
 ]
 

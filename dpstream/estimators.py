@@ -1,4 +1,5 @@
-"""scikit-learn-style estimators: ``DPLinearRegression`` and ``DPLogisticRegression``.
+"""scikit-learn-style estimators: ``DPLinearRegression``, ``DPLogisticRegression`` and ``DPKANClassifier``
+(the last defined in ``dpstream.kan_estimator``).
 
 They accept NumPy arrays, pandas objects and Dask arrays or dataframes. Dask inputs are streamed one
 block at a time through a single pass (duck-typed through ``to_delayed``: ``dpstream`` does not import
@@ -9,6 +10,8 @@ Features should be on a public scale (e.g. standardised with public statistics):
 DP-STAT bound and the default learning rates assume it. ``fit_intercept`` appends a public constant
 feature 1 to every row.
 
+``backend="cupy"`` computes the batch statistics on a GPU, ``"auto"`` where one is usable.
+
 Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;
 ``training_loss_`` (mean loss of each step's rows) is **non-private, operator only** and must not be
 shown outside the data owner's trust boundary.
@@ -16,6 +19,7 @@ shown outside the data owner's trust boundary.
 
 from __future__ import annotations
 
+import dataclasses
 from numbers import Integral, Real
 from typing import Any, Iterator
 
@@ -26,11 +30,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 
-__all__ = ["DPLinearRegression", "DPLogisticRegression"]
+__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"]
 
 
 def _is_dask(obj: Any) -> bool:
@@ -83,6 +88,7 @@ class _DPGLMEstimator(BaseEstimator):
         "fit_intercept": ["boolean"],
         "noise_key": [NoiseKey, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "backend": [StrOptions(set(BACKENDS))],
     }
 
     def __init__(
@@ -104,6 +110,7 @@ class _DPGLMEstimator(BaseEstimator):
         fit_intercept: bool = True,
         noise_key: NoiseKey | None = None,
         block_rows: int = 65536,
+        backend: str = "numpy",
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -121,6 +128,7 @@ class _DPGLMEstimator(BaseEstimator):
         self.fit_intercept = fit_intercept
         self.noise_key = noise_key
         self.block_rows = block_rows
+        self.backend = backend
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -227,12 +235,13 @@ class _DPGLMEstimator(BaseEstimator):
         dim = self.n_features_in_ + int(self.fit_intercept)
         algorithm = self._build_algorithm(num_rows, dim)
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
+        model = dataclasses.replace(self._model, backend=self.backend)
         result = run(
             algorithm,
-            InMemoryExecutor(self._model, self._blocks(X, y)),
+            InMemoryExecutor(model, self._blocks(X, y)),
             num_rows=num_rows,
             dim=dim,
-            initial_params=self._model.init_params(dim),
+            initial_params=model.init_params(dim),
             key=key,
         )
         self.coef_ = result.params[: self.n_features_in_].copy()
@@ -318,3 +327,6 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
         positive = self._decision(X) > 0  # checks fitted before classes_ is read
         return self.classes_[positive.astype(int)]
 
+
+
+from dpstream.kan_estimator import DPKANClassifier  # noqa: E402 - subclasses DPLogisticRegression above

@@ -53,7 +53,29 @@ class LakeConfig(_Section):
 
 
 class ModelConfig(_Section):
-    kind: Literal["linear", "logistic"] = "linear"
+    kind: Literal["linear", "logistic", "kan"] = "linear"
+    backend: Literal["numpy", "cupy", "auto"] = "numpy"  # "auto": CuPy on workers that have a GPU
+    # KAN only (seed 004): hidden width m, grid size G, activation, public feature bounds, public seed.
+    num_hidden: int = Field(default=64, gt=0)
+    grid_size: int = Field(default=5, gt=0)
+    activation: Literal["tanh", "sigmoid"] = "tanh"
+    feature_low: float | list[float] = -1.0
+    feature_high: float | list[float] = 1.0
+    input_map: Literal["ball", "cube"] = "ball"
+    seed: int = Field(default=0, ge=0)
+
+    def build(self):
+        """The ``dpstream.models`` model this section describes."""
+        from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+
+        if self.kind == "linear":
+            return LinearRegressionModel(backend=self.backend)
+        if self.kind == "logistic":
+            return LogisticRegressionModel(backend=self.backend)
+        bounds = [tuple(b) if isinstance(b, list) else b for b in (self.feature_low, self.feature_high)]
+        return KANModel(num_hidden=self.num_hidden, grid_size=self.grid_size, activation=self.activation,
+                        feature_low=bounds[0], feature_high=bounds[1], input_map=self.input_map, seed=self.seed,
+                        backend=self.backend)
 
 
 class AlgorithmConfig(_Section):
@@ -116,6 +138,12 @@ class PipelineConfig(_Section):
     cluster: ClusterConfig = ClusterConfig()
     checkpoint: CheckpointConfig | None = None
     schedule: ScheduleConfig | None = None
+
+    @model_validator(mode="after")
+    def _kan_trains_with_dpsgd(self) -> "PipelineConfig":
+        if self.model.kind == "kan" and self.algorithm.name != "dpsgd":
+            raise ValueError(f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' (any noise), not {self.algorithm.name!r}")
+        return self
 
     def lake_spec(self):
         """The lake this pipeline reads, as the data plane's ``LakeSpec``."""

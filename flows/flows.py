@@ -21,7 +21,6 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
 from dpstream.checkpoint import CheckpointPolicy
-from dpstream.models import LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import make_noise_process
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
 from flows.config import PipelineConfig, load_config
@@ -76,7 +75,7 @@ def _ledger(config: PipelineConfig, manifest: Manifest):
 
 
 def _model(config: PipelineConfig):
-    return LinearRegressionModel() if config.model.kind == "linear" else LogisticRegressionModel()
+    return config.model.build()
 
 
 @task(name="train", retries=2, retry_delay_seconds=2)
@@ -99,7 +98,7 @@ def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_i
 def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray) -> dict[str, float]:
     model = _model(config)
     X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout))]
-    margins = X.astype(np.float64) @ params
+    margins = model.predict_margin(X.astype(np.float64), params)
     if config.model.kind == "linear":
         return {"held-out RMSE (non-private, operator only)": float(np.sqrt(np.mean((margins - y) ** 2))), "held-out rows": float(len(y))}
     labels = np.where(y > 0, 1.0, -1.0)

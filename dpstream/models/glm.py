@@ -14,23 +14,26 @@ Precision: rows are processed in chunks of ``CHUNK_ROWS``; float32 data stay flo
 BLAS products (no copy of the block), and chunk results are accumulated in float64.
 
 Losses: squared loss φ(m, y) = (m − y)²/2 and logistic loss φ(m, y) = log(1 + exp(−y m)) with
-labels y ∈ {−1, +1} (estimators map {0, 1} or any two classes onto ±1).
+labels y ∈ {−1, +1}: ``targets`` maps a label > 0 to +1 and anything else to −1 (estimators map any two
+classes onto ±1 first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import expit, log1p
 from threadpoolctl import ThreadpoolController
 
+from dpstream.backend import array_module, to_device, to_host
 from dpstream.models.stats import BatchStats, StatsRequest
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
 CHUNK_ROWS = 4096
+DEVICE_CHUNK_ROWS = 65536  # GPU path: rows per float32 product before accumulating in float64
 # One BLAS thread inside the kernel: a multi-threaded BLAS splits reductions differently with the
 # thread count, and the statistics must be bit-for-bit identical on a 1-thread Dask worker and a
 # many-core coordinator. Parallelism comes from processing blocks concurrently instead.
@@ -46,9 +49,18 @@ def _clip_factors(norms: np.ndarray, clip_norms: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class GLM:
-    """Base class: subclasses give the loss φ and its derivative φ' in the margin."""
+    """Base class: subclasses give the loss φ and its derivative φ' in the margin.
 
+    ``backend="cupy"`` (or ``"auto"`` on a machine with a GPU) computes the statistics on the GPU
+    (``_accumulate_on_device``): the block is copied once, products run in the block's dtype per
+    chunk and accumulate in float64, so results equal the NumPy path within float32 rounding.
+    """
+
+    backend: str = "numpy"
     name: ClassVar[str] = "glm"
+
+    def __post_init__(self) -> None:
+        array_module(self.backend)  # an unknown backend, or "cupy" without a GPU, fails here naming the fix
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -58,6 +70,10 @@ class GLM:
 
     def loss_sum(self, margins: np.ndarray, y: np.ndarray, derivatives: np.ndarray) -> float:
         return float(self.loss(margins, y).sum())
+
+    def targets(self, y: Any) -> Any:
+        """The labels the loss expects, from a block's label column (regression: as they are)."""
+        return y
 
     def num_params(self, num_features: int) -> int:
         return num_features
@@ -87,9 +103,47 @@ class GLM:
         clip_norms = request.clip_norms
         stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
         stats.row_count = X.shape[0]
+        xp = array_module(self.backend)
+        if xp is not np:
+            self._accumulate_on_device(X, y, request, role, stats, xp)
+            return stats
         with _BLAS.limit(limits=1, user_api="blas"):
             self._accumulate(X, y, request, role, dtype, params, previous, stats)
         return stats
+
+    def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:
+        """(φ'(m, y), Σ φ(m, y)) with array module ``xp`` (NumPy or CuPy); overridden where the
+        NumPy path uses SciPy."""
+        derivatives = self.derivative(margins, y)
+        return derivatives, self.loss(margins, y).sum()
+
+    def _accumulate_on_device(self, X, y, request, role, stats, xp, chunk_rows: int = DEVICE_CHUNK_ROWS) -> None:
+        """The statistics of ``_accumulate`` with array module ``xp`` on the whole block at once."""
+        X = to_device(X, xp)
+        dtype = X.dtype
+        labels_all = self.targets(xp.asarray(y, dtype=xp.float64))
+        params = xp.asarray(request.params, dtype=dtype)
+        previous = None if request.previous_params is None else xp.asarray(request.previous_params, dtype=dtype)
+        clip_norms = xp.asarray(request.clip_norms)
+        for start in range(0, X.shape[0], chunk_rows):
+            chunk, labels = X[start : start + chunk_rows], labels_all[start : start + chunk_rows]
+            margins = (chunk @ params).astype(xp.float64)
+            scalars, loss_sum = self.device_terms(margins, labels, xp)
+            stats.loss_sum += float(loss_sum)
+            if previous is not None and request.previous_weight != 0.0:
+                previous_scalars, _ = self.device_terms((chunk @ previous).astype(xp.float64), labels, xp)
+                scalars = request.weight * (scalars - previous_scalars) + (request.weight - request.previous_weight) * previous_scalars
+            elif request.weight != 1.0:
+                scalars = request.weight * scalars
+            gradient_norms = xp.abs(scalars) * xp.sqrt((chunk.astype(xp.float64) ** 2).sum(axis=1))
+            if role == "stat":
+                values = xp.abs(margins - labels) if request.statistic == "residual" else gradient_norms
+                stats.histogram += _cumulative_counts(to_host(values), request.thresholds)
+                continue
+            with np.errstate(divide="ignore"):
+                factors = xp.minimum(1.0, clip_norms[None, :] / gradient_norms[:, None])
+            stats.clipped_sums += to_host((chunk.T @ (scalars[:, None] * factors).astype(dtype)).T.astype(xp.float64))
+            stats.clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
 
     def _accumulate(self, X, y, request, role, dtype, params, previous, stats) -> None:
         clip_norms = request.clip_norms
@@ -100,7 +154,7 @@ class GLM:
         ones = np.ones(X.shape[1], dtype=dtype)
         for start in range(0, X.shape[0], CHUNK_ROWS):
             chunk = X[start : start + CHUNK_ROWS]
-            labels = y[start : start + CHUNK_ROWS].astype(np.float64, copy=False)
+            labels = self.targets(y[start : start + CHUNK_ROWS].astype(np.float64, copy=False))
             margins = (chunk @ params).astype(np.float64)
             scalars = self.derivative(margins, labels)
             stats.loss_sum += self.loss_sum(margins, labels, scalars)
@@ -166,3 +220,11 @@ class LogisticRegressionModel(GLM):
 
     def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         return -y * expit(-y * margins)
+
+    def targets(self, y: Any) -> Any:
+        """A label > 0 is the positive class +1, anything else −1: {0, 1} and {−1, +1} lakes both work."""
+        return (y > 0) * 2.0 - 1.0
+
+    def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:
+        z = -y * margins
+        return -y * 0.5 * (1.0 + xp.tanh(0.5 * z)), xp.logaddexp(0.0, z).sum()  # expit(z) = (1 + tanh(z/2))/2

@@ -56,6 +56,9 @@ def test_good_config(tmp_path):
         (lambda t: t + "\n[extra]\nkey = 1\n", r"extra: unknown key"),
         (lambda t: t.replace('[budget]', '[budget'), r"not valid TOML"),
         (lambda t: t.replace('"0 2 * * *"', '"0 2 * *"'), r"schedule\.cron: Value error, a cron string has 5 fields"),
+        (lambda t: t.replace('name = "dpsgd"', 'name = "srgd"') + '\n[model]\nkind = "kan"\n', r"model.kind = 'kan' trains with algorithm.name = 'dpsgd'"),
+        (lambda t: t + '\n[model]\nkind = "kan"\nnum_hidden = 0\n', r"model\.num_hidden: Input should be greater than 0"),
+        (lambda t: t + '\n[model]\nbackend = "tpu"\n', r"model\.backend: Input should be 'numpy', 'cupy' or 'auto'"),
     ],
 )
 def test_bad_configs_name_the_key(tmp_path, edit, match):
@@ -75,3 +78,13 @@ def test_relative_locations_are_relative_to_the_config(tmp_path):
     assert config.lake.url == str(tmp_path / "pipelines" / "work" / "raw")
     assert config.lake.shuffled_url == "/data/shuffled"  # absolute: unchanged
     assert config.budget.ledger_url == "s3://bucket/ledger"  # a URL: unchanged
+
+
+def test_model_sections_build_their_models(tmp_path):
+    from dpstream.models import KANModel, LogisticRegressionModel
+
+    kan = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "kan"\nnum_hidden = 8\nfeature_low = [-1.0, -2.0]\nfeature_high = 3.0\n'))
+    model = kan.model.build()
+    assert model == KANModel(num_hidden=8, feature_low=(-1.0, -2.0), feature_high=3.0)
+    logistic = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "logistic"\nbackend = "auto"\n'))
+    assert logistic.model.build() == LogisticRegressionModel(backend="auto")

@@ -99,3 +99,19 @@ def test_train_flow_refuses_past_the_lifetime_budget(tmp_path, prefect_api):
     train_flow(str(config), run_id="first", output_dir=str(tmp_path / "a"))
     with pytest.raises(BudgetExceededError, match="lifetime epsilon=2"):
         train_flow(str(config), run_id="second", output_dir=str(tmp_path / "b"))
+
+
+def test_train_flow_with_a_kan(tmp_path, prefect_api):
+    """model.kind = "kan": the same flow, the held-out evaluation becomes classification accuracy."""
+    from flows.flows import train_flow
+
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))  # y = Xw* + noise; the class is y > 0
+    config = write_config(tmp_path, raw, algorithm="dpsgd")
+    config.write_text(config.read_text().replace("clip_norm = 4.0", "clip_norm = 1.0\nlearning_rate = 2.0\nbatch_size = 200")
+                      + '\n[model]\nkind = "kan"\nnum_hidden = 16\nfeature_low = -4.0\nfeature_high = 4.0\ninput_map = "cube"\n')
+    result = train_flow(str(config), run_id="kan-1", output_dir=str(tmp_path / "out"))
+    assert result["report"].epsilon == pytest.approx(1.0, rel=1e-9)
+    assert result["params"].size == 16 * DIM * 8
+    accuracy = result["metrics"]["held-out accuracy (non-private, operator only)"]
+    assert accuracy > 0.8, accuracy  # the classes are 50/50

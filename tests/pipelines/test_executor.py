@@ -12,9 +12,9 @@ import pytest
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.coordinator import InMemoryExecutor, run
-from dpstream.models import LinearRegressionModel
+from dpstream.models import KANModel, LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
-from pipelines import DaskExecutor, lake_blocks, shuffle_once
+from pipelines import DaskExecutor, lake_blocks, shuffle_once, train_on_lake
 
 from .conftest import DIM, W_STAR, feature_spec, write_lake
 
@@ -183,3 +183,16 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
     reference = run(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), num_rows=manifest.num_rows,
                     dim=DIM, initial_params=np.zeros(DIM), key=saved.key).params
     assert first.params.tobytes() == reference.tobytes()  # same key, same data order: bit-for-bit
+
+
+@pytest.mark.parametrize("mode", ["scatter", "streaming"])
+def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
+    """The KAN uses the same model interface: shipped to the workers, bit-for-bit the in-memory fit."""
+    model = KANModel(num_hidden=8, grid_size=4, feature_low=-4.0, feature_high=4.0)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=1.0, batch_size=1000, noise=make_noise_process("lambda", correlation=0.5))
+    dim = model.num_params(DIM)
+    in_memory = run(algorithm, InMemoryExecutor(model, lake_blocks(manifest)), num_rows=manifest.num_rows, dim=dim,
+                    initial_params=model.init_params(DIM), key=KEY).params
+    result, used = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode=mode)
+    assert used == mode and result.params.tobytes() == in_memory.tobytes()
+    assert not np.array_equal(result.params, model.init_params(DIM))  # it moved

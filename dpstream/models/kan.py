@@ -1,0 +1,193 @@
+"""Two-layer B-spline KAN with a trained first layer (seed 004 §3.1; spec §4.2 and §5.2).
+
+    f_W(x) = (1/√m) cᵀ h(σ((1/√d) W h(x))),
+
+with h the p = G + 3 uniform cubic B-splines on [−1, 1] (``dpstream.models.bspline``) applied to each
+coordinate, W ∈ R^{m × dp} trained from W₀ ~ N(0, I), the second layer c ∈ R^{m × p} drawn once from
+N(0, I) and fixed, σ = tanh (or the logistic sigmoid), and the logistic loss ℓ(y f) = log(1 + e^{−y f})
+with labels y ∈ {−1, +1} (a label > 0 is +1, anything else −1, so {0, 1} lakes work too). W₀ and c come from the public ``seed``: they are data-independent.
+
+Inputs are mapped with public bounds, never with bounds measured on the data: each feature is clipped
+to [low, high] and scaled to [−1, 1]; with ``input_map="ball"`` (the paper's X ⊆ unit ball) the
+result is divided by √d, with ``"cube"`` it is used as is (more of the spline grid; privacy does not
+depend on the map, only on the clipping below).
+
+Per-example gradients are rank one (spec §5.2, seed 004 Lemma B.6): with z = (1/√d) W h(x),
+u = σ(z), a_j = σ'(z_j)⟨c_j, h'(u_j)⟩ and β = ℓ'(y f)·y = −y/(1 + e^{y f}),
+
+    ∇_W ℓ = β/√(md) · a h(x)ᵀ,        ‖∇_W ℓ‖_F = |β| ‖a‖ ‖h(x)‖ / √(md),
+
+so the clipped batch sum is one product, Σ_i clip(∇ℓ_i, C) = (1/√(md)) Aᵀ diag(φ) H with
+φ_i = β_i min(1, C/‖∇ℓ_i‖): no per-example gradient is formed. Computation is in float64 on the chosen
+backend (NumPy, or CuPy on a GPU), in chunks bounded by ``CHUNK_ELEMENTS``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dpstream.backend import array_module, to_device, to_host
+from dpstream.models.bspline import dense_basis, num_basis
+from dpstream.models.glm import _BLAS, _cumulative_counts
+from dpstream.models.stats import BatchStats, StatsRequest
+
+__all__ = ["KANModel", "CHUNK_ELEMENTS"]
+
+# b_r(s) = Σ_e BLENDING[r, e] s^e: the uniform cubic B-spline pieces of dpstream.models.bspline
+BLENDING = np.array([[1.0, -3.0, 3.0, -1.0], [4.0, 0.0, -6.0, 3.0], [1.0, 3.0, 3.0, -3.0], [0.0, 0.0, 0.0, 1.0]]) / 6.0
+CHUNK_ELEMENTS = 1 << 19  # rows × hidden units per chunk: ~4 MiB per (rows, m) float64 temporary
+
+
+@functools.lru_cache(maxsize=8)
+def _second_layer(seed: int, num_hidden: int, p: int) -> np.ndarray:
+    return np.random.default_rng([seed, 1]).standard_normal((num_hidden, p))
+
+
+@dataclass(frozen=True)
+class KANModel:
+    num_hidden: int = 64
+    grid_size: int = 5
+    activation: str = "tanh"  # "tanh" | "sigmoid"
+    feature_low: float | tuple[float, ...] = -1.0  # public per-feature bounds (or one for all)
+    feature_high: float | tuple[float, ...] = 1.0
+    input_map: str = "ball"  # "ball" | "cube"
+    seed: int = 0  # public: W₀ and c
+    backend: str = "numpy"  # "numpy" | "cupy" | "auto"
+    name: ClassVar[str] = "kan"
+
+    def __post_init__(self) -> None:
+        for field_name in ("num_hidden", "grid_size"):
+            value = getattr(self, field_name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{field_name} must be a positive integer, got {value!r}")
+        if self.activation not in ("tanh", "sigmoid"):
+            raise ValueError(f"activation must be 'tanh' or 'sigmoid', got {self.activation!r}")
+        if self.input_map not in ("ball", "cube"):
+            raise ValueError(f"input_map must be 'ball' or 'cube', got {self.input_map!r}")
+        low, high = np.atleast_1d(self.feature_low).astype(float), np.atleast_1d(self.feature_high).astype(float)
+        if low.shape != high.shape and 1 not in (low.size, high.size):
+            raise ValueError(f"feature_low and feature_high have {low.size} and {high.size} entries; give one per feature or one for all")
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+            raise ValueError("feature_low < feature_high must hold for every feature, with finite public bounds")
+        array_module(self.backend)  # "cupy" without a GPU fails here, naming the fix
+
+    @property
+    def num_basis(self) -> int:
+        return num_basis(self.grid_size)
+
+    def num_params(self, num_features: int) -> int:
+        return self.num_hidden * num_features * self.num_basis
+
+    def init_params(self, num_features: int) -> np.ndarray:
+        """W₀ ~ N(0, I_{mdp}) from the public seed."""
+        return np.random.default_rng([self.seed, 0]).standard_normal(self.num_params(num_features))
+
+    def second_layer(self) -> np.ndarray:
+        """c ~ N(0, I_{mp}), drawn once from the public seed and never trained."""
+        return _second_layer(int(self.seed), int(self.num_hidden), self.num_basis)
+
+    def map_inputs(self, X: Any, xp: Any = np) -> Any:
+        """Public bounds → [−1, 1] per feature, then into the unit ball for ``input_map="ball"``."""
+        d = X.shape[1]
+        low = xp.asarray(np.broadcast_to(np.atleast_1d(self.feature_low).astype(float), (d,)))
+        high = xp.asarray(np.broadcast_to(np.atleast_1d(self.feature_high).astype(float), (d,)))
+        unit = 2.0 * (xp.clip(X, low, high) - low) / (high - low) - 1.0
+        return unit / math.sqrt(d) if self.input_map == "ball" else unit
+
+    def _activation(self, z: Any, xp: Any) -> tuple[Any, Any]:
+        if self.activation == "tanh":
+            u = xp.tanh(z)
+            return u, 1.0 - u * u
+        u = 0.5 * (1.0 + xp.tanh(0.5 * z))  # the logistic sigmoid without overflow
+        return u, u * (1.0 - u)
+
+    def output_polynomials(self, xp: Any = np) -> Any:
+        """(4, m·G): on interval i of hidden unit j, Σ_k c_{j,k} b_k(u) = Σ_e P[e, jG + i] s^e (s the
+        local coordinate), P = [c_{j,i} … c_{j,i+3}] · BLENDING. Precomputing it turns the second
+        layer into one gather and a Horner evaluation per (row, unit) instead of four basis values."""
+        c, G = xp.asarray(self.second_layer()), self.grid_size
+        windows = xp.stack([c[:, r : r + G] for r in range(4)], axis=-1)  # (m, G, 4): c[j, i + r]
+        return xp.ascontiguousarray((windows @ xp.asarray(BLENDING)).reshape(-1, 4).T)  # one row per power: fast takes
+
+    def _forward(self, X: Any, W: Any, polynomials: Any, xp: Any, gradient: bool) -> tuple[Any, Any, Any]:
+        """(margins f, features H (n, dp), a (n, m) or None) for a chunk of raw rows X."""
+        n, d = X.shape
+        m, G = self.num_hidden, self.grid_size
+        H = dense_basis(self.map_inputs(X.astype(xp.float64), xp), G, xp).reshape(n, -1)
+        u, slope = self._activation((H @ W.T) / math.sqrt(d), xp)
+        position = (xp.clip(u, -1.0, 1.0) + 1.0) * (G / 2.0)
+        first = xp.minimum(xp.floor(position), G - 1)
+        s = position - first
+        index = first.astype(xp.int64) + xp.arange(m) * G
+        P = [xp.take(polynomials[power], index) for power in range(4)]  # each (n, m)
+        margins = (((P[3] * s + P[2]) * s + P[1]) * s + P[0]).sum(axis=1) / math.sqrt(m)
+        if not gradient:
+            return margins, H, None
+        # a_j = σ'(z_j) ⟨c_j, h'(u_j)⟩ with d/du = (G/2) d/ds
+        a = slope * ((3.0 * P[3] * s + 2.0 * P[2]) * s + P[1]) * (G / 2.0)
+        return margins, H, a
+
+    def _chunk_rows(self) -> int:
+        return max(16, CHUNK_ELEMENTS // self.num_hidden)
+
+    def predict_margin(self, X: np.ndarray, params: np.ndarray) -> np.ndarray:
+        xp = array_module(self.backend)
+        X = to_device(np.asarray(X), xp)
+        W, c = self._device_params(params, X.shape[1], xp)
+        step = self._chunk_rows()
+        return np.concatenate([to_host(self._forward(X[i : i + step], W, c, xp, False)[0]) for i in range(0, X.shape[0], step)])
+
+    def _device_params(self, params: np.ndarray, num_features: int, xp: Any) -> tuple[Any, Any]:
+        """(W as (m, dp), the second layer's polynomials) on ``xp``'s device."""
+        params = np.asarray(params, dtype=np.float64)
+        if params.size != self.num_params(num_features):
+            raise ValueError(f"KAN parameters have {params.size} entries, expected m·d·p = {self.num_params(num_features)}")
+        return xp.asarray(params.reshape(self.num_hidden, -1)), self.output_polynomials(xp)
+
+    def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.logaddexp(0.0, -y * margins)
+
+    def block_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient") -> BatchStats:
+        """Clipped sums of the per-example gradients for each candidate clip norm (``role="gradient"``)
+        or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk."""
+        if role not in ("gradient", "stat"):
+            raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
+        if request.previous_params is not None:
+            raise ValueError("the KAN trains with DP-SGD (any noise process); Accelerated-DP-SRGD supports linear models only")
+        if role == "stat" and request.statistic != "gradient_norm":
+            raise ValueError("DP-STAT on a KAN counts gradient norms; use statistic='gradient_norm'")
+        X, y = np.asarray(X), np.asarray(y, dtype=np.float64)
+        if X.ndim != 2 or y.shape != (X.shape[0],):
+            raise ValueError(f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}")
+        xp = array_module(self.backend)
+        n, d = X.shape
+        W, c = self._device_params(request.params, d, xp)
+        clip_norms = xp.asarray(request.clip_norms)
+        scale = 1.0 / math.sqrt(self.num_hidden * d)
+        sums = xp.zeros((len(request.clip_norms), W.size))
+        histogram = None if role == "gradient" else np.zeros(len(request.thresholds), dtype=np.int64)
+        clipped_rows, loss_sum = np.zeros(len(request.clip_norms), dtype=np.int64), 0.0
+        X_device, y_device = to_device(X, xp), (xp.asarray(y) > 0) * 2.0 - 1.0  # label > 0 is +1, else −1
+        step = self._chunk_rows()
+        with _BLAS.limit(limits=1, user_api="blas"):  # identical sums on any worker (see glm._BLAS)
+            for start in range(0, n, step):
+                labels = y_device[start : start + step]
+                margins, H, a = self._forward(X_device[start : start + step], W, c, xp, True)
+                loss_sum += float(xp.logaddexp(0.0, -labels * margins).sum())
+                beta = -labels / (1.0 + xp.exp(xp.clip(labels * margins, -700.0, 700.0)))
+                norms = xp.abs(beta) * xp.sqrt((a * a).sum(axis=1)) * xp.sqrt((H * H).sum(axis=1)) * scale
+                if role == "stat":
+                    histogram += _cumulative_counts(to_host(norms), request.thresholds)
+                    continue
+                with np.errstate(divide="ignore"):
+                    factors = xp.minimum(1.0, clip_norms[None, :] / norms[:, None])  # (rows, K); 1 where the norm is 0
+                clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
+                for k in range(factors.shape[1]):
+                    sums[k] += ((a * (beta * factors[:, k])[:, None]).T @ H).ravel() * scale
+        return BatchStats(clipped_sums=to_host(sums), row_count=n, histogram=histogram, loss_sum=loss_sum,
+                          clipped_rows=clipped_rows)

@@ -1,0 +1,89 @@
+"""CuPy backend on a real GPU: the same statistics as NumPy within float rounding, blocks copied once,
+estimators and a Dask GPU worker (one worker per GPU). Skipped, with the reason, without a GPU."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from dpstream.backend import _DEVICE_COPIES, gpu_status, to_device
+from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, StatsRequest
+from dpstream.noise import NoiseKey
+
+USABLE, REASON = gpu_status()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not USABLE, reason=f"needs a GPU with CuPy: {REASON}")]
+KEY = NoiseKey.from_secret(b"g" * 32)
+
+
+@pytest.mark.parametrize("model_class", [LinearRegressionModel, LogisticRegressionModel], ids=lambda c: c.name)
+def test_glm_statistics_match_numpy(model_class):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200_000, 64)).astype(np.float32)
+    y = rng.standard_normal(200_000) if model_class is LinearRegressionModel else np.where(rng.random(200_000) > 0.5, 1.0, -1.0)
+    request = StatsRequest(params=rng.standard_normal(64), clip_norms=np.array([0.5, 4.0, np.inf]))
+    cpu = model_class().block_stats(X, y, request)
+    gpu = model_class(backend="cupy").block_stats(X, y, request)
+    scale = np.abs(cpu.clipped_sums).max()
+    np.testing.assert_allclose(gpu.clipped_sums, cpu.clipped_sums, atol=1e-5 * scale)  # float32 products, float64 sums
+    assert isinstance(gpu.clipped_sums, np.ndarray) and gpu.clipped_sums.dtype == np.float64
+    assert gpu.loss_sum == pytest.approx(cpu.loss_sum, rel=1e-6)
+    assert np.abs(gpu.clipped_rows - cpu.clipped_rows).max() <= 2  # rows at the clip boundary may flip
+
+
+def test_kan_statistics_match_numpy():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (20_000, 16)).astype(np.float32)
+    y = np.where(rng.random(20_000) > 0.5, 1.0, -1.0)
+    cpu_model = KANModel(num_hidden=256, grid_size=5)
+    gpu_model = KANModel(num_hidden=256, grid_size=5, backend="cupy")
+    request = StatsRequest(params=cpu_model.init_params(16), clip_norms=np.array([0.3, np.inf]))
+    cpu, gpu = cpu_model.block_stats(X, y, request), gpu_model.block_stats(X, y, request)
+    np.testing.assert_allclose(gpu.clipped_sums, cpu.clipped_sums, rtol=1e-9, atol=1e-12 * np.abs(cpu.clipped_sums).max())
+    np.testing.assert_allclose(gpu_model.predict_margin(X, request.params), cpu_model.predict_margin(X, request.params), rtol=1e-10, atol=1e-12)
+
+
+def test_a_block_is_copied_to_the_gpu_once():
+    block = np.ones((1000, 8), dtype=np.float32)
+    import cupy
+
+    first = to_device(block, cupy)
+    assert to_device(block, cupy) is first and id(block) in _DEVICE_COPIES
+    key = id(block)
+    del block, first
+    gc.collect()
+    assert key not in _DEVICE_COPIES  # freed with its host block
+
+
+def test_estimator_and_dask_gpu_worker_match_the_cpu_fit(tmp_path):
+    from distributed import Client, LocalCluster
+
+    from dpstream.algorithms import DPSGD
+    from dpstream.estimators import DPKANClassifier
+    from dpstream.noise import make_noise_process
+    from pipelines import DaskExecutor, lake_blocks, shuffle_once
+    from tests.pipelines.conftest import DIM, feature_spec, local_put, write_lake
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (20_000, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    cpu = DPKANClassifier(num_hidden=32, noise_key=KEY).fit(X, y)
+    gpu = DPKANClassifier(num_hidden=32, noise_key=KEY, backend="cupy").fit(X, y)
+    np.testing.assert_allclose(gpu.weights_, cpu.weights_, rtol=1e-7, atol=1e-9)  # same noise, statistics to rounding
+
+    write_lake(local_put, str(tmp_path / "raw"))
+    manifest = shuffle_once(feature_spec(str(tmp_path / "raw")), str(tmp_path / "shuffled"), rows_per_file=5000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=1.0, batch_size=1000, noise=make_noise_process("lambda"))
+    model = KANModel(num_hidden=16, feature_low=-4.0, feature_high=4.0)
+    dim = model.num_params(DIM)
+    reference = run(algorithm, InMemoryExecutor(model, lake_blocks(manifest)), num_rows=manifest.num_rows, dim=dim,
+                    initial_params=model.init_params(DIM), key=KEY).params
+    import cupy
+
+    # One worker per GPU, one thread each (dask-cuda's LocalCUDACluster does the same across several GPUs).
+    with LocalCluster(n_workers=cupy.cuda.runtime.getDeviceCount(), threads_per_worker=1, dashboard_address=None,
+                      resources={"GPU": 1}) as cluster, Client(cluster) as client:
+        gpu_model = KANModel(num_hidden=16, feature_low=-4.0, feature_high=4.0, backend="cupy")
+        on_gpu = run(algorithm, DaskExecutor(client, manifest, gpu_model), num_rows=manifest.num_rows, dim=dim,
+                     initial_params=gpu_model.init_params(DIM), key=KEY).params
+    np.testing.assert_allclose(on_gpu, reference, rtol=1e-7, atol=1e-9)
