@@ -81,10 +81,10 @@ def _model(config: PipelineConfig):
 @task(name="train", retries=2, retry_delay_seconds=2)
 def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str,
                show_progress: bool = False):
-    client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)
     algorithm, model = build_algorithm(config, training.num_rows), _model(config)
     plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
     policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
+    client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)
     try:
         with RunProgress(enabled=show_progress) as progress:
             result, mode = train_on_lake(training, algorithm, model, client, mode=config.cluster.mode, checkpoint=policy,

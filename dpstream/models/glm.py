@@ -118,7 +118,7 @@ class GLM:
         return derivatives, self.loss(margins, y).sum()
 
     def _accumulate_on_device(self, X, y, request, role, stats, xp, chunk_rows: int = DEVICE_CHUNK_ROWS) -> None:
-        """The statistics of ``_accumulate`` with array module ``xp`` on the whole block at once."""
+        """The statistics of ``_accumulate`` with array module ``xp`` (CuPy on a GPU), ``chunk_rows`` rows at a time."""
         X = to_device(X, xp)
         dtype = X.dtype
         labels_all = self.targets(xp.asarray(y, dtype=xp.float64))

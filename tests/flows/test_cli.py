@@ -46,9 +46,11 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     raw = tmp_path / "raw"
     converted = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, "--label", "median_house_value",
                          "--missing", "impute", "--impute", "total_bedrooms=400", "--categorical",
-                         "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN")
+                         "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN", "--bounds", "median_income=0,10")
     assert converted.returncode == 0, converted.stderr
     assert pq.read_table(raw).num_rows == 20_640
+    income = pq.read_table(raw, columns=["median_income"]).column(0).to_numpy()
+    assert income.min() >= 0 and income.max() == 1.0  # clipped at the public 10 and scaled
     config = tmp_path / "housing.toml"
     config.write_text(config_text(tmp_path, raw))
     validated = dpstream("validate", config)
@@ -71,6 +73,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         dpstream("convert", tmp_path / "none.csv", raw, "--columns", "a", "--label", "b"),  # no CSV
         dpstream("convert", HOUSING, raw, "--columns", "ocean_proximity", "--label", "median_house_value"),  # not numeric
         dpstream("budget", "reset", "lake-x", "--ledger", tmp_path / "ledger"),  # no such ledger
+        dpstream("convert", HOUSING, raw, "--columns", "median_income", "--label", "median_house_value",
+                 "--bounds", "median_income=0"),  # malformed bounds
     ]
     for result in cases:
         assert result.returncode == 2, (result.stdout, result.stderr)
@@ -78,6 +82,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("dpstream: ")
     assert "budget.epsilon: Input should be greater than 0" in cases[0].stderr
     assert "is not numeric" in cases[3].stderr
+    assert "--bounds must look like COLUMN=LOW,HIGH" in cases[5].stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     config.write_text(config_text(tmp_path, empty))
