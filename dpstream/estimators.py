@@ -232,24 +232,36 @@ class _DPGLMEstimator(BaseEstimator):
         self._validate_params()
         X, y, num_rows = self._validate_input(X, y)
         self._prepare_classes(y)
-        dim = self.n_features_in_ + int(self.fit_intercept)
+        inputs = self.n_features_in_ + int(self.fit_intercept)
+        model = self._fit_model()
+        dim = model.num_params(inputs)
         algorithm = self._build_algorithm(num_rows, dim)
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
-        model = dataclasses.replace(self._model, backend=self.backend)
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y)),
             num_rows=num_rows,
             dim=dim,
-            initial_params=model.init_params(dim),
+            initial_params=model.init_params(inputs),
             key=key,
         )
-        self.coef_ = result.params[: self.n_features_in_].copy()
-        self.intercept_ = float(result.params[-1]) if self.fit_intercept else 0.0
-        self.privacy_report_ = result.report
+        self.privacy_report_ = self._describe(result.report, num_rows)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
+        self._store(result.params)
         return self
+
+    def _fit_model(self) -> Any:
+        """The model this fit trains (a GLM here; subclasses may validate against the data first)."""
+        return dataclasses.replace(self._model, backend=self.backend)
+
+    def _describe(self, report: Any, num_rows: int) -> Any:
+        """The fitted ``privacy_report_`` (subclasses may add notes)."""
+        return report
+
+    def _store(self, params: np.ndarray) -> None:
+        self.coef_ = params[: self.n_features_in_].copy()
+        self.intercept_ = float(params[-1]) if self.fit_intercept else 0.0
 
     def _prepare_classes(self, y: Any) -> None:
         pass

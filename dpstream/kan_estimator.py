@@ -24,12 +24,9 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.algorithms import DPSGD
-from dpstream.backend import BACKENDS
-from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators import DPLogisticRegression
 from dpstream.models import KANModel
-from dpstream.noise import NoiseKey, make_noise_process
+from dpstream.noise import NoiseKey
 
 __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
 
@@ -48,27 +45,19 @@ class DPKANClassifier(DPLogisticRegression):
     """Differentially private binary classifier: a two-layer B-spline KAN (``dpstream.models.KANModel``)."""
 
     _parameter_constraints: dict = {
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        **{name: DPLogisticRegression._parameter_constraints[name] for name in (
+            "epsilon", "delta", "noise", "correlation", "nu", "clip_norm", "batch_size", "projection_radius", "relation",
+            "noise_key", "block_rows", "backend")},
         "num_hidden": [Interval(Integral, 1, None, closed="left")],
         "grid_size": [Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"tanh", "sigmoid"})],
         "feature_low": [Real, "array-like"],
         "feature_high": [Real, "array-like"],
         "input_map": [StrOptions({"ball", "cube"})],
-        "noise": [StrOptions({"independent", "lambda", "nu"})],
-        "correlation": [Interval(Real, 0, 1, closed="left")],
-        "nu": [Interval(Real, 0, 1, closed="right")],
-        "clip_norm": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
-        "relation": [StrOptions({"replace-one", "zero-out"})],
         "random_state": [Interval(Integral, 0, None, closed="left")],
-        "backend": [StrOptions(set(BACKENDS))],
-        "noise_key": [NoiseKey, None],
-        "block_rows": [Interval(Integral, 1, None, closed="left")],
     }
+    algorithm = "dpsgd"  # the shared DP-SGD construction of the GLM estimators, with the noise chosen here
     fit_intercept = False  # the spline basis is a partition of unity: constants are representable
 
     def __init__(
@@ -116,43 +105,27 @@ class DPKANClassifier(DPLogisticRegression):
         self.noise_key = noise_key
         self.block_rows = block_rows
 
-    def _kan(self) -> KANModel:
-        bounds = [b if np.isscalar(b) else tuple(float(v) for v in np.ravel(b)) for b in (self.feature_low, self.feature_high)]
-        return KANModel(num_hidden=int(self.num_hidden), grid_size=int(self.grid_size), activation=self.activation,
-                        feature_low=bounds[0], feature_high=bounds[1], input_map=self.input_map,
-                        seed=int(self.random_state), backend=self.backend)
-
-    def _build_algorithm(self, num_rows: int, dim: int) -> DPSGD:
-        batch = self.batch_size if self.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
-        return DPSGD(self.epsilon, self.delta, clip_norm=self.clip_norm, learning_rate=self.learning_rate, batch_size=batch,
-                     noise=make_noise_process(self.noise, correlation=self.correlation, nu=self.nu), relation=self.relation,
-                     projection_radius=self.projection_radius, averaging="tail")
-
-    def fit(self, X: Any, y: Any) -> "DPKANClassifier":
-        self._validate_params()
-        X, y, num_rows = self._validate_input(X, y)
-        self._prepare_classes(y)
-        self.model_ = self._kan()
+    def _fit_model(self) -> KANModel:
         low, high = (np.atleast_1d(np.asarray(b, dtype=float)) for b in (self.feature_low, self.feature_high))
         for name, bound in (("feature_low", low), ("feature_high", high)):
             if bound.size not in (1, self.n_features_in_):
                 raise ValueError(f"{name} has {bound.size} entries; give one per feature ({self.n_features_in_}) or one for all")
-        dim = self.model_.num_params(self.n_features_in_)
-        algorithm = self._build_algorithm(num_rows, dim)
-        result = run(algorithm, InMemoryExecutor(self.model_, self._blocks(X, y)), num_rows=num_rows, dim=dim,
-                     initial_params=self.model_.init_params(self.n_features_in_),
-                     key=self.noise_key if self.noise_key is not None else NoiseKey.generate())
-        plan = algorithm.plan(num_rows, dim)
-        kappa = theorem_f12_noise_multiplier(self.epsilon, self.delta, plan.num_steps, plan.rows_per_step / num_rows,
+        bounds = [float(b[0]) if b.size == 1 else tuple(float(v) for v in b) for b in (low, high)]
+        self.model_ = KANModel(num_hidden=int(self.num_hidden), grid_size=int(self.grid_size), activation=self.activation,
+                               feature_low=bounds[0], feature_high=bounds[1], input_map=self.input_map,
+                               seed=int(self.random_state), backend=self.backend)
+        return self.model_
+
+    def _describe(self, report: Any, num_rows: int) -> Any:
+        kappa = theorem_f12_noise_multiplier(self.epsilon, self.delta, report.steps, report.rows_per_step / num_rows,
                                              self.correlation if self.noise == "lambda" else 0.0)
         note = (f"for comparison, seed 004 Theorem F.12 (multi-participation sampling, zero-out) would set the noise "
                 f"multiplier to {kappa:.4g}; this single pass is accounted exactly")
-        self.privacy_report_ = dataclasses.replace(result.report, notes=result.report.notes + (note,))
-        self.weights_ = result.params.reshape(self.model_.num_hidden, -1)
+        return dataclasses.replace(report, notes=report.notes + (note,))
+
+    def _store(self, params: np.ndarray) -> None:
+        self.weights_ = params.reshape(self.model_.num_hidden, -1)
         self.second_layer_ = self.model_.second_layer()
-        self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
-        self.n_steps_ = len(result.training_loss)
-        return self
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "weights_")
