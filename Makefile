@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 UV_VERSION := 0.13.9
 
-.PHONY: demo test bench bench-peers california install lock clean
+.PHONY: demo test bench bench-gpu bench-peers california install lock clean
 
 install: $(STAMP)
 
@@ -29,6 +29,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks
+
+# The CuPy backend on a CUDA machine: installs the gpu extra, runs tests/gpu (a skip fails there) and
+# benchmarks/gpu_speed.py (markdown table in .bench/gpu.md). DPSTREAM_PYTHON=python3 uses a prepared image.
+bench-gpu:
+	bash .ci/bench-gpu
 
 # Peer libraries for comparisons only (not in the lock: torch is large). On the project's machines
 # pip finds the CPU build of torch 2.13.0 locally; elsewhere it downloads it.

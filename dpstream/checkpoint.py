@@ -99,6 +99,9 @@ class CheckpointStore:
     def _path(self, run_id: str) -> str:
         return f"{self._root}/{run_id}/checkpoint.pkl"
 
+    def exists(self, run_id: str) -> bool:
+        return bool(self._fs.exists(self._path(run_id)))
+
     def load(self, run_id: str) -> Checkpoint | None:
         path = self._path(run_id)
         try:

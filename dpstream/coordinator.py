@@ -19,7 +19,7 @@ from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore, config_fingerprint, new_checkpoint
 from dpstream.models import GLM, BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
-from dpstream.privacy import LakeLedger
+from dpstream.privacy import LakeLedger, RunIdReusedError
 
 __all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
 
@@ -82,6 +82,18 @@ class InMemoryExecutor:
         return stats
 
 
+def _refuse_repeated_run_id(ledger: LakeLedger, run_id: str, checkpoint: CheckpointPolicy | None) -> None:
+    entry = ledger.entry(run_id)
+    if entry is None:
+        return
+    where = f"at {checkpoint.url}" if checkpoint is not None else "(this run has no checkpoint location)"
+    raise RunIdReusedError(
+        f"run {run_id!r} is already {entry.status} in lake {ledger.fingerprint}'s ledger (since {entry.reserved_at}) "
+        f"and its checkpoint is not {where}: running it again would release a second, differently noised model "
+        "for one charge. Use a new run id, or resume from the checkpoint location the run was started with"
+    )
+
+
 @dataclass
 class FitResult:
     params: np.ndarray
@@ -110,12 +122,17 @@ def run(
     resumed (same key, same state, same remaining steps), otherwise one is written before the first
     release and then as the policy says. With ``ledger`` the run's μ is reserved before anything is
     released (idempotently, so a resumed run is charged once) and committed at the end.
+
+    One run id releases one model: a ``run_id`` the ledger already holds is run again only from its
+    checkpoint, which replays the same key and so releases bit-identical values (a finished run
+    returns its final model); without that checkpoint it is refused with ``RunIdReusedError`` before
+    anything is computed.
     """
     plan = algorithm.plan(num_rows, dim)
     report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
     if (checkpoint is not None or ledger is not None) and not run_id:
         raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
-    state, start, losses, store, fingerprint = None, 0, [], None, ""
+    state, start, losses, store, fingerprint, saved_step = None, 0, [], None, "", None
     if checkpoint is not None:
         store = CheckpointStore(checkpoint)
         fingerprint = config_fingerprint(algorithm, getattr(executor, "model", None), num_rows, dim, lake)
@@ -129,13 +146,16 @@ def run(
             if key is not None and key != saved.key:
                 raise ValueError(f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key")
             key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
+            saved_step = saved.step
+    if ledger is not None and saved_step is None:
+        _refuse_repeated_run_id(ledger, run_id, checkpoint)
     key = key if key is not None else NoiseKey.generate()
-    if ledger is not None:
-        ledger.reserve(run_id, report.mu, mechanism=report.mechanism, relation=report.relation)
     if state is None:
         state = algorithm.init(plan, initial_params)
-        if store is not None:  # the key is durable before the first release
+        if store is not None:  # the key is durable before the reservation and the first release
             store.save(new_checkpoint(run_id, fingerprint, 0, state, key, losses))
+    if ledger is not None:
+        ledger.reserve(run_id, report.mu, mechanism=report.mechanism, relation=report.relation)
     last_save = time.monotonic()
     for span in plan.spans[start:]:
         stats = executor.compute(span, algorithm.request(state, span, plan))

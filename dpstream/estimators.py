@@ -340,5 +340,11 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
         return self.classes_[positive.astype(int)]
 
 
+def __getattr__(name: str) -> Any:
+    # DPKANClassifier subclasses DPLogisticRegression, so it lives in its own module that imports this one;
+    # resolving it lazily keeps both import orders working (no import cycle).
+    if name == "DPKANClassifier":
+        from dpstream.kan_estimator import DPKANClassifier
 
-from dpstream.kan_estimator import DPKANClassifier  # noqa: E402 - subclasses DPLogisticRegression above
+        return DPKANClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["open_url", "is_local", "write_bytes_atomic", "write_json_atomic", "read_json"]
+__all__ = ["open_url", "is_local", "write_bytes_atomic", "write_json_atomic", "read_json", "location", "overlap"]
 
 
 def open_url(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -31,6 +31,31 @@ def open_url(url: str, storage_options: dict[str, Any] | None = None) -> tuple[f
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
+
+
+def location(url: str) -> tuple[str, str]:
+    """(protocol, normalised path) of a URL without touching storage: symlinks resolved on local disk,
+    so two spellings of one folder compare equal."""
+    protocol, path = fsspec.core.split_protocol(str(url))
+    protocol = protocol or "file"
+    if protocol in ("file", "local"):
+        return "file", os.path.realpath(os.path.expanduser(path))
+    return protocol, "/" + path.strip("/")
+
+
+def overlap(first: str, second: str) -> str | None:
+    """How two locations overlap: ``"equal"``, ``"inside"`` (first inside second), ``"contains"``, or None."""
+    (p1, a), (p2, b) = location(first), location(second)
+    if p1 != p2:
+        return None
+    a, b = a.rstrip("/") or "/", b.rstrip("/") or "/"
+    if a == b:
+        return "equal"
+    if a.startswith(b.rstrip("/") + "/"):
+        return "inside"
+    if b.startswith(a.rstrip("/") + "/"):
+        return "contains"
+    return None
 
 
 def write_bytes_atomic(

@@ -9,6 +9,7 @@
     dpstream serve CONFIG --cron "0 2 * * *"  serve the train flow as a cron deployment
     dpstream demo [--rows N --files F]  a synthetic lake through the whole train flow
     dpstream report RUN_DIR             the privacy report and metrics a run published
+    dpstream audit [--algorithm A]      empirical lower bound on epsilon from a worst-case canary
 
 Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
 line on stderr that says what is wrong and how to fix it.
@@ -25,8 +26,8 @@ from typing import Sequence
 from rich.console import Console
 
 from dpstream.privacy import BudgetExceededError, Ledger
-from flows.config import ConfigError, load_config
-from pipelines import LakeError, shuffle_once, validate_lake
+from flows.config import ConfigError, delta_warning, load_config
+from pipelines import LakeError, shuffle_once
 from pipelines.convert import ConvertSpec, csv_to_parquet
 
 __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
@@ -36,11 +37,14 @@ EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 
 def _validate(args, console: Console) -> int:
     config = load_config(args.config)
-    summary = validate_lake(config.lake_spec())
+    summary = config.validate_lake()
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
         f"{summary.num_features} features, fingerprint {summary.fingerprint}"
     )
+    warning = delta_warning(config.budget.delta, summary.num_rows)
+    if warning:
+        print(f"dpstream: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -75,11 +79,15 @@ def _convert(args, console: Console) -> int:
 def _shuffle(args, console: Console) -> int:
     from flows.progress import RunProgress
 
+    from flows.interrupt import exit_on_interrupt
+
     config = load_config(args.config)
-    summary = validate_lake(config.lake_spec())
-    with RunProgress(enabled=not args.quiet) as progress:
+    summary = config.validate_lake()
+    with exit_on_interrupt(f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
+                           "redo it (it removes only what it wrote)"), RunProgress(enabled=not args.quiet) as progress:
         manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
-                                summary=summary, on_progress=progress.shuffle(summary.num_rows))
+                                summary=summary, on_progress=progress.shuffle(summary.num_rows),
+                                protected=(os.path.dirname(os.path.abspath(args.config)),))
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"
@@ -106,9 +114,16 @@ def _budget(args, console: Console) -> int:
 
 
 def _train(args, console: Console) -> int:
-    from flows.flows import train_flow
+    import uuid
 
-    result = train_flow(args.config, run_id=args.run_id, output_dir=args.output, show_progress=not args.quiet)
+    from flows.flows import train_flow
+    from flows.interrupt import exit_on_interrupt
+
+    run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
+    resume = f"dpstream train {args.config} --run-id {run_id}" + (f" --output {args.output}" if args.output else "")
+    with exit_on_interrupt(f"run {run_id} stopped; its ledger charge stays reserved and it resumes from its "
+                           f"checkpoint with: {resume}"):
+        result = train_flow(args.config, run_id=run_id, output_dir=args.output, show_progress=not args.quiet)
     console.print(result["report"].to_markdown())
     for name, value in result["metrics"].items():
         console.print(f"{name}: {value:.6g}")
@@ -141,7 +156,10 @@ def _demo(args, console: Console) -> int:
 
     if args.rows < 2 * args.files or args.files < 2:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
-    run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory, show_progress=not args.quiet)
+    from flows.interrupt import exit_on_interrupt
+
+    with exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"):
+        run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory, show_progress=not args.quiet)
     return EXIT_OK
 
 
@@ -162,6 +180,33 @@ def _report(args, console: Console) -> int:
     console.print(PrivacyReport(**privacy).to_markdown())
     for name, value in document.get("metrics", {}).items():
         console.print(f"{name}: {value:.6g}")
+    return EXIT_OK
+
+
+def _audit(args, console: Console) -> int:
+    from rich.table import Table
+
+    from dpstream.audit import audit_algorithm, audited_algorithms
+
+    algorithms = audited_algorithms(args.epsilon, args.delta, args.relation)
+    chosen = list(algorithms) if args.algorithm == "all" else [args.algorithm]
+    table = Table(title=f"empirical privacy audit: claimed ({args.epsilon:g}, {args.delta:g})-DP, {args.relation}, "
+                        f"{args.trials} trials per dataset, seed {args.seed}")
+    results = []
+    for name in chosen:
+        result = audit_algorithm(algorithms[name], trials=args.trials, seed=args.seed)
+        results.append(result)
+        if not table.columns:
+            for column in ("configuration", "TPR", "FPR", "ε lower bound (95%)", "verdict"):
+                table.add_column(column)
+        table.add_row(name, f"{result.true_positive_rate:.3f}", f"{result.false_positive_rate:.3f}",
+                      f"{result.epsilon_lower_bound:.3f}", "consistent" if result.passed else "VIOLATED")
+    console.print(table)
+    violated = [name for name, result in zip(chosen, results) if not result.passed]
+    if violated:
+        print(f"dpstream: audit: the empirical lower bound exceeds the claimed epsilon for {', '.join(violated)}: "
+              "the mechanism adds less noise than it claims", file=sys.stderr)
+        return EXIT_OTHER
     return EXIT_OK
 
 
@@ -214,6 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--directory", default=".demo")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_demo)
+    audit = commands.add_parser("audit", help="empirical privacy audit: a lower bound on epsilon from a worst-case canary")
+    audit.add_argument("--algorithm", default="all", choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd"])
+    audit.add_argument("--epsilon", type=float, default=2.0, help="the claimed epsilon to audit")
+    audit.add_argument("--delta", type=float, default=1e-5)
+    audit.add_argument("--relation", choices=["replace-one", "zero-out"], default="replace-one")
+    audit.add_argument("--trials", type=int, default=2000, help="runs on each of the two neighbouring datasets")
+    audit.add_argument("--seed", type=int, default=0, help="fixes the data and the trial noise keys")
+    audit.set_defaults(handler=_audit)
     report = commands.add_parser("report", help="print the privacy report and metrics of a published run")
     report.add_argument("run", help="the run's output folder (holds model.json)")
     report.set_defaults(handler=_report)

@@ -26,13 +26,14 @@ ledger_url = "s3://bucket/ledger"
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["PipelineConfig", "ConfigError", "load_config"]
+__all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "run_locations", "RunLocations"]
 
 
 class ConfigError(ValueError):
@@ -50,6 +51,26 @@ class LakeConfig(_Section):
     shuffled_url: str = Field(min_length=1)
     rows_per_file: int = Field(default=250_000, gt=0)
     storage_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("features")
+    @classmethod
+    def _distinct_features(cls, features: list[str] | str) -> list[str] | str:
+        if isinstance(features, list):
+            if not features:
+                raise ValueError("name at least one feature column, or one fixed-size-list column")
+            repeated = sorted({name for name in features if features.count(name) > 1})
+            if repeated:
+                raise ValueError(f"{', '.join(map(repr, repeated))} listed more than once; list each feature column once")
+        return features
+
+    @model_validator(mode="after")
+    def _label_is_not_a_feature(self) -> "LakeConfig":
+        features = [self.features] if isinstance(self.features, str) else self.features
+        if self.label in features:
+            # Reported under the key's path by _describe (the error's loc is the section).
+            raise ValueError(f"features: the label {self.label!r} is also listed as a feature, which would let the "
+                             "model read its own target; remove it from lake.features")
+        return self
 
 
 class ModelConfig(_Section):
@@ -90,11 +111,17 @@ class AlgorithmConfig(_Section):
     stat_bound: float = Field(default=1e4, gt=0.0)
 
 
+# δ is the probability that the guarantee fails outright; at δ ≥ 0.5 a mechanism that publishes one
+# whole record with probability δ is "private", so such configs are refused (δ ≥ 1/N warns: see
+# delta_warning). Infinite or NaN budgets are refused by allow_inf_nan=False.
+MAX_DELTA = 0.5
+
+
 class BudgetConfig(_Section):
-    epsilon: float = Field(gt=0.0)
-    delta: float = Field(gt=0.0, lt=1.0)
+    epsilon: float = Field(gt=0.0, allow_inf_nan=False)
+    delta: float = Field(gt=0.0, lt=MAX_DELTA, allow_inf_nan=False)
     relation: Literal["replace-one", "zero-out"] = "replace-one"
-    lifetime_epsilon: float = Field(gt=0.0)
+    lifetime_epsilon: float = Field(gt=0.0, allow_inf_nan=False)
     ledger_url: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -145,6 +172,17 @@ class PipelineConfig(_Section):
             raise ValueError(f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' (any noise), not {self.algorithm.name!r}")
         return self
 
+    @property
+    def classifies(self) -> bool:
+        """Whether the model is a classifier, whose lake labels must be {0, 1} or {−1, +1}."""
+        return self.model.kind in ("logistic", "kan")
+
+    def validate_lake(self):
+        """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``."""
+        from pipelines import validate_lake
+
+        return validate_lake(self.lake_spec(), binary_labels=self.classifies)
+
     def lake_spec(self):
         """The lake this pipeline reads, as the data plane's ``LakeSpec``."""
         from pipelines import LakeSpec
@@ -152,6 +190,55 @@ class PipelineConfig(_Section):
         lake = self.lake
         features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
         return LakeSpec(lake.url, features, lake.label, dict(lake.storage_options))
+
+
+def delta_warning(delta: float, num_rows: int) -> str | None:
+    """A warning when δ ≥ 1/N: such a δ allows a mechanism that publishes one whole record outright."""
+    if num_rows > 0 and delta >= 1.0 / num_rows:
+        return (f"budget.delta = {delta:g} is at least 1/N = {1.0 / num_rows:.3g} for this lake's {num_rows:,} rows: "
+                f"a δ that large allows releasing a whole record; use budget.delta well below 1/N (e.g. {_suggest(num_rows):g})")
+    return None
+
+
+def _suggest(num_rows: int) -> float:
+    return 10.0 ** math.floor(math.log10(1.0 / (10 * num_rows)))
+
+
+CHECKPOINTS_UNDER_LEDGER = "_checkpoints"
+
+
+class RunLocations(BaseModel):
+    """Where one run writes: the publish folder (releases only) and the private checkpoint location."""
+
+    model_config = ConfigDict(frozen=True)
+    output: str
+    checkpoints: str
+
+
+def run_locations(config: "PipelineConfig", config_path: str | Path, run_id: str, output: str | None = None) -> RunLocations:
+    """The run's publish folder (default ``runs/<run id>`` beside the config) and checkpoint location
+    (``checkpoint.url``, default ``<budget.ledger_url>/_checkpoints``: private operator state like the
+    ledger, never inside the publish folder, because a checkpoint holds the noise key).
+
+    Raises ``ConfigError`` when a location would write into the source lake, or checkpoints would land
+    inside the publish folder."""
+    from dpstream.storage import overlap
+
+    folder = Path(config_path).resolve().parent
+    output = output or str(folder / "runs" / run_id)
+    checkpoints = config.checkpoint.url if config.checkpoint else f"{config.budget.ledger_url.rstrip('/')}/{CHECKPOINTS_UNDER_LEDGER}"
+    for name, url in (("--output (the publish folder)", output), ("checkpoint.url", checkpoints),
+                      ("budget.ledger_url", config.budget.ledger_url)):
+        if overlap(url, config.lake.url) in ("equal", "inside", "contains"):
+            raise ConfigError(f"{name} {url} overlaps the source lake {config.lake.url}; the source is never written "
+                              "to: choose a location outside the lake")
+        if overlap(url, config.lake.shuffled_url) in ("equal", "inside", "contains"):
+            raise ConfigError(f"{name} {url} overlaps lake.shuffled_url {config.lake.shuffled_url}; choose a location "
+                              "outside the shuffled lake")
+    if overlap(checkpoints, output) in ("equal", "inside"):
+        raise ConfigError(f"checkpoint.url {checkpoints} lies inside the publish folder {output}; checkpoints hold the "
+                          "noise key and must stay private: choose a checkpoint.url outside it")
+    return RunLocations(output=output, checkpoints=checkpoints)
 
 
 def _describe(error: ValidationError) -> str:
@@ -163,6 +250,12 @@ def _describe(error: ValidationError) -> str:
             message = "unknown key; remove it or check its spelling"
         elif item["type"] == "missing":
             message = "required key is missing"
+        elif item["type"] == "finite_number":
+            message = "must be a finite number (inf and nan give no privacy guarantee)"
+        elif item["type"] == "less_than" and path.endswith("delta"):
+            message = f"must be below {MAX_DELTA}: δ is the probability that the guarantee fails; use δ well below 1/N, e.g. 1e-6"
+        elif item["type"] == "value_error" and message.startswith("Value error, features: "):
+            path, message = f"{path}.features", message[len("Value error, features: "):]
         problems.append(f"{path}: {message}")
     return "; ".join(problems)
 
@@ -193,6 +286,13 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
     _anchor_locations(document, path.resolve().parent)
     try:
-        return PipelineConfig.model_validate(document)
+        config = PipelineConfig.model_validate(document)
     except ValidationError as error:
         raise ConfigError(f"{path}: {_describe(error)}") from None
+    from pipelines.shuffle import check_output_location
+
+    try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
+        check_output_location(config.lake.shuffled_url, config.lake.url, protected=(str(path.resolve().parent),))
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
+    return config

@@ -2,7 +2,8 @@
 
 ``train_flow(config)``:
 1. validate the lake; 2. shuffle once (skipped when a complete manifest exists); 3. plan: N from the
-manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check;
+manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check (the
+budget, and the run-id rule: a run id the ledger holds runs only from its checkpoint);
 4. train on the Dask executor (a retried task resumes from its checkpoint); 5. evaluate on the held-out
 file (non-private evaluation, operator only); 6. publish the model, the privacy report and the plots as
 files and Prefect artifacts; 7. the ledger entry is committed by the training run when it completes.
@@ -16,16 +17,17 @@ import uuid
 from typing import Any
 
 import numpy as np
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.noise import make_noise_process
-from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
-from flows.config import PipelineConfig, load_config
+from dpstream.checkpoint import CheckpointStore
+from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
+from flows.config import PipelineConfig, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
-from pipelines import Manifest, connect, shuffle_once, train_on_lake, validate_lake
+from pipelines import Manifest, connect, shuffle_once, train_on_lake
 from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
@@ -45,33 +47,43 @@ def build_algorithm(config: PipelineConfig, num_rows: int) -> Any:
 
 @task(name="validate lake")
 def validate_task(config: PipelineConfig):
-    return validate_lake(config.lake_spec())
+    summary = config.validate_lake()
+    warning = delta_warning(config.budget.delta, summary.num_rows)
+    if warning:
+        get_run_logger().warning(warning)
+    return summary
 
 
 @task(name="shuffle once", retries=2, retry_delay_seconds=5)
-def shuffle_task(config: PipelineConfig, summary, show_progress: bool = False) -> Manifest:
+def shuffle_task(config: PipelineConfig, summary, show_progress: bool = False, protected: tuple[str, ...] = ()) -> Manifest:
     with RunProgress(enabled=show_progress) as progress:
         return shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
-                            summary=summary, on_progress=progress.shuffle(summary.num_rows))
+                            summary=summary, on_progress=progress.shuffle(summary.num_rows), protected=protected)
 
 
 @task(name="plan")
-def plan_task(config: PipelineConfig, manifest: Manifest) -> tuple[Manifest, Manifest, float]:
+def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, checkpoint_url: str) -> tuple[Manifest, Manifest, float]:
+    """Refuse before any release: a run past the lifetime budget (the run's own earlier reservation is not
+    counted twice when it resumes), or a run id the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
-    algorithm = build_algorithm(config, training.num_rows)
-    report = algorithm.report(algorithm.plan(training.num_rows, training.num_features))
+    algorithm, model = build_algorithm(config, training.num_rows), _model(config)
+    report = algorithm.report(algorithm.plan(training.num_rows, model.num_params(training.num_features)))
     lake = _ledger(config, manifest)
-    if report.mu > lake.remaining_mu() * (1 + 1e-12):
-        raise BudgetExceededError(
-            f"this run needs mu={report.mu:.6g} but lake {manifest.fingerprint} has mu={lake.remaining_mu():.6g} left "
-            f"of its lifetime epsilon={config.budget.lifetime_epsilon:g}; lower budget.epsilon"
+    entry = lake.entry(run_id)
+    if entry is not None and not CheckpointStore(CheckpointPolicy(checkpoint_url)).exists(run_id):
+        raise RunIdReusedError(
+            f"run {run_id!r} is already {entry.status} in lake {manifest.fingerprint}'s ledger and its checkpoint is not "
+            f"at {checkpoint_url}: a second model under this id would be released for one charge. Pass a new --run-id, "
+            "or set checkpoint.url to where the run was checkpointed"
         )
+    lake.check(run_id, report.mu)
     return training, holdout, report.mu
 
 
 def _ledger(config: PipelineConfig, manifest: Manifest):
     b = config.budget
-    return Ledger(b.ledger_url).lake(manifest.fingerprint, LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation))
+    return Ledger(b.ledger_url).lake(manifest.fingerprint, LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation),
+                                     files=manifest.source_files or None)
 
 
 def _model(config: PipelineConfig):
@@ -131,11 +143,12 @@ def train_flow(config_path: str, run_id: str | None = None, output_dir: str | No
     """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
     config = load_config(config_path)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
-    output_dir = output_dir or os.path.join(os.path.dirname(os.path.abspath(config_path)), "runs", run_id)
+    locations = run_locations(config, config_path, run_id, output_dir)
+    output_dir, checkpoint_url = locations.output, locations.checkpoints
     summary = validate_task(config)
-    manifest = shuffle_task(config, summary, show_progress)
-    training, holdout, _ = plan_task(config, manifest)
-    checkpoint_url = config.checkpoint.url if config.checkpoint else os.path.join(output_dir, "checkpoints")
+    protected = (os.path.dirname(os.path.abspath(config_path)),)
+    manifest = shuffle_task(config, summary, show_progress, protected)
+    training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
     params, report, losses, mode = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
     metrics = evaluate_task(config, holdout, params)
     paths = publish_task(output_dir, run_id, params, report, losses, metrics)
@@ -145,4 +158,4 @@ def train_flow(config_path: str, run_id: str | None = None, output_dir: str | No
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    return shuffle_task(config, validate_task(config), show_progress)
+    return shuffle_task(config, validate_task(config), show_progress, (os.path.dirname(os.path.abspath(config_path)),))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.storage import open_url
+from dpstream.storage import is_local, open_url
 
 __all__ = [
     "LakeError",
@@ -26,6 +27,7 @@ __all__ = [
     "read_row_group",
     "table_to_arrays",
     "fingerprint",
+    "file_identity",
     "aligned",
     "aligned_empty",
 ]
@@ -66,6 +68,33 @@ class LakeFile:
     path: str
     rows: int
     size: int
+    identity: str = ""  # content identity (file_identity): what the ledger charges
+
+
+_HASH_CHUNK = 8 << 20
+_MD5_ETAG = re.compile(r"^[0-9a-f]{32}$")
+
+
+def file_identity(fs: Any, path: str) -> str:
+    """The identity of one file's content, independent of its name, location and of any config.
+
+    ``md5:<hex>`` is the MD5 of the bytes. It is what S3 reports as the ETag of an object uploaded in
+    one part, so a byte-for-byte copy between a disk and a bucket keeps its identity without being
+    read; a local file is hashed (one sequential read). An object store's multipart ETag
+    (``<hex>-<parts>``) is used as ``etag:<value>``: the same bytes uploaded with another part size get
+    another identity. MD5 is used as a content identifier here, not as a defence against forgery: the
+    operator who writes the lake is trusted, the ledger guards against accidental re-spending.
+    """
+    if not is_local(fs):
+        info = fs.info(path)
+        etag = str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"').lower()
+        if etag:
+            return f"md5:{etag}" if _MD5_ETAG.match(etag) else f"etag:{etag}"
+    digest = hashlib.md5(usedforsecurity=False)
+    with fs.open(path, "rb") as handle:
+        while chunk := handle.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return f"md5:{digest.hexdigest()}"
 
 
 def list_parquet_files(spec: LakeSpec) -> tuple[Any, list[str]]:
@@ -83,14 +112,15 @@ def list_parquet_files(spec: LakeSpec) -> tuple[Any, list[str]]:
     return fs, sorted(paths)
 
 
-def fingerprint(files: list[LakeFile], schema: pa.Schema, spec: LakeSpec) -> str:
-    """A stable identifier of the lake's content as listed: paths, sizes, row counts, schema, columns."""
-    document = {
-        "files": [[f.path.rsplit("/", 1)[-1], f.size, f.rows] for f in files],
-        "schema": schema.to_string(show_schema_metadata=False),
-        "columns": spec.columns,
-    }
-    return "lake-" + hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:24]
+def fingerprint(files: list[LakeFile]) -> str:
+    """The lake's identity for the privacy ledger: a hash of the multiset of its files' content identities.
+
+    The unit is the data, not how a config reads it: file names, their order, the lake's URL and the
+    columns a config selects or how it orders them do not enter, so none of them yields a fresh budget.
+    Different bytes (new or rewritten files) give another fingerprint; the ledger then still charges the
+    files the lakes share (``dpstream.privacy.ledger``)."""
+    document = sorted([f.identity, f.size] for f in files)
+    return "lake-" + hashlib.sha256(json.dumps(document).encode()).hexdigest()[:24]
 
 
 ALIGNMENT = 64

@@ -14,6 +14,13 @@ everything is written under the output location, with no dictionary encoding on 
 manifest (rows per file, schema, feature spec, source fingerprint) is written last and is the commit
 point: running again with a complete manifest for the same source does nothing; a run interrupted
 before its manifest leaves no manifest, and its partial files are removed before a new shuffle.
+
+Shuffle deletes only what it wrote. The output location must be new, empty, or hold a dpstream
+shuffle: before writing anything it drops a marker (``_shuffle_in_progress.json``), and the clean-up of
+an interrupted run removes only the marker, its scratch prefix and ``part-NNNNN.parquet`` files in a
+folder that carries the marker. A non-empty folder without a manifest or marker, or an output that
+equals, contains or lies inside the source lake (or another protected location, such as the folder
+of the pipeline config), is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import math
+import re
 import secrets
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
@@ -29,14 +37,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.storage import open_url, read_json, write_bytes_atomic, write_json_atomic
+from dpstream.storage import open_url, overlap, read_json, write_bytes_atomic, write_json_atomic
 from pipelines.lake import LakeError, LakeSpec
 from pipelines.validate import LakeSummary, validate_lake
 
-__all__ = ["Manifest", "shuffle_once", "read_manifest", "MANIFEST_NAME"]
+__all__ = ["Manifest", "shuffle_once", "read_manifest", "check_output_location", "MANIFEST_NAME"]
 
 MANIFEST_NAME = "_manifest.json"
+MARKER_NAME = "_shuffle_in_progress.json"
 SCRATCH = "_scratch"
+_PART = re.compile(r"^part-\d{5}\.parquet$")
 DEFAULT_ROWS_PER_FILE = 250_000
 
 
@@ -53,6 +63,7 @@ class Manifest:
     source_url: str
     source_fingerprint: str
     created_at: str
+    source_files: tuple[str, ...] = ()  # content identities of the source files (the ledger's units)
 
     @property
     def num_rows(self) -> int:
@@ -102,6 +113,10 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Ma
     document["features"] = features if isinstance(features, str) else tuple(features)
     document["files"] = tuple(tuple(item) for item in document["files"])
     document["row_groups"] = tuple(tuple(groups) for groups in document["row_groups"])
+    document["source_files"] = tuple(document.get("source_files", ()))
+    unknown = set(document) - set(Manifest.__dataclass_fields__)
+    if unknown:
+        raise LakeError(f"{path} was written by a newer dpstream (unknown keys {sorted(unknown)}); upgrade dpstream")
     return Manifest(**document)
 
 
@@ -151,6 +166,59 @@ def _remove(fs: Any, path: str) -> None:
         fs.rm(path, recursive=True)
 
 
+def check_output_location(out_url: str, source_url: str, protected: tuple[str, ...] = ()) -> None:
+    """Refuse an output that equals, contains or lies inside the source lake, or equals or contains a
+    protected location (the pipeline config's folder): shuffling there could overwrite or delete them."""
+    relation = overlap(out_url, source_url)
+    if relation is not None:
+        where = {"equal": "is the source lake", "inside": "lies inside the source lake",
+                 "contains": "contains the source lake"}[relation]
+        raise LakeError(f"lake.shuffled_url {out_url} {where} {source_url}; the source is never written to: "
+                        "point lake.shuffled_url at a new folder outside the lake")
+    for folder in protected:
+        relation = overlap(out_url, folder)
+        if relation in ("equal", "contains"):
+            raise LakeError(f"lake.shuffled_url {out_url} {'is' if relation == 'equal' else 'contains'} the folder {folder} "
+                            "(the pipeline config's folder); point lake.shuffled_url at a new folder of its own, e.g. "
+                            "'shuffled' beside the config")
+
+
+def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
+    """Remove what an interrupted shuffle wrote at ``root``; refuse a folder dpstream did not write."""
+    try:
+        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)] if fs.exists(root) else []
+    except FileNotFoundError:
+        names = []
+    if not names:
+        return
+    ours = MARKER_NAME in names and all(name in (MARKER_NAME, SCRATCH) or _PART.match(name) for name in names)
+    if not ours:
+        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+        raise LakeError(f"lake.shuffled_url {out_url} is not empty ({shown}) and holds no dpstream shuffle manifest; "
+                        "nothing was deleted. Point lake.shuffled_url at a new or empty folder")
+    for name in names:
+        if name != MARKER_NAME:
+            _remove(fs, f"{root}/{name}")
+
+
+def _reuse(existing: Manifest, spec: LakeSpec, summary: LakeSummary, out_url: str) -> Manifest:
+    """The committed shuffle of the same source, read with ``spec``'s columns (in ``spec``'s order)."""
+    if existing.source_fingerprint != summary.fingerprint:
+        raise LakeError(
+            f"{out_url} already holds a shuffle of another lake ({existing.source_url}, or a version of it before its "
+            "files changed); point lake.shuffled_url at a new folder"
+        )
+    stored = set(existing.schema.names)
+    missing = [column for column in spec.columns if column not in stored]
+    if missing:
+        raise LakeError(f"{out_url} holds a shuffle of this lake with the columns {', '.join(existing.schema.names)}, "
+                        f"without {', '.join(missing)}; point lake.shuffled_url at a new folder to shuffle these columns")
+    if (existing.features, existing.label) == (spec.features, spec.label):
+        return existing
+    num_features = existing.num_features if isinstance(spec.features, str) else len(spec.features)
+    return replace(existing, features=spec.features, label=spec.label, num_features=num_features)
+
+
 def _run_on_cluster(client: Any, function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]) -> list:
     """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
     from distributed import as_completed
@@ -174,8 +242,12 @@ def shuffle_once(
     client: Any = None,
     summary: LakeSummary | None = None,
     on_progress: Callable[[str, int], None] | None = None,
+    protected: tuple[str, ...] = (),
 ) -> Manifest:
     """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent).
+
+    ``out_url`` must not overlap the source lake, nor equal or contain any ``protected`` location
+    (``check_output_location``); a non-empty ``out_url`` must hold a dpstream shuffle.
 
     ``on_progress(phase, rows)`` is called as each input file is scattered (``"scatter"``) and each
     output file gathered (``"gather"``), with that file's rows; each phase moves ``num_rows`` rows.
@@ -183,18 +255,14 @@ def shuffle_once(
     if rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
+    check_output_location(out_url, spec.url, protected)
     summary = summary or validate_lake(spec)
     existing = read_manifest(out_url, out_options)
     if existing is not None:
-        if existing.source_fingerprint == summary.fingerprint:
-            return existing
-        raise LakeError(
-            f"{out_url} already holds a shuffle of another lake ({existing.source_url}); choose a new output location"
-        )
+        return _reuse(existing, spec, summary, out_url)
     out_fs, root = open_url(out_url, out_options)
-    if out_fs.exists(root) and out_fs.ls(root, detail=False):  # a shuffle that never committed its manifest
-        for path in out_fs.ls(root, detail=False):
-            _remove(out_fs, path)
+    _clear_interrupted(out_fs, root, out_url)
+    write_json_atomic(out_fs, f"{root}/{MARKER_NAME}", {"source_url": spec.url, "source_fingerprint": summary.fingerprint})
     num_rows = summary.num_rows
     outputs = max(1, math.ceil(num_rows / rows_per_file))
     capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
@@ -241,6 +309,8 @@ def shuffle_once(
         source_url=spec.url,
         source_fingerprint=summary.fingerprint,
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        source_files=summary.file_identities,
     )
     write_json_atomic(out_fs, f"{root}/{MANIFEST_NAME}", asdict(manifest), exclusive=True)
+    _remove(out_fs, f"{root}/{MARKER_NAME}")
     return manifest

@@ -58,15 +58,18 @@ def _noop() -> None:
     return None
 
 
-def choose_mode(client: Any, plan: Plan, model: GLM, request: StatsRequest, samples: int = 5) -> str:
-    """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``."""
+def choose_mode(client: Any, plan: Plan, model: GLM, request: StatsRequest, num_features: int, samples: int = 5) -> str:
+    """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``.
+
+    The probe block has the lake's ``num_features`` columns: ``plan.dim`` counts the model's parameters,
+    which differ from the features for the KAN (m·d·p) and for a model with an intercept."""
     latencies = []
     for _ in range(samples):
         start = time.perf_counter()
         client.submit(_noop, pure=False).result()
         latencies.append(time.perf_counter() - start)
     rows = min(plan.rows_per_step, 65_536)
-    X = np.random.default_rng(0).standard_normal((rows, plan.dim))
+    X = np.random.default_rng(0).standard_normal((rows, num_features))
     start = time.perf_counter()
     model.block_stats(X, np.zeros(rows), request)
     step_seconds = (time.perf_counter() - start) * plan.rows_per_step / rows

@@ -48,7 +48,7 @@ def train_on_lake(
     if mode == "auto":
         plan = algorithm.plan(manifest.num_rows, dim)
         state = algorithm.init(plan, params)
-        mode = choose_mode(client, plan, model, algorithm.request(state, plan.spans[0], plan))
+        mode = choose_mode(client, plan, model, algorithm.request(state, plan.spans[0], plan), manifest.num_features)
     if mode == "scatter":
         executor = DaskExecutor(client, manifest, model, storage_options)
     else:

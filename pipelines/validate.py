@@ -13,11 +13,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.lake import LakeError, LakeFile, LakeSpec, fingerprint, list_parquet_files
+from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, fingerprint, list_parquet_files
 
-__all__ = ["LakeSummary", "validate_lake"]
+__all__ = ["LakeSummary", "validate_lake", "BINARY_LABEL_SETS"]
 
 SCAN_BATCH_ROWS = 65_536
+# The public label contract of the classifiers (logistic, KAN): two classes coded {0, 1} or {−1, +1}.
+# Fixed in advance, so checking a lake against it releases nothing beyond the refusal to the operator.
+BINARY_LABEL_SETS = (frozenset({0.0, 1.0}), frozenset({-1.0, 1.0}))
+_SHOWN_VALUES = 8
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,11 @@ class LakeSummary:
     @property
     def num_rows(self) -> int:
         return sum(f.rows for f in self.files)
+
+    @property
+    def file_identities(self) -> tuple[str, ...]:
+        """The content identities of the source files: the units the ledger charges."""
+        return tuple(sorted(f.identity for f in self.files))
 
 
 def _name(path: str) -> str:
@@ -68,8 +77,22 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
     return len(spec.features)
 
 
-def _scan(fs, path: str, spec: LakeSpec, width: int) -> int:
-    """Stream the file once: NaN/inf in any used column, and list lengths. Returns the vector width."""
+def _check_binary_labels(values: np.ndarray, seen: set[float], path: str, spec: LakeSpec) -> None:
+    """Add the label values of a batch to ``seen``; refuse as soon as they fit no public label set."""
+    seen.update(float(v) for v in np.unique(values)[: _SHOWN_VALUES + 1])
+    if not any(seen <= allowed for allowed in BINARY_LABEL_SETS):
+        shown = sorted(seen)[:_SHOWN_VALUES]
+        more = ", ..." if len(seen) > _SHOWN_VALUES else ""
+        raise LakeError(
+            f"{_name(path)}: label column {spec.label!r} holds the values {{{', '.join(f'{v:g}' for v in shown)}{more}}}, "
+            "but a classifier (model.kind = 'logistic' or 'kan') needs two classes coded {0, 1} or {-1, +1}; "
+            "recode the label column, or use model.kind = 'linear' for a continuous target"
+        )
+
+
+def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | None = None) -> int:
+    """Stream the file once: NaN/inf in any used column, list lengths, and (``labels_seen`` given) the
+    binary label contract. Returns the vector width."""
     offset = 0
     with fs.open(path, "rb") as handle:
         for batch in pq.ParquetFile(handle).iter_batches(batch_size=SCAN_BATCH_ROWS, columns=spec.columns):
@@ -102,11 +125,17 @@ def _scan(fs, path: str, spec: LakeSpec, width: int) -> int:
                             f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
                             "non-finite values before training"
                         )
+                if labels_seen is not None and column == spec.label:
+                    _check_binary_labels(numbers, labels_seen, path, spec)
             offset += batch.num_rows
     return width
 
 
-def validate_lake(spec: LakeSpec) -> LakeSummary:
+def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary:
+    """Check the whole lake before any budget is spent; ``LakeError`` names the file, column and row.
+
+    ``binary_labels=True`` (classifiers) also requires the label column to hold at most two values
+    forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``)."""
     fs, paths = list_parquet_files(spec)
     if not paths:
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found; check the URL")
@@ -133,7 +162,8 @@ def validate_lake(spec: LakeSpec) -> LakeSummary:
                         f"schema drift: column {column!r} is {now} in {_name(path)} but {before} in "
                         f"{_name(files[0].path)}; rewrite the files with one schema"
                     )
-        files.append(LakeFile(path, rows, int(fs.size(path))))
+        files.append(LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path)))
+    labels_seen: set[float] | None = set() if binary_labels else None
     for file in files:
-        width = _scan(fs, file.path, spec, width)
-    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files, schema, spec))
+        width = _scan(fs, file.path, spec, width, labels_seen)
+    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files))

@@ -67,3 +67,39 @@ def test_over_budget_configuration_refused_before_reading_data():
 
     with pytest.raises(ValueError, match="more than the requested"):
         fit(HalfNoise(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100), exploding_blocks(), 10_000, 3)
+
+
+def test_one_run_id_releases_one_model(tmp_path):
+    """A repeated run id replays its checkpoint (bit-identical model, one charge) or is refused."""
+    from dpstream.checkpoint import CheckpointPolicy
+    from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
+
+    X, y = data(5_000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=500)
+    ledger = Ledger(str(tmp_path / "ledger")).lake("lake-1", LifetimeBudget(1.0, 1e-6))  # one run fills it
+
+    def train(run_id, checkpoint_url, key=None):
+        policy = None if checkpoint_url is None else CheckpointPolicy(str(checkpoint_url), every_steps=3)
+        return run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=5_000, dim=5,
+                   initial_params=np.zeros(5), key=key, checkpoint=policy, run_id=run_id, ledger=ledger).params
+
+    first = train("r1", tmp_path / "ckpt")
+    again = train("r1", tmp_path / "ckpt")  # the run's own charge filled the budget: still allowed once
+    assert again.tobytes() == first.tobytes()
+    assert [(e.run_id, e.status) for e in ledger.entries()] == [("r1", "committed")]
+    for checkpoint_url in (tmp_path / "elsewhere", None):  # the key is gone: a fresh one would differ
+        with pytest.raises(RunIdReusedError, match="run 'r1' is already committed .* new run id"):
+            train("r1", checkpoint_url)
+    with pytest.raises(RunIdReusedError):  # also through the ledger's subclass relation (exit code 3)
+        train("r1", None, key=NoiseKey.generate())
+    assert [e.run_id for e in ledger.entries()] == ["r1"]
+
+
+def test_ledger_check_excludes_the_runs_own_reservation(tmp_path):
+    from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget
+
+    lake = Ledger(str(tmp_path)).lake("lake-1", LifetimeBudget(1.0, 1e-6))
+    lake.reserve("r1", lake.budget.mu, mechanism="m", relation="replace-one")
+    lake.check("r1", lake.budget.mu)  # a resume of r1: charged once
+    with pytest.raises(BudgetExceededError):
+        lake.check("r2", 1e-3)

@@ -24,7 +24,7 @@ from dpstream.privacy.gdp import (
     zcdp_epsilon_bun_steinke,
     zcdp_rho_for_epsilon,
 )
-from dpstream.privacy.ledger import BudgetExceededError, LakeLedger, Ledger, LedgerEntry, LifetimeBudget
+from dpstream.privacy.ledger import BudgetExceededError, LakeLedger, Ledger, LedgerEntry, LifetimeBudget, RunIdReusedError
 from dpstream.privacy.relation import NeighbouringRelation
 
 __all__ = [
@@ -57,4 +57,5 @@ __all__ = [
     "LedgerEntry",
     "LifetimeBudget",
     "BudgetExceededError",
+    "RunIdReusedError",
 ]

@@ -3,11 +3,22 @@
 Layout under the ledger URL (local path or ``s3://``), one folder per lake fingerprint::
 
     <root>/<fingerprint>/budget.json          lifetime budget (ε, δ, relation), written once
+    <root>/<fingerprint>/files.json           the content identities of the lake's source files
     <root>/<fingerprint>/runs/<run_id>.json   one entry per run: reserved, then committed
 
 Runs compose exactly: every dpstream run is a μ_i-GDP mechanism under the ledger's relation, so the
 lake's cumulative guarantee is sqrt(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3) and the lifetime
 budget (ε, δ) is the cap μ_max = μ*(ε, δ).
+
+**The unit is the data.** A record lives in one source file, and a run on a lake is a mechanism
+applied to every record of every file of that lake. So the spend of a record in file f is the
+composition over every run of every lake (under this ledger URL) that contains f:
+μ_f = sqrt(Σ_{lakes L ∋ f} Σ_{runs r of L} μ_r²), and its cap is the smallest lifetime budget among
+those lakes. A run is admitted only if every file of its lake stays within its cap. A byte copy of a
+lake at another URL, a lake read with other columns, and a lake that grew by appended files share
+files with the original, so their runs are charged to the same records (a run on a grown lake
+charges the old files and the new ones; the new files start from zero). Lakes opened without file
+identities are their own unit.
 
 Protocol (no locks, safe on S3):
 
@@ -33,7 +44,7 @@ from dpstream.privacy import gdp
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url, read_json, write_json_atomic
 
-__all__ = ["BudgetExceededError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
+__all__ = ["BudgetExceededError", "RunIdReusedError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
@@ -41,6 +52,11 @@ _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an ex
 
 class BudgetExceededError(RuntimeError):
     """A run would take a lake past its lifetime privacy budget."""
+
+
+class RunIdReusedError(BudgetExceededError):
+    """A run id that already released (or reserved) on a lake is started again without the checkpoint
+    that replays it: running it would publish a second, differently noised model for one charge."""
 
 
 def _check_name(kind: str, value: str) -> str:
@@ -99,54 +115,98 @@ class LedgerEntry:
 
 
 class LakeLedger:
-    """The ledger of one lake. Obtain it with ``Ledger(url).lake(fingerprint, budget)``."""
+    """The ledger of one lake. Obtain it with ``Ledger(url).lake(fingerprint, budget, files=...)``."""
 
-    def __init__(self, fs: Any, root: str, fingerprint: str, budget: LifetimeBudget):
+    def __init__(self, fs: Any, root: str, fingerprint: str, budget: LifetimeBudget,
+                 files: frozenset[str] | None = None):
         self._fs = fs
         self._root = root
         self.fingerprint = fingerprint
         self.budget = budget
+        self.files = files
 
     def _run_path(self, run_id: str) -> str:
         return f"{self._root}/runs/{run_id}.json"
 
     def entries(self) -> list[LedgerEntry]:
-        runs_dir = f"{self._root}/runs"
-        self._fs.invalidate_cache(runs_dir)
-        if not self._fs.exists(runs_dir):
-            return []
-        paths = sorted(p for p in self._fs.ls(runs_dir, detail=False) if p.endswith(".json"))
-        return [LedgerEntry.from_json(read_json(self._fs, p)) for p in paths]
+        """This lake's own run entries."""
+        return _entries(self._fs, self._root)
 
     def entry(self, run_id: str) -> LedgerEntry | None:
         path = self._run_path(_check_name("run_id", run_id))
         if not self._fs.exists(path):
             return None
-        return LedgerEntry.from_json(read_json(self._fs, path))
+        return _entry_at(self._fs, path)
+
+    def _charges(self, exclude: str | None = None) -> list[tuple[float, float]]:
+        """(Σ μ² spent, cap μ_max) of every group of this lake's files that the same lakes contain."""
+        if self.files is None:
+            spent = sum(e.mu**2 for e in self.entries() if e.run_id != exclude)
+            return [(spent, self.budget.mu)]
+        lakes = _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
+        groups: dict[frozenset[str], list[Any]] = {}
+        for name in self.files:
+            groups.setdefault(frozenset(lake for lake, (_, files) in lakes.items() if name in files), []).append(name)
+        charges = []
+        for members in groups:
+            spent, cap = 0.0, self.budget.mu
+            for lake in members:
+                budget, _ = lakes[lake]
+                if budget.relation is not self.budget.relation:
+                    raise ValueError(
+                        f"lake {self.fingerprint} shares source files with lake {lake}, accounted under "
+                        f"{budget.relation}; use the same neighbouring relation ({self.budget.relation}) for both"
+                    )
+                cap = min(cap, budget.mu)
+                own = lake == self.fingerprint
+                spent += sum(e.mu**2 for e in _entries(self._fs, f"{self._root.rsplit('/', 1)[0]}/{lake}")
+                             if not (own and e.run_id == exclude))
+            charges.append((spent, cap))
+        return charges or [(0.0, self.budget.mu)]
 
     def spent_mu(self) -> float:
-        return gdp.compose_mu(*(entry.mu for entry in self.entries()))
+        """The μ already spent on this lake's most charged record (runs of overlapping lakes included)."""
+        return math.sqrt(max(spent for spent, _ in self._charges()))
 
     def spent_epsilon(self) -> float:
         return gdp.epsilon_for_delta(self.budget.delta, self.spent_mu())
 
-    def remaining_mu(self) -> float:
-        """The largest μ a further run may spend: sqrt(μ_max² − Σ μ_i²)."""
-        return math.sqrt(max(0.0, self.budget.mu**2 - self.spent_mu() ** 2))
+    def remaining_mu(self, exclude: str | None = None) -> float:
+        """The largest μ a further run may spend: min over files of sqrt(μ_max² − Σ μ_i²).
 
-    def _fits(self, total_mu: float) -> bool:
-        return total_mu <= self.budget.mu * (1.0 + _MU_SLACK)
+        ``exclude`` leaves that run's own entry out, so a resumed run is measured against what the
+        others spent (its reservation would otherwise be counted twice)."""
+        return math.sqrt(max(0.0, min(cap**2 - spent for spent, cap in self._charges(exclude))))
 
-    def _refusal(self, run_id: str, mu: float, spent: float) -> BudgetExceededError:
+    def _fits(self, mu: float, exclude: str | None = None) -> bool:
+        return all(math.sqrt(spent + mu**2) <= cap * (1.0 + _MU_SLACK) for spent, cap in self._charges(exclude))
+
+    def _refusal(self, run_id: str, mu: float) -> BudgetExceededError:
+        charges = self._charges(exclude=run_id)
+        spent = math.sqrt(max(s for s, _ in charges))
         would = gdp.epsilon_for_delta(self.budget.delta, gdp.compose_mu(spent, mu))
+        shared = " (its files' spend includes runs on lakes that share them)" if len(charges) > 1 or self._others() else ""
         return BudgetExceededError(
             f"run {run_id!r} needs mu={mu:.6g} but lake {self.fingerprint} has spent "
             f"epsilon={gdp.epsilon_for_delta(self.budget.delta, spent):.4g} of its lifetime "
-            f"epsilon={self.budget.epsilon:g} at delta={self.budget.delta:g}; with this run it would "
-            f"reach epsilon={would:.4g}. Lower the run's epsilon (at most mu="
-            f"{math.sqrt(max(0.0, self.budget.mu**2 - spent**2)):.6g} remains) or raise the lake's "
-            "lifetime budget deliberately"
+            f"epsilon={self.budget.epsilon:g} at delta={self.budget.delta:g}{shared}; with this run it would "
+            f"reach epsilon={would:.4g}. Lower the run's epsilon (at most mu={self.remaining_mu(run_id):.6g} "
+            "remains) or raise the lake's lifetime budget deliberately"
         )
+
+    def _others(self) -> list[str]:
+        if self.files is None:
+            return []
+        return [lake for lake in _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
+                if lake != self.fingerprint]
+
+    def check(self, run_id: str, mu: float) -> None:
+        """Refuse (``BudgetExceededError``) unless ``run_id`` may spend ``mu`` now; writes nothing.
+
+        A run id already recorded is checked without its own entry: its resume is charged once."""
+        _check_name("run_id", run_id)
+        if not self._fits(float(mu), exclude=run_id):
+            raise self._refusal(run_id, float(mu))
 
     def reserve(self, run_id: str, mu: float, *, mechanism: str, relation: NeighbouringRelation | str) -> LedgerEntry:
         """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent)."""
@@ -168,9 +228,8 @@ class LakeLedger:
                     "run must use its original configuration; start a new run id instead"
                 )
             return existing
-        others = self.spent_mu()
-        if not self._fits(gdp.compose_mu(others, mu)):
-            raise self._refusal(run_id, mu, others)
+        if not self._fits(mu):
+            raise self._refusal(run_id, mu)
         entry = LedgerEntry(
             run_id=run_id,
             mu=mu,
@@ -183,10 +242,11 @@ class LakeLedger:
             write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
         except FileExistsError:
             return self.reserve(run_id, mu, mechanism=mechanism, relation=relation)
-        total = self.spent_mu()
-        if not self._fits(total):
+        # Re-read everything after the write: of two racing reservations (on this lake or on lakes
+        # that share files) the one that reads second sees both, so no cap is ever exceeded.
+        if not self._fits(0.0):
             self._fs.rm(self._run_path(run_id))
-            raise self._refusal(run_id, mu, math.sqrt(max(0.0, total**2 - mu**2)))
+            raise self._refusal(run_id, mu)
         return entry
 
     def commit(self, run_id: str) -> LedgerEntry:
@@ -217,13 +277,54 @@ class LakeLedger:
 
     def statement(self) -> str:
         entries = self.entries()
-        spent = gdp.compose_mu(*(e.mu for e in entries))
+        spent = self.spent_mu()
         eps = gdp.epsilon_for_delta(self.budget.delta, spent) if spent > 0 else 0.0
+        others = self._others()
+        shared = f"; shares source files with {', '.join(others)}, whose runs count too" if others else ""
         return (
             f"lake {self.fingerprint}: {len(entries)} run(s), spent epsilon={eps:.4g} of "
             f"{self.budget.epsilon:g} at delta={self.budget.delta:g} ({self.budget.relation}; "
-            f"mu={spent:.4g} of {self.budget.mu:.4g})"
+            f"mu={spent:.4g} of {self.budget.mu:.4g}){shared}"
         )
+
+
+def _entry_at(fs: Any, path: str) -> LedgerEntry:
+    document = read_json(fs, path)
+    try:
+        if not isinstance(document, dict):
+            raise TypeError(f"a JSON object was expected, got {type(document).__name__}")
+        entry = LedgerEntry.from_json(document)
+        float(entry.mu)
+        if not entry.run_id or entry.status not in ("reserved", "committed"):
+            raise ValueError("run_id, mu and status are required")
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
+                         "an entry: the privacy it records was spent") from None
+    return entry
+
+
+def _entries(fs: Any, lake_root: str) -> list[LedgerEntry]:
+    runs_dir = f"{lake_root}/runs"
+    fs.invalidate_cache(runs_dir)
+    if not fs.exists(runs_dir):
+        return []
+    return [_entry_at(fs, p) for p in sorted(p for p in fs.ls(runs_dir, detail=False) if p.endswith(".json"))]
+
+
+def _overlapping_lakes(fs: Any, root: str, files: frozenset[str]) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
+    """Every lake under ``root`` that shares a source file with ``files``: name -> (budget, its files)."""
+    fs.invalidate_cache(root)
+    found = {}
+    for path in fs.glob(f"{root}/*/{FILES_NAME}"):
+        lake_root = path.rsplit("/", 1)[0]
+        lake_files = frozenset(read_json(fs, path)["files"])
+        if lake_files & files:
+            budget = LifetimeBudget.from_json(read_json(fs, f"{lake_root}/budget.json"))
+            found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
+    return found
+
+
+FILES_NAME = "files.json"
 
 
 class Ledger:
@@ -233,14 +334,18 @@ class Ledger:
         self.url = url
         self._fs, self._root = open_url(url, storage_options)
 
-    def lake(self, fingerprint: str, budget: LifetimeBudget | None = None) -> LakeLedger:
+    def lake(self, fingerprint: str, budget: LifetimeBudget | None = None,
+             files: tuple[str, ...] | frozenset[str] | None = None) -> LakeLedger:
         """Open (and on first use create) the ledger of the lake with this fingerprint.
 
         ``budget`` is required the first time; afterwards it must match the recorded one, so a
-        lifetime budget cannot be raised by accident.
+        lifetime budget cannot be raised by accident. ``files`` are the content identities of the
+        lake's source files (``pipelines`` computes them): recorded once, they make runs on lakes
+        that share files count against the same records.
         """
         _check_name("lake fingerprint", fingerprint)
         root = f"{self._root}/{fingerprint}"
+        recorded_files = self._files(root, files)
         budget_path = f"{root}/budget.json"
         if self._fs.exists(budget_path):
             recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
@@ -251,7 +356,7 @@ class Ledger:
                     f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({budget.relation}) differs. "
                     "Use the recorded budget, or change it explicitly with Ledger.set_budget"
                 )
-            return LakeLedger(self._fs, root, fingerprint, recorded)
+            return LakeLedger(self._fs, root, fingerprint, recorded, recorded_files)
         if budget is None:
             raise ValueError(
                 f"lake {fingerprint} has no ledger at {self.url} yet; pass its lifetime budget "
@@ -260,8 +365,26 @@ class Ledger:
         try:
             write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
         except FileExistsError:
-            return self.lake(fingerprint, budget)
-        return LakeLedger(self._fs, root, fingerprint, budget)
+            return self.lake(fingerprint, budget, files)
+        return LakeLedger(self._fs, root, fingerprint, budget, recorded_files)
+
+    def _files(self, root: str, files: tuple[str, ...] | frozenset[str] | None) -> frozenset[str] | None:
+        """The lake's recorded source files; records ``files`` on first use (before its budget, so a lake
+        is never visible without them)."""
+        path = f"{root}/{FILES_NAME}"
+        if self._fs.exists(path):
+            recorded = frozenset(read_json(self._fs, path)["files"])
+            if files is not None and frozenset(files) != recorded:
+                raise ValueError(f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
+                                 "the fingerprint must come from the files (pipelines.validate_lake)")
+            return recorded
+        if not files:
+            return None
+        try:
+            write_json_atomic(self._fs, path, {"files": sorted(files)}, exclusive=True)
+        except FileExistsError:
+            return self._files(root, files)
+        return frozenset(files)
 
     def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
         """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""
@@ -272,4 +395,5 @@ class Ledger:
                 "its relation cannot change"
             )
         write_json_atomic(self._fs, f"{self._root}/{fingerprint}/budget.json", budget.to_json())
-        return LakeLedger(self._fs, f"{self._root}/{fingerprint}", fingerprint, budget)
+        root = f"{self._root}/{fingerprint}"
+        return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None))

@@ -49,7 +49,17 @@ def test_good_config(tmp_path):
         (lambda t: t.replace('nu = 0.01', 'nu = 1.5'), r"algorithm\.nu: Input should be less than or equal to 1"),
         (lambda t: t.replace('batch_size = 1024', 'batch_size = 1024\nbatchsize = 3'), r"algorithm\.batchsize: unknown key"),
         (lambda t: t.replace('epsilon = 1.0', 'epsilon = -1.0'), r"budget\.epsilon: Input should be greater than 0"),
-        (lambda t: t.replace('delta = 1e-6', 'delta = 1.0'), r"budget\.delta: Input should be less than 1"),
+        (lambda t: t.replace('delta = 1e-6', 'delta = 1.0'), r"budget\.delta: must be below 0\.5"),
+        (lambda t: t.replace('delta = 1e-6', 'delta = 0.5'), r"budget\.delta: must be below 0\.5: δ is the probability"),
+        (lambda t: t.replace('epsilon = 1.0', 'epsilon = inf'), r"budget\.epsilon: must be a finite number"),
+        (lambda t: t.replace('epsilon = 1.0', 'epsilon = nan'), r"budget\.epsilon: must be a finite number"),
+        (lambda t: t.replace('lifetime_epsilon = 8.0', 'lifetime_epsilon = inf'), r"budget\.lifetime_epsilon: must be a finite"),
+        (lambda t: t.replace('["x0", "x1"]', '["x0", "y"]'), r"lake\.features: the label 'y' is also listed as a feature"),
+        (lambda t: t.replace('["x0", "x1"]', '["x0", "x1", "x0"]'), r"lake\.features: .*'x0' listed more than once"),
+        (lambda t: t.replace('"/data/shuffled"', '"/data/raw"'), r"lake\.shuffled_url /data/raw is the source lake"),
+        (lambda t: t.replace('"/data/shuffled"', '"/data/raw/shuffled"'), r"lies inside the source lake"),
+        (lambda t: t.replace('"/data/shuffled"', '"/data"'), r"contains the source lake"),
+        (lambda t: t.replace('"/data/shuffled"', '"."'), r"\(the pipeline config's folder\)"),
         (lambda t: t.replace('epsilon = 1.0', 'epsilon = 9.0'), r"exceeds lifetime_epsilon=8.0"),
         (lambda t: t.replace('name = "dpsgd"', 'name = "adam"'), r"algorithm\.name: Input should be 'ambssgd', 'dpsgd' or 'srgd'"),
         (lambda t: t.replace('label = "y"\n', ''), r"lake\.label: required key is missing"),
@@ -88,3 +98,25 @@ def test_model_sections_build_their_models(tmp_path):
     assert model == KANModel(num_hidden=8, feature_low=(-1.0, -2.0), feature_high=3.0)
     logistic = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "logistic"\nbackend = "auto"\n'))
     assert logistic.model.build() == LogisticRegressionModel(backend="auto")
+
+
+def test_delta_warning_names_one_over_n():
+    from flows.config import delta_warning
+
+    assert delta_warning(1e-6, 100_000) is None
+    warning = delta_warning(1e-3, 20_000)
+    assert "budget.delta = 0.001" in warning and "1/N = 5e-05" in warning and "1e-06" in warning
+
+
+def test_run_locations_keep_checkpoints_private(tmp_path):
+    from flows.config import run_locations
+
+    config = load_config(write(tmp_path, GOOD))
+    locations = run_locations(config, tmp_path / "pipeline.toml", "r1")
+    assert locations.output == str(tmp_path / "runs" / "r1")
+    assert locations.checkpoints == "/data/ledger/_checkpoints"  # beside the ledger, never under runs/
+    with pytest.raises(ConfigError, match="overlaps the source lake"):
+        run_locations(config, tmp_path / "pipeline.toml", "r1", output="/data/raw/out")
+    inside = GOOD + '\n[checkpoint]\nurl = "/pub/ckpt"\n'
+    with pytest.raises(ConfigError, match="lies inside the publish folder"):
+        run_locations(load_config(write(tmp_path, inside)), tmp_path / "pipeline.toml", "r1", output="/pub")

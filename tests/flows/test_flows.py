@@ -4,6 +4,8 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from dpstream.privacy import Ledger
@@ -59,14 +61,31 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     for name in ("model.json", "privacy_report.md", "loss.png", "clip_norm.png", "epsilon_delta.png"):
         assert os.path.getsize(tmp_path / "out" / name) > 0
     assert json.load(open(tmp_path / "out" / "model.json"))["run_id"] == "flow-run-1"
-    lakes = os.listdir(tmp_path / "ledger")
+    lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
     (entry,) = Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()
     assert entry.status == "committed" and entry.run_id == "flow-run-1"
     # A second run of the same config and id resumes a completed checkpoint: same model, one charge.
     again = train_flow(str(config), run_id="flow-run-1", output_dir=str(tmp_path / "out"))
     assert np.array_equal(again["params"], result["params"])
     assert len(Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()) == 1
-    assert_key_absent_from_prefect(tmp_path / "out" / "checkpoints", "flow-run-1")
+    checkpoints = tmp_path / "ledger" / "_checkpoints"  # the private default: never inside the publish folder
+    assert_key_absent_from_prefect(checkpoints, "flow-run-1")
+    assert_key_absent_from_folder(checkpoints, "flow-run-1", tmp_path / "out")
+
+
+def assert_key_absent_from_folder(checkpoints, run_id, folder):
+    """Every file of the publish folder is searched for the key (raw, hex, upper hex, base64)."""
+    import base64
+
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+
+    secret = CheckpointStore(CheckpointPolicy(str(checkpoints))).load(run_id).noise_secret
+    files = [path for path in folder.rglob("*") if path.is_file()]
+    assert {path.name for path in files} >= {"model.json", "privacy_report.md"}
+    for path in files:
+        data = path.read_bytes()
+        for needle in (secret, secret.hex().encode(), secret.hex().upper().encode(), base64.b64encode(secret)):
+            assert needle not in data, path
 
 
 def assert_key_absent_from_prefect(checkpoints, run_id):
@@ -106,7 +125,11 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
     from flows.flows import train_flow
 
     raw = tmp_path / "raw"
-    write_lake(local_put, str(raw))  # y = Xw* + noise; the class is y > 0
+    write_lake(local_put, str(raw))  # y = Xw* + noise; the class is y > 0, coded {0, 1} (the label contract)
+    for path in raw.iterdir():
+        table = pq.read_table(path)
+        labels = pa.array((table.column("y").to_numpy() > 0).astype(np.float64))
+        pq.write_table(table.set_column(table.schema.get_field_index("y"), "y", labels), path, row_group_size=1500)
     config = write_config(tmp_path, raw, algorithm="dpsgd")
     config.write_text(config.read_text().replace("clip_norm = 4.0", 'clip_norm = 1.0\nlearning_rate = 2.0\nbatch_size = 200\n'
                                                  'noise = "lambda"\ncorrelation = 0.9')

@@ -134,7 +134,7 @@ def test_auto_mode_picks_by_batch_size(manifest, dask_client):
     # Steps of 5,000,000 rows (a 10⁸-row lake) cost seconds each against a round trip of milliseconds.
     plan = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=5_000_000).plan(10**8, DIM)
     request = StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))
-    assert choose_mode(dask_client, plan, LinearRegressionModel(), request) == "scatter"
+    assert choose_mode(dask_client, plan, LinearRegressionModel(), request, DIM) == "scatter"
     with pytest.raises(ValueError, match="mode must be one of"):
         train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY, mode="fast")
 
@@ -196,3 +196,17 @@ def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
     result, used = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode=mode)
     assert used == mode and result.params.tobytes() == in_memory.tobytes()
     assert not np.array_equal(result.params, model.init_params(DIM))  # it moved
+
+
+@pytest.mark.parametrize("kind", ["linear", "logistic", "kan"])
+def test_auto_mode_runs_every_model_kind(kind, manifest, dask_client):
+    """``choose_mode`` probes with the lake's feature count, not the model's parameter count (the KAN
+    has m·d·p parameters; its probe used to be built with that many columns and failed)."""
+    from dpstream.models import LogisticRegressionModel
+
+    model = {"linear": LinearRegressionModel(), "logistic": LogisticRegressionModel(),
+             "kan": KANModel(num_hidden=4, grid_size=3, feature_low=-4.0, feature_high=4.0)}[kind]
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.5, batch_size=500)
+    result, mode = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode="auto")
+    assert mode in ("scatter", "streaming")
+    assert result.params.shape == (model.num_params(DIM),) and np.isfinite(result.params).all()

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import LakeError, read_manifest, shuffle_once
-from pipelines.shuffle import MANIFEST_NAME
+from pipelines.shuffle import MANIFEST_NAME, MARKER_NAME
 
 from .conftest import feature_spec, local_put, write_lake
 
@@ -70,6 +70,7 @@ def test_interrupted_shuffle_is_cleaned_and_redone(lake, tmp_path):
     (out / "_scratch" / "to-00000").mkdir(parents=True)
     (out / "_scratch" / "to-00000" / "from-00000.parquet").write_bytes(b"partial")
     (out / "part-00009.parquet").write_bytes(b"partial")  # no manifest: never committed
+    (out / MARKER_NAME).write_text("{}")  # written by the interrupted shuffle before anything else
     manifest = shuffle_once(lake, str(out), rows_per_file=5000)
     assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [f"part-{j:05d}.parquet" for j in range(4)]
     assert manifest.num_rows == 20_000
@@ -98,3 +99,99 @@ def test_shuffle_on_cluster_matches_contract(lake, tmp_path, dask_client):
     assert sorted(rows for phase, rows in reported if phase == "scatter") == [5000] * 4
     assert sorted(rows for phase, rows in reported if phase == "gather") == [4000] * 5
     assert sum(t.num_rows for t in output_tables(manifest)) == 20_000
+
+
+def tree_checksums(root):
+    """Every file under ``root`` (recursively) with its SHA-256."""
+    found = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            found[os.path.relpath(path, root)] = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    return found
+
+
+@pytest.mark.parametrize("where", ["equal", "inside", "contains"])
+def test_output_overlapping_the_source_is_refused_and_nothing_changes(tmp_path, where):
+    project = tmp_path / "project"
+    write_lake(local_put, str(project / "raw"), files=2, rows=500)
+    (project / "notes.txt").write_text("keep me")
+    before = tree_checksums(project)
+    out = {"equal": project / "raw", "inside": project / "raw" / "shuffled", "contains": project}[where]
+    with pytest.raises(LakeError, match="source lake"):
+        shuffle_once(feature_spec(str(project / "raw")), str(out))
+    assert tree_checksums(project) == before
+
+
+def test_output_equal_to_or_containing_a_protected_folder_is_refused(lake, tmp_path):
+    config_folder = tmp_path / "project" / "pipeline"
+    config_folder.mkdir(parents=True)
+    (config_folder / "pipeline.toml").write_text("# config")
+    for out in (config_folder, tmp_path / "project"):
+        with pytest.raises(LakeError, match="config's folder"):
+            shuffle_once(lake, str(out), protected=(str(config_folder),))
+    assert (config_folder / "pipeline.toml").read_text() == "# config"
+    # A folder of its own beside the config is fine.
+    assert shuffle_once(lake, str(config_folder / "shuffled"), protected=(str(config_folder),)).num_rows == 20_000
+
+
+def test_non_empty_folder_without_manifest_is_refused_and_kept(lake, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    (out / "part-00000.parquet").write_bytes(b"someone else's")  # looks like ours, but no marker
+    before = tree_checksums(out)
+    with pytest.raises(LakeError, match="not empty .* holds no dpstream shuffle manifest; nothing was deleted"):
+        shuffle_once(lake, str(out))
+    assert tree_checksums(out) == before
+
+
+def test_interrupted_shuffle_with_foreign_file_is_refused(lake, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MARKER_NAME).write_text("{}")
+    (out / "part-00000.parquet").write_bytes(b"partial")
+    (out / "README.md").write_text("not ours")
+    with pytest.raises(LakeError, match="nothing was deleted"):
+        shuffle_once(lake, str(out))
+    assert (out / "README.md").read_text() == "not ours" and (out / "part-00000.parquet").exists()
+
+
+def test_reordered_columns_reuse_the_shuffle_in_the_new_order(lake, tmp_path):
+    out = str(tmp_path / "out")
+    first = shuffle_once(lake, out, rows_per_file=5000)
+    reordered = feature_spec(lake.url)
+    reordered = type(reordered)(lake.url, tuple(reversed(lake.features)), "y")
+    again = shuffle_once(reordered, out, rows_per_file=5000)
+    assert again.source_fingerprint == first.source_fingerprint and again.files == first.files
+    assert again.features == tuple(reversed(first.features))
+    subset = type(reordered)(lake.url, ("x1", "x0"), "y")
+    assert shuffle_once(subset, out).num_features == 2
+    wider = type(reordered)(lake.url, ("x0", "row_id"), "y")
+    with pytest.raises(LakeError, match="without row_id"):
+        shuffle_once(wider, out)
+
+
+def test_s3_output_overlapping_the_source_is_refused(s3_bucket):
+    import s3fs
+
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    from .test_executor import s3_put
+
+    write_lake(s3_put(fs), f"{url[5:]}/guarded/raw", files=2, rows=300)
+    fs.pipe_file(f"{url[5:]}/guarded/keep.txt", b"keep")
+    listing = lambda: {p: fs.info(p)["ETag"] for p in fs.find(f"{url[5:]}/guarded")}  # noqa: E731
+    before = listing()
+    spec = feature_spec(f"{url}/guarded/raw", **options)
+    for out in (f"{url}/guarded/raw", f"{url}/guarded/raw/out", f"{url}/guarded"):
+        with pytest.raises(LakeError, match="source lake"):
+            shuffle_once(spec, out)
+    fs.invalidate_cache()
+    assert listing() == before
+    fs.pipe_file(f"{url[5:]}/foreign/data.csv", b"a,b")
+    with pytest.raises(LakeError, match="nothing was deleted"):
+        shuffle_once(spec, f"{url}/foreign")
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{url[5:]}/foreign/data.csv") == b"a,b"
+    assert shuffle_once(spec, f"{url}/fresh").num_rows == 600

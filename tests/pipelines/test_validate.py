@@ -103,3 +103,60 @@ def test_nothing_written_when_validation_fails(lake, tmp_path):
 def test_file_url_scheme(lake):
     spec = LakeSpec("file://" + lake.url, lake.features, lake.label)
     assert validate_lake(spec).num_rows == 20_000
+
+
+def test_fingerprint_is_the_data_not_the_config(lake, tmp_path):
+    """Reordered or other columns, renamed files, a byte copy elsewhere: one fingerprint. New bytes: another."""
+    import shutil
+
+    base = validate_lake(lake).fingerprint
+    reordered = LakeSpec(lake.url, tuple(reversed(lake.features)), "y")
+    other_columns = LakeSpec(lake.url, ("x0", "row_id"), "x1")
+    assert validate_lake(reordered).fingerprint == base
+    assert validate_lake(other_columns).fingerprint == base
+    copy = tmp_path / "copy" / "renamed"
+    shutil.copytree(lake.url, copy)
+    for i, name in enumerate(sorted(os.listdir(copy))):
+        os.rename(copy / name, copy / f"file-{9 - i}.parquet")
+    assert validate_lake(feature_spec(str(copy))).fingerprint == base
+    summary = validate_lake(feature_spec(str(copy)))
+    assert len(summary.file_identities) == 4 and all(i.startswith("md5:") for i in summary.file_identities)
+    local_put(str(copy / "appended.parquet"), make_table(100, 99))
+    grown = validate_lake(feature_spec(str(copy)))
+    assert grown.fingerprint != base and set(summary.file_identities) < set(grown.file_identities)
+
+
+def test_s3_copy_of_a_local_lake_has_the_same_fingerprint(lake, s3_bucket):
+    """S3 reports a single-part object's MD5 as its ETag: the copy is recognised without reading it."""
+    import s3fs
+
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    for name in os.listdir(lake.url):
+        fs.pipe_file(f"{url[5:]}/copied/{name}", open(os.path.join(lake.url, name), "rb").read())
+    assert validate_lake(feature_spec(f"{url}/copied", **options)).fingerprint == validate_lake(lake).fingerprint
+
+
+@pytest.mark.parametrize("labels, ok", [
+    ([0, 1], True), ([-1, 1], True), ([1, 1], True), ([0.0, 1.0], True),
+    ([0, 1, 2], False), ([-1, 0, 1], False), ([0.25, 0.5], False),
+])
+def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
+    root = tmp_path / "raw"
+    for i in range(2):
+        table = make_table(300, i)
+        values = np.resize(np.array(labels, dtype=np.float64), 300)
+        local_put(str(root / f"part-{i}.parquet"), table.set_column(table.schema.get_field_index("y"), "y", pa.array(values)))
+    spec = feature_spec(str(root))
+    validate_lake(spec)  # a regression lake takes any finite label
+    if ok:
+        validate_lake(spec, binary_labels=True)
+    else:
+        with pytest.raises(LakeError, match=r"part-0\.parquet: label column 'y' holds the values \{.*\}, but a classifier .* "
+                                            r"\{0, 1\} or \{-1, \+1\}"):
+            validate_lake(spec, binary_labels=True)
+
+
+def test_continuous_label_refused_for_a_classifier_shows_few_values(lake):
+    with pytest.raises(LakeError, match=r"holds the values \{(-?\d[^,]*, ){8}\.\.\.\}"):
+        validate_lake(lake, binary_labels=True)

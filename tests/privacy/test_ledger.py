@@ -155,3 +155,45 @@ def test_concurrent_runs_never_exceed_the_cap(tmp_path):
     assert sorted(e.run_id for e in lake.entries()) == sorted(accepted)
     assert lake.spent_mu() <= MU_MAX * (1 + 1e-12)
     assert epsilon_for_delta(1e-6, compose_mu(*(run_mu for _ in accepted))) <= 4.0 + 1e-9
+
+
+def test_lakes_sharing_files_share_their_records_budget(tmp_path):
+    """Per-file composition: a copy, a subset and a grown lake are charged against the same records."""
+    ledger = Ledger(str(tmp_path))
+    cap = BUDGET.mu
+    original = ledger.lake("lake-a", BUDGET, files=("md5:1", "md5:2"))
+    original.reserve("a1", 0.6 * cap, mechanism="m", relation="replace-one")
+    grown = ledger.lake("lake-b", BUDGET, files=("md5:1", "md5:2", "md5:3"))  # an appended file
+    assert grown.spent_mu() == pytest.approx(0.6 * cap)
+    assert grown.remaining_mu() == pytest.approx(0.8 * cap)  # sqrt(1 - 0.36)
+    with pytest.raises(BudgetExceededError, match="runs on lakes that share them"):
+        grown.reserve("b1", 0.9 * cap, mechanism="m", relation="replace-one")
+    grown.reserve("b1", 0.8 * cap, mechanism="m", relation="replace-one")
+    # The grown lake's run charged the original files: nothing is left for the original.
+    assert original.remaining_mu() == pytest.approx(0.0, abs=1e-6 * cap)
+    with pytest.raises(BudgetExceededError):
+        original.reserve("a2", 0.01 * cap, mechanism="m", relation="replace-one")
+    # The appended file alone has spent only b1; a lake of only new files is independent of the rest.
+    appended_only = ledger.lake("lake-c", BUDGET, files=("md5:3",))
+    assert appended_only.spent_mu() == pytest.approx(0.8 * cap)
+    fresh = ledger.lake("lake-d", BUDGET, files=("md5:9",))
+    assert fresh.spent_mu() == 0.0 and fresh.remaining_mu() == pytest.approx(cap)
+    assert "shares source files with lake-a" in grown.statement()
+
+
+def test_shared_files_take_the_smallest_cap(tmp_path):
+    ledger = Ledger(str(tmp_path))
+    small = ledger.lake("lake-small", LifetimeBudget(epsilon=0.5, delta=1e-6), files=("md5:1",))
+    large = ledger.lake("lake-large", LifetimeBudget(epsilon=8.0, delta=1e-6), files=("md5:1", "md5:2"))
+    assert large.remaining_mu() == pytest.approx(small.budget.mu)
+    with pytest.raises(ValueError, match="other source files"):
+        ledger.lake("lake-small", files=("md5:7",))
+
+
+@pytest.mark.parametrize("content", ["{}", "[1, 2]", '{"run_id": "r", "mu": "lots", "status": "reserved"}'])
+def test_malformed_entry_names_the_file(tmp_path, content):
+    lake = Ledger(str(tmp_path)).lake("lake1", BUDGET)
+    lake.reserve("good", 0.1, mechanism="m", relation="replace-one")
+    (tmp_path / "lake1" / "runs" / "bad.json").write_text(content)
+    with pytest.raises(ValueError, match=r"bad\.json is not a dpstream ledger entry .* restore it"):
+        lake.spent_mu()

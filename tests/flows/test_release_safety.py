@@ -1,0 +1,187 @@
+"""Privacy and data safety under careless use, through the CLI in subprocesses (issue 11).
+
+One run id releases one model; a resume whose own charge filled the budget succeeds; the ledger's unit
+is the data (reordered columns or a byte copy elsewhere get no fresh budget); checkpoints (the noise
+key) stay out of the publish folder; bad labels and overlapping locations are refused before the
+ledger is touched; Ctrl-C stops at once and leaves a resumable run.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import psutil
+import pytest
+
+from tests.pipelines.conftest import DIM, local_put, make_table, write_lake
+
+ROOT = Path(__file__).resolve().parents[2]
+FEATURES = [f"x{j}" for j in range(DIM)]
+
+
+def dpstream(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def write_config(folder: Path, raw: Path, *, features=FEATURES, epsilon=1.0, lifetime=1.0, kind="linear",
+                 extra="", name="pipeline.toml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    listed = ", ".join(f'"{f}"' for f in features)
+    path.write_text(f"""
+[lake]
+url = "{raw}"
+features = [{listed}]
+label = "y"
+shuffled_url = "{folder / 'shuffled'}"
+rows_per_file = 4000
+
+[model]
+kind = "{kind}"
+
+[algorithm]
+name = "dpsgd"
+batch_size = 500
+clip_norm = 4.0
+
+[budget]
+epsilon = {epsilon}
+delta = 1e-6
+lifetime_epsilon = {lifetime}
+ledger_url = "{folder.parent / 'ledger'}"
+
+[cluster]
+n_workers = 1
+mode = "streaming"
+{extra}""")
+    return path
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def ledger_runs(ledger: Path) -> dict[str, str]:
+    return {p.stem: json.loads(p.read_text())["status"] for p in ledger.glob("lake-*/runs/*.json")}
+
+
+def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    source = tree(raw)
+    config = write_config(tmp_path / "project", raw)  # epsilon = lifetime: one run fills the budget
+    first = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet")
+    assert first.returncode == 0, first.stderr[-2000:]
+    model = json.loads((tmp_path / "out1" / "model.json").read_text())
+    # Finding 7: the publish folder holds releases only; the checkpoint (noise key) is beside the ledger.
+    assert sorted(os.listdir(tmp_path / "out1")) == ["clip_norm.png", "epsilon_delta.png", "loss.png", "model.json",
+                                                     "privacy_report.md"]
+    assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.pkl").exists()
+    # Findings 2 and 3: the same id again (its own charge filled the budget) replays the same model.
+    again = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out2", "--quiet")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((tmp_path / "out2" / "model.json").read_text())["params"] == model["params"]
+    assert ledger_runs(tmp_path / "ledger") == {"r1": "committed"}
+    # Finding 2: without its checkpoint the id would get a fresh key: refused, nothing published.
+    shutil.rmtree(tmp_path / "ledger" / "_checkpoints" / "r1")
+    lost = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out3", "--quiet")
+    assert lost.returncode == 3, lost.stderr[-2000:]
+    assert "run 'r1' is already committed" in lost.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out3").exists()
+    # Finding 1: the same files with the features reordered, read from a byte copy at another URL with
+    # renamed files and a config in another folder: the same records, so no fresh budget.
+    copy = tmp_path / "copy"
+    shutil.copytree(raw, copy)
+    for name in os.listdir(copy):
+        os.rename(copy / name, copy / f"renamed-{name}")
+    other = write_config(tmp_path / "other", copy, features=list(reversed(FEATURES)))
+    refused = dpstream("train", other, "--run-id", "r2", "--output", tmp_path / "out4", "--quiet")
+    assert refused.returncode == 3, refused.stderr[-2000:]
+    assert refused.stderr.strip().splitlines()[-1].startswith("dpstream: budget refused: run 'r2' needs mu=")
+    assert not (tmp_path / "out4").exists() and ledger_runs(tmp_path / "ledger") == {"r1": "committed"}
+    assert tree(raw) == source  # the source is never modified
+
+
+def test_classification_label_refused_before_the_ledger(tmp_path):
+    raw = tmp_path / "raw"
+    for i in range(2):
+        table = make_table(3000, i)
+        labels = pa.array(np.arange(3000) % 3, type=pa.float64())  # {0, 1, 2}: not a binary label set
+        local_put(str(raw / f"part-{i}.parquet"), table.set_column(table.schema.get_field_index("y"), "y", labels))
+    config = write_config(tmp_path / "project", raw, kind="logistic", lifetime=4.0)
+    for command in (["validate", config], ["train", config, "--run-id", "c1", "--quiet"]):
+        result = dpstream(*command)
+        assert result.returncode == 2, result.stderr[-2000:]
+        last = result.stderr.strip().splitlines()[-1]
+        assert "label column 'y' holds the values {0, 1, 2}" in last and "{0, 1} or {-1, +1}" in last
+    assert not (tmp_path / "ledger").exists() and not (tmp_path / "project" / "runs").exists()
+
+
+@pytest.mark.parametrize("shuffled", ["raw", "raw/inside", ".", ""])
+def test_shuffle_refuses_the_lake_and_the_project_folder(tmp_path, shuffled):
+    project = tmp_path / "project"
+    raw = project / "raw"
+    write_lake(local_put, str(raw), files=2, rows=500)
+    config = write_config(project, raw)
+    text = config.read_text().replace(f'shuffled_url = "{project / "shuffled"}"',
+                                      f'shuffled_url = "{(project / shuffled) if shuffled else tmp_path}"')
+    config.write_text(text)
+    before = tree(tmp_path)
+    result = dpstream("shuffle", config, "--quiet")
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "lake.shuffled_url" in lines[0]
+    assert tree(tmp_path) == before
+
+
+def test_ctrl_c_stops_at_once_and_the_run_resumes(tmp_path):
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw), files=4, rows=40_000)
+    config = write_config(tmp_path / "project", raw, lifetime=2.0, extra=f"""
+[checkpoint]
+url = "{tmp_path / 'ckpt'}"
+every_steps = 50
+""").as_posix()
+    text = Path(config).read_text().replace("batch_size = 500", "batch_size = 8")  # ~15,000 small steps
+    Path(config).write_text(text)
+    # A terminal delivers Ctrl-C to the whole foreground process group: so does this test.
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "train", config, "--run-id", "ctrl-c", "--quiet"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    checkpoint = tmp_path / "ckpt" / "ctrl-c" / "checkpoint.pkl"
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, process.communicate()[1][-2000:]
+    time.sleep(2)  # well into training
+    os.killpg(process.pid, signal.SIGINT)
+    interrupted = time.monotonic()
+    _, stderr = process.communicate(timeout=120)
+    assert time.monotonic() - interrupted < 10
+    assert process.returncode == 130
+    time.sleep(0.5)
+    leftovers = [(p.pid, p.ppid(), p.status(), " ".join(p.cmdline())[:150]) for p in psutil.process_iter()
+                 if _session(p) == process.pid and p.status() != psutil.STATUS_ZOMBIE]
+    assert leftovers == []
+    last = stderr.strip().splitlines()[-1]
+    assert last == (f"dpstream: interrupted; run ctrl-c stopped; its ledger charge stays reserved and it resumes from its "
+                    f"checkpoint with: dpstream train {config} --run-id ctrl-c")
+    assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "reserved"}
+    resumed = dpstream("train", config, "--run-id", "ctrl-c", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "committed"}
+
+
+def _session(process: psutil.Process) -> int | None:
+    try:
+        return os.getsid(process.pid)
+    except (ProcessLookupError, PermissionError):
+        return None

@@ -1,0 +1,36 @@
+"""Every public import path works in a fresh interpreter, in any order (no import cycles)."""
+
+import subprocess
+import sys
+
+import pytest
+
+PATHS = [
+    "from dpstream.kan_estimator import DPKANClassifier",
+    "from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression",
+    "from dpstream.estimators import DPLogisticRegression; from dpstream.kan_estimator import DPKANClassifier",
+    "import dpstream.kan_estimator, dpstream.estimators",
+    "from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD",
+    "from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel",
+    "from dpstream.privacy import Ledger, LifetimeBudget, BudgetExceededError",
+    "from dpstream.noise import NoiseKey, make_noise_process",
+    "from dpstream.coordinator import run",
+    "from dpstream.checkpoint import CheckpointPolicy",
+    "from dpstream.audit import audit_algorithm",
+    "from pipelines import LakeSpec, connect, shuffle_once, train_on_lake, validate_lake",
+    "from flows.cli import main",
+    "from flows.flows import train_flow",
+]
+
+
+@pytest.mark.parametrize("statement", PATHS)
+def test_public_import_in_fresh_interpreter(statement):
+    done = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_kan_estimator_is_the_same_class_from_both_paths():
+    code = ("from dpstream.kan_estimator import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
+            "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
