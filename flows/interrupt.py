@@ -68,15 +68,22 @@ def _no_new_resource_tracker() -> None:
 
 def _orphans_of_our_group() -> list:
     """Processes of this process group that lost their parent: a terminal's Ctrl-C reaches every process
-    of the group, and a Dask worker whose nanny died of it is re-parented to init, out of our tree.
-    Other members of the group (``dpstream train | tee log``) keep their parent and are left alone."""
+    of the group, and a Dask worker whose nanny died of it is re-parented to init (or a subreaper), out
+    of our tree. Searched only when this process leads its group, as the first process of a terminal
+    job does; members started by our shell (``dpstream train | tee log``) keep their parent and are left
+    alone."""
     import psutil
 
-    group = os.getpgid(0)
+    group, me, my_parent = os.getpgid(0), os.getpid(), os.getppid()
+    if group != me:  # only a group this process leads (a terminal job) is ours to search
+        return []
+    descendants = {p.pid for p in psutil.Process().children(recursive=True)}
     orphans = []
     for process in psutil.process_iter(["pid", "ppid"]):
         try:
-            if process.info["ppid"] == 1 and process.pid != os.getpid() and os.getpgid(process.pid) == group:
+            # Adopted by init or by a subreaper: neither ours, nor a sibling started by our shell.
+            adopted = process.info["ppid"] not in (me, my_parent) and process.pid not in descendants
+            if adopted and process.pid != me and os.getpgid(process.pid) == group:
                 orphans.append(process)
         except (psutil.Error, ProcessLookupError, PermissionError):
             pass
