@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from benchmarks.common import FIGURES, excess, gaussian_regression, markdown_table, train
+from benchmarks.common import FIGURES, excess, gaussian_regression, import_diffprivlib, markdown_table, train
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 
 D, N, EPSILON, DELTA, SEEDS = 20, 10**6, 1.0, 1e-6, (1, 2, 3)
@@ -53,21 +53,8 @@ def predictor(result, plan, sigma: float) -> float:
     return D / T * (sigma**2 / b + 4 * alpha**2 * np.mean(tail**2) / b**2)
 
 
-def import_diffprivlib_linear_regression():
-    """diffprivlib 0.6.6's package import pulls its random forest, which imports two dtype aliases that
-    scikit-learn 1.9 dropped from ``sklearn.tree._tree``; alias them (only LinearRegression is used)."""
-    import sklearn.tree._tree as tree
-
-    for name in ("DOUBLE", "DTYPE"):
-        if not hasattr(tree, name):
-            setattr(tree, name, np.float64 if name == "DOUBLE" else np.float32)
-    from diffprivlib.models import LinearRegression
-
-    return LinearRegression
-
-
 def diffprivlib_excess(X, y, w_star) -> float:
-    LinearRegression = import_diffprivlib_linear_regression()
+    LinearRegression = import_diffprivlib().LinearRegression
 
     bound = 5.0
     with warnings.catch_warnings():

@@ -51,6 +51,35 @@ def excess(params: np.ndarray, w_star: np.ndarray) -> float:
     return 0.5 * float(np.sum((params - w_star) ** 2))
 
 
+def import_diffprivlib():
+    """diffprivlib 0.6.6 with two shims for scikit-learn 1.9, benchmark processes only:
+
+    * its package import pulls its random forest, which imports two dtype aliases scikit-learn 1.9
+      dropped from ``sklearn.tree._tree``: alias them;
+    * its ``LogisticRegression.__init__`` passes ``multi_class`` to scikit-learn's, which 1.9 removed:
+      accept and store it (diffprivlib's own solver reads it; binary problems only here).
+
+    Returns the module ``diffprivlib.models``.
+    """
+    import sklearn.tree._tree as tree
+    from sklearn.linear_model import _logistic
+
+    for name in ("DOUBLE", "DTYPE"):
+        if not hasattr(tree, name):
+            setattr(tree, name, np.float64 if name == "DOUBLE" else np.float32)
+    original = _logistic.LogisticRegression.__init__
+    if not getattr(original, "_dpstream_shim", False):
+        def accepting_multi_class(self, *args, multi_class="ovr", **kwargs):
+            original(self, *args, **kwargs)
+            self.multi_class = multi_class
+
+        accepting_multi_class._dpstream_shim = True
+        _logistic.LogisticRegression.__init__ = accepting_multi_class
+    import diffprivlib.models
+
+    return diffprivlib.models
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

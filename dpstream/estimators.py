@@ -6,9 +6,18 @@ block at a time through a single pass (duck-typed through ``to_delayed``: ``dpst
 Dask). Every fit draws a fresh noise key from OS entropy unless ``noise_key`` is given, so two fits
 differ; ``privacy_report_`` states the guarantee of the fitted parameters.
 
-Features should be on a public scale (e.g. standardised with public statistics): clip norms, the
-DP-STAT bound and the default learning rates assume it. ``fit_intercept`` appends a public constant
+Scale. Clip norms, row-norm bounds and the default step sizes assume features on the public scale
+[−1, 1]. ``feature_bounds=(low, high)`` (public, per column or for all) clips every feature into its
+bounds and maps it onto [−1, 1]; ``label_bounds`` does the same for the regression label; ``coef_`` and
+``intercept_`` are then stated in the original units (``dpstream.scaling``). Without bounds, a block
+far outside [−1, 1] warns (an operator-only check). ``fit_intercept`` appends a public constant
 feature 1 to every row.
+
+Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
+exact at any N) for models with at most ``SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that. The
+iterative algorithms default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]),
+L = 1 (squared loss) or 1/4 (logistic): stable for every dataset on that scale. A training loss that
+rises sharply warns (operator only).
 
 ``backend="cupy"`` computes the batch statistics on a GPU, ``"auto"`` where one is usable.
 
@@ -20,6 +29,8 @@ shown outside the data owner's trust boundary.
 from __future__ import annotations
 
 import dataclasses
+import math
+import warnings
 from numbers import Integral, Real
 from typing import Any, Iterator
 
@@ -29,13 +40,16 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
+from dpstream.scaling import PublicBounds, scale_warning, unmap_linear
 
-__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"]
+__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier", "SSP_MAX_DIM"]
+
+SSP_MAX_DIM = 256  # "auto": AdaSSP up to this many inputs (XᵀX is d² per block), DP-SGD above
 
 
 def _is_dask(obj: Any) -> bool:
@@ -74,7 +88,7 @@ class _DPGLMEstimator(BaseEstimator):
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "algorithm": [StrOptions({"ambssgd", "dpsgd", "srgd"})],
+        "algorithm": [StrOptions({"auto", "ssp", "ambssgd", "dpsgd", "srgd"})],
         "noise": [StrOptions({"independent", "lambda", "nu"})],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "nu": [Interval(Real, 0, 1, closed="right")],
@@ -89,6 +103,8 @@ class _DPGLMEstimator(BaseEstimator):
         "noise_key": [NoiseKey, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
         "backend": [StrOptions(set(BACKENDS))],
+        "feature_bounds": [tuple, list, None],
+        "label_bounds": [tuple, list, None],
     }
 
     def __init__(
@@ -96,7 +112,7 @@ class _DPGLMEstimator(BaseEstimator):
         *,
         epsilon: float = 1.0,
         delta: float = 1e-6,
-        algorithm: str = "ambssgd",
+        algorithm: str = "auto",
         noise: str = "independent",
         correlation: float = 0.5,
         nu: float = 0.01,
@@ -111,6 +127,8 @@ class _DPGLMEstimator(BaseEstimator):
         noise_key: NoiseKey | None = None,
         block_rows: int = 65536,
         backend: str = "numpy",
+        feature_bounds: tuple | None = None,
+        label_bounds: tuple | None = None,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -129,6 +147,8 @@ class _DPGLMEstimator(BaseEstimator):
         self.noise_key = noise_key
         self.block_rows = block_rows
         self.backend = backend
+        self.feature_bounds = feature_bounds
+        self.label_bounds = label_bounds
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -137,18 +157,52 @@ class _DPGLMEstimator(BaseEstimator):
 
     _model: GLM
 
+    def _resolve_algorithm(self, dim: int) -> str:
+        """"auto": AdaSSP where the model has moments and d ≤ SSP_MAX_DIM, unless a step hyperparameter
+        is set (num_steps → DP-AMBSSGD; batch_size or learning_rate → DP-SGD); DP-SGD otherwise."""
+        iterative = {name: getattr(self, name, None) for name in ("num_steps", "batch_size", "learning_rate")}
+        if self.algorithm == "ssp":
+            given = [name for name, value in iterative.items() if value is not None]
+            if given:
+                raise ValueError(f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms ('ambssgd', 'dpsgd', 'srgd')")
+            if not getattr(self._model, "supports_moments", False):
+                raise ValueError("algorithm='ssp' (sufficient statistics) is for linear and logistic models; use 'dpsgd'")
+        if self.algorithm != "auto":
+            return self.algorithm
+        if iterative["num_steps"] is not None:
+            return "ambssgd"
+        if iterative["batch_size"] is not None or iterative["learning_rate"] is not None:
+            return "dpsgd"
+        return "ssp" if getattr(self._model, "supports_moments", False) and dim <= SSP_MAX_DIM else "dpsgd"
+
+    def _stable_learning_rate(self) -> float:
+        """1/(L·R²): R² = inputs bounds ‖x‖² on [−1, 1], L the loss's curvature in the margin (module docstring)."""
+        inputs = self.n_features_in_ + int(self.fit_intercept)
+        return 1.0 / (getattr(self._model, "curvature", 1.0) * inputs)
+
     def _build_algorithm(self, num_rows: int, dim: int):
-        if self.algorithm == "ambssgd":
+        name = self.algorithm_ = self._resolve_algorithm(dim)
+        learning_rate = self.learning_rate if self.learning_rate is not None else self._stable_learning_rate()
+        if name == "ssp":
+            return AdaSSP(
+                self.epsilon,
+                self.delta,
+                row_norm_bound=math.sqrt(dim),
+                label_bound=1.0,
+                relation=self.relation,
+                link="logistic" if self._model.name == "logistic" else "identity",
+            )
+        if name == "ambssgd":
             return DPAMBSSGD(
                 self.epsilon,
                 self.delta,
                 bound=self.stat_bound,
                 statistic="gradient_norm",
                 num_steps=self.num_steps,
-                learning_rate=self.learning_rate,
+                learning_rate=learning_rate,
                 relation=self.relation,
             )
-        if self.algorithm == "srgd":
+        if name == "srgd":
             return AcceleratedDPSRGD(
                 self.epsilon,
                 self.delta,
@@ -163,7 +217,7 @@ class _DPGLMEstimator(BaseEstimator):
             self.epsilon,
             self.delta,
             clip_norm=self.clip_norm,
-            learning_rate=self.learning_rate if self.learning_rate is not None else 0.5,
+            learning_rate=learning_rate,
             batch_size=batch,
             noise=noise,
             relation=self.relation,
@@ -195,10 +249,34 @@ class _DPGLMEstimator(BaseEstimator):
             labels = self._prepare_targets(labels, offset)
             if block.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}")
+            block, labels = self._to_public_scale(block, labels)
             if self.fit_intercept:
                 block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
             offset += block.shape[0]
             yield block, labels
+
+    def _to_public_scale(self, block: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Clip and map onto [−1, 1] with the declared bounds; warn (once per fit) far outside the scale."""
+        if self.feature_bounds_ is not None:
+            block = self.feature_bounds_.to_unit(block)
+        elif not self._warned_scale and (message := scale_warning(block, "X", "feature_bounds")):
+            self._warned_scale = True
+            warnings.warn(message, UserWarning, stacklevel=4)
+        if self.label_bounds_ is not None:
+            labels = self.label_bounds_.to_unit(labels)
+        elif isinstance(self, RegressorMixin) and not self._warned_label and (message := scale_warning(labels, "y", "label_bounds")):
+            self._warned_label = True
+            warnings.warn(message, UserWarning, stacklevel=4)
+        return block, labels
+
+    def _parse_bounds(self) -> None:
+        self.feature_bounds_ = PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
+        if self.feature_bounds_ is not None and not self.fit_intercept:
+            raise ValueError("feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, and the intercept absorbs the shift")
+        if self.label_bounds is not None and not isinstance(self, RegressorMixin):
+            raise ValueError("label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)")
+        self.label_bounds_ = PublicBounds.parse(self.label_bounds, 1, "label_bounds")
+        self._warned_scale = self._warned_label = False
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         if _is_dask(X):
@@ -231,6 +309,7 @@ class _DPGLMEstimator(BaseEstimator):
     def fit(self, X: Any, y: Any) -> "_DPGLMEstimator":
         self._validate_params()
         X, y, num_rows = self._validate_input(X, y)
+        self._parse_bounds()
         self._prepare_classes(y)
         inputs = self.n_features_in_ + int(self.fit_intercept)
         model = self._fit_model()
@@ -248,8 +327,28 @@ class _DPGLMEstimator(BaseEstimator):
         self.privacy_report_ = self._describe(result.report, num_rows)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
+        self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
+        self._warn_if_diverging()
         self._store(result.params)
         return self
+
+    def _warn_if_diverging(self) -> None:
+        """Warn when the last quarter's mean training loss is over twice the first quarter's (operator only)."""
+        losses = self.training_loss_
+        if losses.size < 4:
+            return
+        quarter = losses.size // 4
+        first, last = float(np.mean(losses[:quarter])), float(np.mean(losses[-quarter:]))
+        if not np.isfinite(last) or last > 2.0 * first:
+            step = ("the step sizes of Accelerated-DP-SRGD assume that scale" if self.algorithm_ == "srgd" else
+                    f"or lower learning_rate (now {self.learning_rate if self.learning_rate is not None else self._stable_learning_rate():.4g})")
+            warnings.warn(
+                f"the training loss rose from {first:.4g} (first quarter of the steps) to {last:.4g} (last quarter): the "
+                "fit is diverging (operator-only signal, not DP). Put the data on the public scale [-1, 1] with "
+                f"feature_bounds / label_bounds, {step}",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _fit_model(self) -> Any:
         """The model this fit trains (a GLM here; subclasses may validate against the data first)."""
@@ -260,8 +359,8 @@ class _DPGLMEstimator(BaseEstimator):
         return report
 
     def _store(self, params: np.ndarray) -> None:
-        self.coef_ = params[: self.n_features_in_].copy()
-        self.intercept_ = float(params[-1]) if self.fit_intercept else 0.0
+        intercept = float(params[-1]) if self.fit_intercept else 0.0
+        self.coef_, self.intercept_ = unmap_linear(params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_)
 
     def _prepare_classes(self, y: Any) -> None:
         pass
@@ -269,6 +368,8 @@ class _DPGLMEstimator(BaseEstimator):
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        if self.feature_bounds_ is not None:
+            X = self.feature_bounds_.clip(X)  # the model was trained on clipped features
         return X @ self.coef_.astype(X.dtype) + self.intercept_
 
 

@@ -59,6 +59,8 @@ class DPKANClassifier(DPLogisticRegression):
     }
     algorithm = "dpsgd"  # the shared DP-SGD construction of the GLM estimators, with the noise chosen here
     fit_intercept = False  # the spline basis is a partition of unity: constants are representable
+    feature_bounds = None  # the KAN maps its inputs with feature_low / feature_high
+    label_bounds = None
 
     def __init__(
         self,

@@ -4,5 +4,6 @@ from dpstream.algorithms.ambssgd import DPAMBSSGD, dp_stat_threshold
 from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan
 from dpstream.algorithms.dpsgd import DPSGD
 from dpstream.algorithms.srgd import AcceleratedDPSRGD
+from dpstream.algorithms.ssp import AdaSSP
 
-__all__ = ["DPAMBSSGD", "DPSGD", "AcceleratedDPSRGD", "Plan", "PrivacyReport", "StepSpan", "dp_stat_threshold"]
+__all__ = ["AdaSSP", "DPAMBSSGD", "DPSGD", "AcceleratedDPSRGD", "Plan", "PrivacyReport", "StepSpan", "dp_stat_threshold"]

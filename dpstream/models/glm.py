@@ -28,6 +28,7 @@ from scipy.special import expit, log1p
 from threadpoolctl import ThreadpoolController
 
 from dpstream.backend import array_module, to_device, to_host
+from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
@@ -58,6 +59,8 @@ class GLM:
 
     backend: str = "numpy"
     name: ClassVar[str] = "glm"
+    supports_moments: ClassVar[bool] = True  # XᵀX and Xᵀy of clipped rows (AdaSSP), kind="moments"
+    curvature: ClassVar[float] = 1.0  # L ≥ φ''(m, y) for every margin: the per-example smoothness is L·‖x‖²
 
     def __post_init__(self) -> None:
         array_module(self.backend)  # an unknown backend, or "cupy" without a GPU, fails here naming the fix
@@ -101,15 +104,31 @@ class GLM:
         params = request.params.astype(dtype, copy=False)
         previous = None if request.previous_params is None else request.previous_params.astype(dtype, copy=False)
         clip_norms = request.clip_norms
+        xp = array_module(self.backend)
+        if request.kind == "moments":
+            return self._moment_stats(X, y, request, xp)
         stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
         stats.row_count = X.shape[0]
-        xp = array_module(self.backend)
         if xp is not np:
             self._accumulate_on_device(X, y, request, role, stats, xp)
             return stats
         with _BLAS.limit(limits=1, user_api="blas"):
             self._accumulate(X, y, request, role, dtype, params, previous, stats)
         return stats
+
+    def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
+        """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
+        X = to_device(X, xp) if xp is not np else X
+        labels = self.targets(xp.asarray(y, dtype=xp.float64))
+        with _BLAS.limit(limits=1, user_api="blas"):
+            gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
+        return BatchStats(
+            clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),
+            row_count=X.shape[0],
+            clipped_rows=np.full(len(request.clip_norms), clipped, dtype=np.int64),
+            gram=gram,
+            moment=moment,
+        )
 
     def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:
         """(φ'(m, y), Σ φ(m, y)) with array module ``xp`` (NumPy or CuPy); overridden where the
@@ -213,6 +232,7 @@ class LogisticRegressionModel(GLM):
     """Logistic loss φ(m, y) = log(1 + e^{−y m}) for y ∈ {−1, +1}; φ' = −y σ(−y m)."""
 
     name: ClassVar[str] = "logistic"
+    curvature: ClassVar[float] = 0.25  # σ(m)(1 − σ(m)) ≤ 1/4
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         z = -y * margins
@@ -224,6 +244,20 @@ class LogisticRegressionModel(GLM):
     def targets(self, y: Any) -> Any:
         """A label > 0 is the positive class +1, anything else −1: {0, 1} and {−1, +1} lakes both work."""
         return (y > 0) * 2.0 - 1.0
+
+    def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
+        """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
+        X = to_device(X, xp) if xp is not np else X
+        labels = self.targets(xp.asarray(y, dtype=xp.float64))
+        with _BLAS.limit(limits=1, user_api="blas"):
+            gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
+        return BatchStats(
+            clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),
+            row_count=X.shape[0],
+            clipped_rows=np.full(len(request.clip_norms), clipped, dtype=np.int64),
+            gram=gram,
+            moment=moment,
+        )
 
     def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:
         z = -y * margins

@@ -157,6 +157,8 @@ class KANModel:
         or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk."""
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
+        if request.kind != "clipped_gradient":
+            raise ValueError("the KAN trains with DP-SGD (any noise process); sufficient statistics (algorithm 'ssp') are for linear models only")
         if request.previous_params is not None:
             raise ValueError("the KAN trains with DP-SGD (any noise process); Accelerated-DP-SRGD supports linear models only")
         if role == "stat" and request.statistic != "gradient_norm":

@@ -5,7 +5,9 @@ fixed order they are identical however many workers produced them. Nothing per-e
 
 ``StatsRequest`` says what to compute: the parameters, the candidate clip norms (several at once so
 DP-AMBSSGD can pick its clip norm after DP-STAT without a second round trip), optional DP-STAT
-thresholds, and for SRGD the previous iterate and the weights of the gradient difference.
+thresholds, and for SRGD the previous iterate and the weights of the gradient difference. With
+``kind="moments"`` it asks instead for the least-squares sufficient statistics XᵀX and Xᵀy of rows
+clipped to ``row_norm_bound`` and labels clipped to ``label_bound`` (AdaSSP, ``dpstream.models.moments``).
 
 Fields marked *operator only* (``loss_sum``, ``clipped_rows``) are non-private diagnostics; they are
 never released through a DP report without that label.
@@ -29,8 +31,18 @@ class StatsRequest:
     previous_params: np.ndarray | None = None  # SRGD: clip η_t ∇f(x_t) − η_{t−1} ∇f(x_{t−1})
     weight: float = 1.0  # η_t
     previous_weight: float = 0.0  # η_{t−1}
+    kind: str = "clipped_gradient"  # | "moments": XᵀX and Xᵀy of clipped rows and labels
+    row_norm_bound: float | None = None  # B_x, for kind="moments"
+    label_bound: float | None = None  # B_y, for kind="moments"
 
     def __post_init__(self) -> None:
+        if self.kind not in ("clipped_gradient", "moments"):
+            raise ValueError(f"kind must be 'clipped_gradient' or 'moments', got {self.kind!r}")
+        if self.kind == "moments":
+            for name in ("row_norm_bound", "label_bound"):
+                value = getattr(self, name)
+                if value is None or not np.isfinite(value) or value <= 0:
+                    raise ValueError(f"kind='moments' needs {name} as a finite number > 0, got {value!r}")
         clip_norms = np.atleast_1d(np.asarray(self.clip_norms, dtype=np.float64))
         if clip_norms.ndim != 1 or np.any(~(clip_norms > 0)):
             raise ValueError("clip_norms must be a 1-d array of positive values (inf = no clipping)")
@@ -53,6 +65,8 @@ class BatchStats:
     histogram: np.ndarray | None = None  # (len(thresholds),) int64: #rows with statistic <= threshold_k
     loss_sum: float = 0.0  # operator only
     clipped_rows: np.ndarray | None = None  # (len(clip_norms),) int64, operator only
+    gram: np.ndarray | None = None  # (dim, dim) float64: Σ_i x̄_i x̄_iᵀ of clipped rows x̄_i (kind="moments")
+    moment: np.ndarray | None = None  # (dim,) float64: Σ_i x̄_i ȳ_i with clipped labels ȳ_i (kind="moments")
 
     @classmethod
     def zeros(cls, num_clip_norms: int, dim: int, num_thresholds: int | None = None) -> "BatchStats":
@@ -74,6 +88,8 @@ class BatchStats:
             histogram=_merge_optional(self.histogram, other.histogram),
             loss_sum=self.loss_sum + other.loss_sum,
             clipped_rows=_merge_optional(self.clipped_rows, other.clipped_rows),
+            gram=_merge_optional(self.gram, other.gram),
+            moment=_merge_optional(self.moment, other.moment),
         )
 
 

@@ -11,6 +11,17 @@ The L2 sensitivity of a statistic follows from the relation and from the set eve
 contribution lies in. For a sum of contributions clipped to a ball of radius C the replace-one
 sensitivity is the ball's diameter, 2C, and the zero-out sensitivity its radius, C. For a count of
 records meeting a predicate (contribution in {0, 1}) both are 1.
+
+Sufficient statistics of least squares (AdaSSP, ``dpstream.algorithms.ssp``) with rows clipped to
+‖x‖ ≤ B_x and labels to |y| ≤ B_y:
+
+* XᵀX, released as its upper triangle: one record changes it by xxᵀ − x'x'ᵀ, whose Frobenius norm
+  satisfies ‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2B_x⁴, so √2·B_x² (replace-one); ‖xxᵀ‖_F = ‖x‖²
+  ≤ B_x² (zero-out). The upper triangle's entries are a subset of the matrix's, so the bound carries.
+* Xᵀy: ‖xy − x'y'‖ ≤ 2B_xB_y (replace-one), B_xB_y (zero-out).
+* λ_min(XᵀX): by Weyl's inequality a change by the symmetric D = xxᵀ − x'x'ᵀ moves every eigenvalue by
+  at most ‖D‖_op ≤ max(‖x‖², ‖x'‖²) ≤ B_x² (D is a difference of two PSD matrices of norm ≤ B_x²), and
+  by ‖xxᵀ‖_op ≤ B_x² under zero-out: B_x² under both.
 """
 
 from __future__ import annotations
@@ -44,6 +55,20 @@ class NeighbouringRelation(str, enum.Enum):
             raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm!r}")
         return 2.0 * clip_norm if self is NeighbouringRelation.REPLACE_ONE else clip_norm
 
+    def gram_sensitivity(self, row_norm_bound: float) -> float:
+        """Frobenius sensitivity of the upper triangle of XᵀX for rows with ‖x‖ ≤ B: √2·B² or B²."""
+        bound = _positive_bound("row_norm_bound", row_norm_bound) ** 2
+        return math.sqrt(2.0) * bound if self is NeighbouringRelation.REPLACE_ONE else bound
+
+    def moment_sensitivity(self, row_norm_bound: float, label_bound: float) -> float:
+        """L2 sensitivity of Xᵀy for ‖x‖ ≤ B_x, |y| ≤ B_y: 2·B_x·B_y or B_x·B_y."""
+        bound = _positive_bound("row_norm_bound", row_norm_bound) * _positive_bound("label_bound", label_bound)
+        return 2.0 * bound if self is NeighbouringRelation.REPLACE_ONE else bound
+
+    def eigenvalue_sensitivity(self, row_norm_bound: float) -> float:
+        """Sensitivity of λ_min(XᵀX) for ‖x‖ ≤ B (Weyl): B² under both relations."""
+        return _positive_bound("row_norm_bound", row_norm_bound) ** 2
+
     def count_sensitivity(self) -> float:
         """L2 sensitivity of a count of records meeting a predicate: 1 under both relations."""
         return 1.0
@@ -55,3 +80,10 @@ class NeighbouringRelation(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def _positive_bound(name: str, value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value

@@ -1,0 +1,164 @@
+"""AdaSSP: sufficient-statistics perturbation with a privately chosen ridge (Wang 2018, Alg. 2).
+
+One pass, no sequential steps: every block contributes the least-squares statistics of its clipped
+rows (``dpstream.models.moments``), the sums are merged as a monoid, and the coordinator releases
+
+1. λ̃_min = max(0, λ_min(XᵀX) + σ_λ z − σ_λ·sqrt(2 ln(1/ρ))), a high-probability lower bound on the
+   smallest eigenvalue (sensitivity B_x², Weyl);
+2. the ridge λ = max(0, σ_G·sqrt(d ln(2d²/ρ)) − λ̃_min): Wang's bound on the spectral norm of the
+   symmetric Gaussian noise E below, minus the curvature the data already has;
+3. XᵀX + E, E symmetric with N(0, σ_G²) upper-triangle entries (sensitivity √2·B_x² replace-one);
+4. Xᵀy + N(0, σ_v² I) (sensitivity 2·B_x·B_y replace-one);
+
+and returns θ = (XᵀX + E + λI)⁻¹ (Xᵀy + noise), computed on the noisy values only (post-processing).
+Eigenvalues of XᵀX + E + λI below σ_G (an indefinite draw, probability ≤ ρ) are raised to σ_G.
+
+Privacy (exact GDP). The three releases are Gaussian mechanisms on the same records, composed:
+μ² = μ_λ² + μ_G² + μ_v² with μ_i = Δ_i / σ_i. The total μ comes from (ε, δ) by the exact δ(ε; μ), and
+is split by ``budget_split`` (shares of μ²; Wang uses thirds of ε; the default spends little on λ_min,
+which only tunes λ, measured in BENCHMARKS.md). Sensitivities: ``NeighbouringRelation``.
+
+Classification (``link="logistic"``): labels y ∈ {−1, +1}; the degree-2 approximation of the logistic
+loss at 0, log(1 + e^{−ym}) ≈ log 2 − ym/2 + m²/8 (PASS-GLM, Huggins et al. 2017, with the Taylor
+coefficients), has the minimiser 2·(XᵀX)⁻¹Xᵀy, so the same statistics give the classifier θ = 2·θ_LS.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, check_positive
+from dpstream.models import BatchStats, StatsRequest
+from dpstream.noise import NoiseKey, gaussian
+from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
+
+__all__ = ["AdaSSP", "SSPState", "symmetric_noise"]
+
+
+@dataclass(frozen=True)
+class SSPState:
+    params: np.ndarray
+    ridge: float | None = None  # λ, a DP output (function of the noisy λ_min)
+    done: bool = False
+
+
+def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
+    """The symmetric matrix whose upper triangle (diagonal included, row-major) is ``draws``."""
+    upper = np.zeros((dim, dim))
+    upper[np.triu_indices(dim)] = draws
+    return upper + np.triu(upper, 1).T
+
+
+@dataclass(frozen=True)
+class AdaSSP:
+    epsilon: float
+    delta: float
+    row_norm_bound: float | None = None  # B_x ≥ ‖x‖ (rows clipped to it); None: sqrt(dim), features in [−1, 1]
+    label_bound: float = 1.0  # B_y ≥ |y| (labels clipped to it)
+    relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    failure_probability: float = 0.05  # ρ of the ridge rule
+    budget_split: tuple[float, float, float] = (0.1, 0.6, 0.3)  # shares of μ² for λ_min, XᵀX, Xᵀy
+    link: str = "identity"  # "identity" (least squares) | "logistic" (PASS-GLM degree 2)
+    name: str = "ssp"
+
+    def __post_init__(self) -> None:
+        check_budget(self.epsilon, self.delta)
+        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        check_positive("row_norm_bound", self.row_norm_bound, optional=True)
+        check_positive("label_bound", self.label_bound)
+        if not 0.0 < self.failure_probability < 1.0:
+            raise ValueError(f"failure_probability must lie in (0, 1), got {self.failure_probability!r}")
+        split = tuple(float(share) for share in self.budget_split)
+        if len(split) != 3 or any(not share > 0 for share in split) or abs(sum(split) - 1.0) > 1e-9:
+            raise ValueError(f"budget_split must be three shares > 0 of μ² summing to 1 (λ_min, XᵀX, Xᵀy), got {self.budget_split!r}")
+        object.__setattr__(self, "budget_split", split)
+        if self.link not in ("identity", "logistic"):
+            raise ValueError(f"link must be 'identity' or 'logistic', got {self.link!r}")
+
+    def bound(self, dim: int) -> float:
+        return float(self.row_norm_bound) if self.row_norm_bound is not None else math.sqrt(dim)
+
+    def noise_stds(self, dim: int) -> tuple[float, float, float]:
+        """(σ_λ, σ_G, σ_v): std = sensitivity / (μ·sqrt(share))."""
+        mu = mu_for_epsilon_delta(self.epsilon, self.delta)
+        bound = self.bound(dim)
+        sensitivities = (
+            self.relation.eigenvalue_sensitivity(bound),
+            self.relation.gram_sensitivity(bound),
+            self.relation.moment_sensitivity(bound, self.label_bound),
+        )
+        return tuple(s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split))  # type: ignore[return-value]
+
+    def plan(self, num_rows: int, dim: int) -> Plan:
+        check_positive("n_samples", num_rows, integer=True)
+        check_positive("dim", dim, integer=True)
+        eigen_std, gram_std, moment_std = self.noise_stds(dim)
+        return Plan(
+            num_rows,
+            dim,
+            (StepSpan(0, (0, num_rows)),),
+            num_rows,
+            {"row_norm_bound": self.bound(dim), "eigenvalue_std": eigen_std, "gram_std": gram_std, "moment_std": moment_std},
+        )
+
+    def init(self, plan: Plan, params: np.ndarray) -> SSPState:
+        return SSPState(np.zeros(plan.dim))
+
+    def request(self, state: SSPState, span: StepSpan, plan: Plan) -> StatsRequest:
+        return StatsRequest(
+            params=state.params, kind="moments", row_norm_bound=plan.details["row_norm_bound"], label_bound=self.label_bound
+        )
+
+    def ridge(self, smallest_eigenvalue: float, eigen_draw: float, plan: Plan) -> float:
+        """λ = max(0, σ_G·sqrt(d ln(2d²/ρ)) − λ̃_min) from the exact λ_min and its noise draw (Wang 2018, Alg. 2)."""
+        details, rho, dim = plan.details, self.failure_probability, plan.dim
+        eigen_std = details["eigenvalue_std"]
+        lower = max(0.0, smallest_eigenvalue + eigen_std * eigen_draw - eigen_std * math.sqrt(2 * math.log(1 / rho)))
+        return max(0.0, details["gram_std"] * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
+
+    def apply(self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> SSPState:
+        if stats.gram is None or stats.moment is None:
+            raise ValueError("AdaSSP needs the statistics of kind='moments' (XᵀX and Xᵀy); the executor returned gradient sums")
+        details, dim = plan.details, plan.dim
+        ridge = self.ridge(float(np.linalg.eigvalsh(stats.gram)[0]), float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]), plan)
+        noisy_gram = stats.gram + details["gram_std"] * symmetric_noise(gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim)
+        noisy_moment = stats.moment + details["moment_std"] * gaussian(key, span.step, "ssp-moment", dim)
+        values, vectors = np.linalg.eigh(noisy_gram + ridge * np.eye(dim))
+        values = np.maximum(values, details["gram_std"])
+        params = vectors @ ((vectors.T @ noisy_moment) / values)
+        if self.link == "logistic":
+            params = 2.0 * params
+        return SSPState(params, ridge, True)
+
+    def result(self, state: SSPState) -> np.ndarray:
+        return state.params
+
+    def event(self, plan: Plan) -> ComposedEvent:
+        details, bound = plan.details, plan.details["row_norm_bound"]
+        return ComposedEvent((
+            GaussianEvent(self.relation.eigenvalue_sensitivity(bound), details["eigenvalue_std"], self.relation, "λ_min(XᵀX)"),
+            GaussianEvent(self.relation.gram_sensitivity(bound), details["gram_std"], self.relation, "XᵀX upper triangle"),
+            GaussianEvent(self.relation.moment_sensitivity(bound, self.label_bound), details["moment_std"], self.relation, "Xᵀy"),
+        ))
+
+    def report(self, plan: Plan, clip_history: tuple[float, ...] = ()) -> PrivacyReport:
+        event = self.event(plan)
+        target = "logistic loss, PASS-GLM degree-2" if self.link == "logistic" else "least squares"
+        return build_report(
+            mechanism=f"AdaSSP: sufficient-statistics perturbation with a private ridge ({target})",
+            event=event,
+            relation=self.relation,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=1.0 / math.sqrt(sum(part.mu**2 for part in event.events)),  # std / sensitivity of the equivalent single Gaussian
+            sensitivity=1.0,
+            plan=plan,
+            clip_norms=(plan.details["row_norm_bound"],),
+            notes=(
+                f"rows clipped to ‖x‖ ≤ {plan.details['row_norm_bound']:.6g} and labels to |y| ≤ {self.label_bound:.6g} "
+                "(public bounds); one pass, one release of XᵀX, Xᵀy and λ_min",
+            ),
+        )

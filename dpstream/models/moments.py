@@ -1,0 +1,47 @@
+"""Least-squares sufficient statistics of clipped rows: what AdaSSP releases (privacy-critical).
+
+For rows x_i and labels y_i of one block, with public bounds B_x and B_y,
+
+    x̄_i = x_i · min(1, B_x / ‖x_i‖),   ȳ_i = clip(y_i, −B_y, B_y),
+    XᵀX = Σ_i x̄_i x̄_iᵀ,   Xᵀy = Σ_i x̄_i ȳ_i.
+
+The clipping is what bounds one record's contribution, so these sums carry the sensitivities of
+``NeighbouringRelation.gram_sensitivity`` / ``moment_sensitivity``. Both are plain sums: statistics of
+disjoint blocks add, in any grouping (``BatchStats`` is a monoid), so the whole lake is one map-reduce.
+
+Chunks of ``CHUNK_ROWS`` rows are multiplied in the block's dtype and accumulated in float64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpstream.backend import to_host
+
+__all__ = ["clip_rows", "moment_sums"]
+
+CHUNK_ROWS = 16384
+
+
+def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
+    """(x_i · min(1, B/‖x_i‖) for every row, number of rows that were scaled down)."""
+    norms = xp.sqrt((X.astype(xp.float64) ** 2).sum(axis=1))
+    with np.errstate(divide="ignore"):
+        factors = xp.minimum(1.0, row_norm_bound / norms)  # inf → 1 for a zero row
+    return X * factors[:, None].astype(X.dtype), int((factors < 1.0).sum())
+
+
+def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np) -> tuple[np.ndarray, np.ndarray, int]:
+    """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]."""
+    dim = X.shape[1]
+    gram, moment, clipped = np.zeros((dim, dim)), np.zeros(dim), 0
+    for start in range(0, X.shape[0], CHUNK_ROWS):
+        rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
+        targets = xp.clip(labels[start : start + CHUNK_ROWS], -label_bound, label_bound).astype(rows.dtype)
+        gram += to_host(rows.T @ rows).astype(np.float64)
+        moment += to_host(rows.T @ targets).astype(np.float64)
+        clipped += count
+    return gram, moment, clipped
+
