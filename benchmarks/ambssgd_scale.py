@@ -34,8 +34,8 @@ def main() -> None:
     w_star = np.random.default_rng(0).standard_normal(D)
     w_star /= np.linalg.norm(w_star)
     variants = {
-        "paper clip (residual)": lambda n: ambssgd("residual", n),
-        "gradient-norm DP-STAT": lambda n: ambssgd("gradient_norm", n),
+        "paper clip (residual)": lambda n: ambssgd("residual", n, disjoint_accounting=False),
+        "gradient-norm DP-STAT": lambda n: ambssgd("gradient_norm", n, disjoint_accounting=False),
         "gradient-norm + disjoint accounting": lambda n: ambssgd("gradient_norm", n, disjoint_accounting=True),
     }
     table, crossover = [], {name: None for name in variants}

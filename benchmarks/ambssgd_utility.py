@@ -26,8 +26,8 @@ SIGMAS = (1.0, 0.1, 0.0)
 def ambssgd(statistic: str, rows: int = N, **extra) -> DPAMBSSGD:
     r_x = math.sqrt(D + 2)
     if statistic == "residual":
-        return DPAMBSSGD(EPSILON, DELTA, bound=r_x * 2 * math.log(rows), feature_norm=r_x, **extra)
-    return DPAMBSSGD(EPSILON, DELTA, bound=1e4, statistic="gradient_norm", **extra)
+        return DPAMBSSGD(EPSILON, DELTA, bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0, **extra)
+    return DPAMBSSGD(EPSILON, DELTA, bound=1e4, statistic="gradient_norm", hessian_norm=1.0, **extra)
 
 
 def nonprivate_same_schedule(plan, blocks) -> np.ndarray:

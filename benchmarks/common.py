@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Callable
@@ -69,6 +70,7 @@ def import_diffprivlib():
             setattr(tree, name, np.float64 if name == "DOUBLE" else np.float32)
     original = _logistic.LogisticRegression.__init__
     if not getattr(original, "_dpstream_shim", False):
+        @functools.wraps(original)  # keeps the signature scikit-learn's get_params reads
         def accepting_multi_class(self, *args, multi_class="ovr", **kwargs):
             original(self, *args, **kwargs)
             self.multi_class = multi_class

@@ -163,15 +163,15 @@ def main() -> None:
         regression = regression_rows("California", california(False)) + regression_rows("diabetes", diabetes())
         for rows in (10_000, 100_000, 1_000_000):
             regression += regression_rows("synthetic d=20", synthetic(rows))
+        print(markdown_table(
+            ["dataset", "train rows", "ε"] + [f"{a} (default)" for a in REGRESSORS]
+            + ["diffprivlib (ε-DP)", "OLS (non-private)", "constant", "ambssgd / auto"], regression), flush=True)
         classification = classification_rows("California > $200k", california(True), kan=True)
         classification += classification_rows("breast cancer", breast_cancer())
-    print(markdown_table(
-        ["dataset", "train rows", "ε"] + [f"{a} (default)" for a in REGRESSORS] + ["diffprivlib (ε-DP)", "OLS (non-private)", "constant", "ambssgd / auto"],
-        regression))
     print()
     print(markdown_table(
-        ["dataset", "train rows", "ε"] + [f"logistic {a}" for a in CLASSIFIERS] + ["KAN (default)", "diffprivlib (ε-DP)", "logistic (non-private)", "majority"],
-        classification))
+        ["dataset", "train rows", "ε"] + [f"logistic {a}" for a in CLASSIFIERS]
+        + ["KAN (default)", "diffprivlib (ε-DP)", "logistic (non-private)", "majority"], classification))
     print(f"\nheld-out MSE on the label mapped to [-1, 1] / accuracy; medians of {REPEATS} fits; "
           f"δ = {DELTA:g}, replace-one; {time.perf_counter() - start:.0f} s")
 

@@ -191,6 +191,7 @@ class _DPGLMEstimator(BaseEstimator):
                 label_bound=1.0,
                 relation=self.relation,
                 link="logistic" if self._model.name == "logistic" else "identity",
+                intercept_index=dim - 1 if self.fit_intercept else None,
             )
         if name == "ambssgd":
             return DPAMBSSGD(

@@ -11,10 +11,20 @@ Each of the T steps takes s fresh "stat" rows and then b fresh "gradient" rows (
 4. Output the average of w_{⌊T/2⌋+1..T}.
 
 Privacy (exact GDP, replace-one). Each count has sensitivity 1 and std sqrt(K)α, so the K counts are
-μ = 1/α together; the gradient step has sensitivity Δ(ζ_t) and std αΔ(ζ_t), μ = 1/α. A record is in one
-step only (parallel composition). Seed 000 charges every record for both mechanisms, μ = sqrt(2)/α,
-the conservative default; stat and gradient rows here are disjoint, so ``disjoint_accounting=True``
-charges μ = 1/α (spec §1.5, an explicit opt-in). α is calibrated from (ε, δ) by the exact δ(ε; μ).
+μ = 1/α together; the gradient step has sensitivity Δ(ζ_t) and std αΔ(ζ_t), μ = 1/α. The default charge
+is μ = 1/α (``disjoint_accounting=True``): the stat rows and the gradient rows of every step are
+disjoint index ranges of the shuffled order, fixed by the plan before any data is read (they depend on
+N only), so every record enters exactly one mechanism of one step: the K counts of one step, or the
+clipped sum of one step. Neighbouring datasets differ in one record, hence in the input of one
+mechanism; the mechanisms chosen adaptively afterwards (ζ_t depends on earlier outputs) see identical
+inputs on both datasets and add nothing (parallel composition; a ``DisjointUnionEvent``). Seed 000
+charges every record for both mechanisms, μ = sqrt(2)/α; ``disjoint_accounting=False`` keeps that
+conservative charge. α is calibrated from (ε, δ) by the exact δ(ε; μ).
+
+Step size. The default η = b/(R² + (b − 1)·L_H) is Thm 3.7's with ‖E[xxᵀ]‖ ≤ L_H; with
+``hessian_norm=None`` L_H = R² (E‖x‖² ≤ R² bounds the largest eigenvalue), so η = 1/R² and the
+iteration is stable for every distribution with that row-norm bound. The paper's η = b/(R² + b − 1)
+assumes ‖H‖ ≤ 1: pass ``hessian_norm=1.0`` when that is known (e.g. isotropic features).
 
 Errata applied (spec §1.6): disjoint index ranges; exactly K counts; the slack θ = stat_slack·sqrt(K)α
 (default 2; 0 is paper-faithful and overshoots); K chosen directly (default 30) instead of B/N^200.
@@ -78,9 +88,10 @@ class DPAMBSSGD:
     stat_slack: float = 2.0  # θ = stat_slack·sqrt(K)·α
     clip_safety: float = 1.0  # ζ = clip_safety·γ for the gradient-norm statistic
     tail_exponent: float = 0.5  # a in ζ = R_x γ logᵃN
-    learning_rate: float | None = None  # default b/(R_x² + b − 1) (Thm 3.7 with ‖H‖ = 1)
+    learning_rate: float | None = None  # default b/(R² + (b − 1)·L_H) (Thm 3.7; module docstring)
+    hessian_norm: float | None = None  # L_H ≥ ‖E[xxᵀ]‖; None: R², always stable
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
-    disjoint_accounting: bool = False
+    disjoint_accounting: bool = True
     name: str = "ambssgd"
 
     def __post_init__(self) -> None:
@@ -98,6 +109,7 @@ class DPAMBSSGD:
             raise ValueError("stat_slack must be >= 0 and clip_safety > 0")
         check_positive("num_steps", self.num_steps, optional=True, integer=True)
         check_positive("learning_rate", self.learning_rate, optional=True)
+        check_positive("hessian_norm", self.hessian_norm, optional=True)
 
     @property
     def noise_multiplier(self) -> float:
@@ -141,7 +153,8 @@ class DPAMBSSGD:
         learning_rate = self.learning_rate
         if learning_rate is None:
             radius2 = (self.feature_norm if self.feature_norm is not None else math.sqrt(dim + 2)) ** 2
-            learning_rate = grad / (radius2 + grad - 1)
+            hessian = radius2 if self.hessian_norm is None else self.hessian_norm
+            learning_rate = grad / (radius2 + (grad - 1) * hessian)
         notes = []
         if stat < 10 * count_noise:
             notes.append(
@@ -213,9 +226,9 @@ class DPAMBSSGD:
     def report(self, plan: Plan, clip_history: tuple[float, ...] = ()) -> PrivacyReport:
         event = DisjointUnionEvent(tuple(self.step_event(plan) for _ in range(plan.num_steps)))
         accounting = (
-            "stat and gradient rows disjoint: each record pays for one mechanism (opt-in)"
+            "stat and gradient rows disjoint and fixed in advance: each record pays for one mechanism (parallel composition)"
             if self.disjoint_accounting
-            else "each record charged for DP-STAT and the gradient step (seed 000, conservative)"
+            else "each record charged for DP-STAT and the gradient step (seed 000, conservative opt-in)"
         )
         return build_report(
             mechanism=f"DP-AMBSSGD with per-batch DP-STAT on the {self.statistic.replace('_', ' ')} ({self.levels} levels)",

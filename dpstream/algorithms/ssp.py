@@ -13,6 +13,14 @@ rows (``dpstream.models.moments``), the sums are merged as a monoid, and the coo
 and returns θ = (XᵀX + E + λI)⁻¹ (Xᵀy + noise), computed on the noisy values only (post-processing).
 Eigenvalues of XᵀX + E + λI below σ_G (an indefinite draw, probability ≤ ρ) are raised to σ_G.
 
+Intercept (``intercept_index`` = k, the column holding the public constant 1). The ridge is not applied
+to the intercept, as in scikit-learn's Ridge: with the noisy column sums s = (XᵀX)_{·k}, the noisy label
+sum m = (Xᵀy)_k and the public N, the features are centred, C = (XᵀX)_{−k,−k} − s sᵀ/N and
+c = (Xᵀy)_{−k} − s m/N, then w = (C + λI)⁻¹c and b = (m − sᵀw)/N. Post-processing again; with a large
+λ the model tends to the noisy label mean, the constant predictor, instead of to 0. λ_min(XᵀX) is a
+lower bound on λ_min(C) (the Schur complement: vᵀ(XᵀX)v ≤ uᵀCu for v = (u, −sᵀu/N)/‖·‖), so the ridge
+rule stays conservative.
+
 Privacy (exact GDP). The three releases are Gaussian mechanisms on the same records, composed:
 μ² = μ_λ² + μ_G² + μ_v² with μ_i = Δ_i / σ_i. The total μ comes from (ε, δ) by the exact δ(ε; μ), and
 is split by ``budget_split`` (shares of μ²; Wang uses thirds of ε; the default spends little on λ_min,
@@ -52,6 +60,12 @@ def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
     return upper + np.triu(upper, 1).T
 
 
+def _clamped_solve(matrix: np.ndarray, vector: np.ndarray, floor: float) -> np.ndarray:
+    """matrix⁻¹·vector with the symmetric matrix's eigenvalues raised to at least ``floor``."""
+    values, vectors = np.linalg.eigh(matrix)
+    return vectors @ ((vectors.T @ vector) / np.maximum(values, floor))
+
+
 @dataclass(frozen=True)
 class AdaSSP:
     epsilon: float
@@ -62,6 +76,7 @@ class AdaSSP:
     failure_probability: float = 0.05  # ρ of the ridge rule
     budget_split: tuple[float, float, float] = (0.1, 0.6, 0.3)  # shares of μ² for λ_min, XᵀX, Xᵀy
     link: str = "identity"  # "identity" (least squares) | "logistic" (PASS-GLM degree 2)
+    intercept_index: int | None = None  # column of the public constant 1: not penalised (module docstring)
     name: str = "ssp"
 
     def __post_init__(self) -> None:
@@ -126,12 +141,26 @@ class AdaSSP:
         ridge = self.ridge(float(np.linalg.eigvalsh(stats.gram)[0]), float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]), plan)
         noisy_gram = stats.gram + details["gram_std"] * symmetric_noise(gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim)
         noisy_moment = stats.moment + details["moment_std"] * gaussian(key, span.step, "ssp-moment", dim)
-        values, vectors = np.linalg.eigh(noisy_gram + ridge * np.eye(dim))
-        values = np.maximum(values, details["gram_std"])
-        params = vectors @ ((vectors.T @ noisy_moment) / values)
+        params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params
         return SSPState(params, ridge, True)
+
+    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: Plan) -> np.ndarray:
+        """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""
+        floor = plan.details["gram_std"]
+        k = self.intercept_index
+        if k is None:
+            return _clamped_solve(gram + ridge * np.eye(plan.dim), moment, floor)
+        if not 0 <= k < plan.dim:
+            raise ValueError(f"intercept_index={k} is outside the {plan.dim} columns")
+        rest = np.delete(np.arange(plan.dim), k)
+        sums, label_sum, rows = gram[rest, k], moment[k], float(plan.num_rows)
+        centred = gram[np.ix_(rest, rest)] - np.outer(sums, sums) / rows
+        weights = _clamped_solve(centred + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / rows, floor)
+        params = np.empty(plan.dim)
+        params[rest], params[k] = weights, (label_sum - sums @ weights) / rows
+        return params
 
     def result(self, state: SSPState) -> np.ndarray:
         return state.params

@@ -15,7 +15,7 @@ D = 20
 
 def paper_config(rows, **overrides):
     r_x = math.sqrt(D + 2)
-    kwargs = dict(bound=r_x * 2 * math.log(rows), feature_norm=r_x)
+    kwargs = dict(bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0)  # isotropic test data: ‖H‖ = 1
     kwargs.update(overrides)
     return DPAMBSSGD(1.0, 1e-6, **kwargs)
 
@@ -60,9 +60,32 @@ def test_report_matches_accountant(disjoint):
 
 def test_exact_alpha_beats_papers_zcdp_alpha():
     # Seed 000: α_exact = 7.566 at ε = 1, δ = 1e-6 through zCDP; exact GDP needs less noise.
-    alpha = DPAMBSSGD(1.0, 1e-6, bound=10.0, feature_norm=1.0).noise_multiplier
+    alpha = DPAMBSSGD(1.0, 1e-6, bound=10.0, feature_norm=1.0, disjoint_accounting=False).noise_multiplier
     assert alpha == pytest.approx(math.sqrt(2) / mu_for_epsilon_delta(1.0, 1e-6))
     assert alpha < 7.566
+
+
+def test_parallel_composition_is_the_default():
+    # Stat and gradient rows are disjoint, fixed by N alone: each record is in one mechanism, μ = 1/α.
+    algorithm = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm")
+    plan = algorithm.plan(10**5, D)
+    assert algorithm.disjoint_accounting
+    assert plan.details["alpha"] == pytest.approx(1 / mu_for_epsilon_delta(1.0, 1e-6))
+    assert algorithm.report(plan).epsilon == pytest.approx(1.0, rel=1e-9)
+    assert "parallel composition" in algorithm.report(plan).notes[0]
+    # Less noise than the conservative charge at the same ε, by exactly sqrt(2).
+    conservative = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", disjoint_accounting=False)
+    assert conservative.noise_multiplier / algorithm.noise_multiplier == pytest.approx(math.sqrt(2))
+
+
+def test_default_step_is_stable_for_any_distribution_with_the_row_bound():
+    # η = 1/R² when ‖H‖ is not declared: η·λ_max ≤ 1 < 2 for every x with ‖x‖ ≤ R.
+    algorithm = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0)
+    plan = algorithm.plan(10**5, D)
+    assert plan.details["learning_rate"] == pytest.approx(1 / 9.0)
+    paper = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0, hessian_norm=1.0).plan(10**5, D)
+    grad = paper.details["gradient_rows"]
+    assert paper.details["learning_rate"] == pytest.approx(grad / (9.0 + grad - 1))
 
 
 def test_dpstat_zero_noise_returns_smallest_covering_level():
