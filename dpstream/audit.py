@@ -16,7 +16,10 @@ coordinate e. One canary row x = B·e with label −Y (B = 10, Y = 10⁶) has a 
 far above any clip norm: clipped, it contributes exactly +C·e. Under replace-one the neighbour D'
 holds the mirror canary (label +Y, contribution −C·e), so the contributions differ by 2C, the full
 sensitivity; under zero-out D' holds a zero row (contribution 0, sensitivity C). The canary sits in
-the first gradient row of step 0 (positions are data-independent), for every algorithm.
+the first gradient row of step 0 (positions are data-independent), for every algorithm. For AdaSSP
+the canary row is clipped to B_x·e and its label to ∓B_y: its Xᵀy contributions differ by 2B_xB_y
+along e (the full moment sensitivity) while XᵀX is the same on both sides under replace-one, so the
+audit exercises the Xᵀy release; the statistic is −θ_e.
 
 The test statistic is the released step-0 update along e: −Δw_e for DP-SGD and DP-AMBSSGD, −Δz_e for
 Accelerated-DP-SRGD (its mirror-descent sequence moves by the released prefix sum). Each trial runs
@@ -190,7 +193,7 @@ def audit_algorithm(algorithm: Any, *, trials: int = 500, num_rows: int = 2_000,
 
 def audited_algorithms(epsilon: float, delta: float, relation: str = "replace-one") -> dict[str, Any]:
     """One configuration of every algorithm and noise process, at (ε, δ), for ``dpstream audit``."""
-    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
     from dpstream.noise import make_noise_process
 
     def dpsgd(noise: str, **options: float) -> Any:
@@ -201,7 +204,9 @@ def audited_algorithms(epsilon: float, delta: float, relation: str = "replace-on
         "dpsgd": dpsgd("independent"),
         "dpsgd-lambda": dpsgd("lambda", correlation=0.5),
         "dpsgd-nu": dpsgd("nu", nu=0.01),
-        "ambssgd": DPAMBSSGD(epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation),
+        # One step: at N = 2,000 the default plan would refuse DP-STAT's minimum rows; privacy is the same.
+        "ambssgd": DPAMBSSGD(epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation, num_steps=1),
+        "ssp": AdaSSP(epsilon, delta, relation=relation),
         "srgd": AcceleratedDPSRGD(epsilon, delta, clip_norm=1.0, relation=relation),
     }
 
@@ -220,7 +225,8 @@ class NoiseScaledDown:
 
         plan = self._algorithm.plan(num_rows, dim)
         details = dict(plan.details)
-        for name in ("noise_std", "alpha"):  # DP-SGD's step noise; DP-AMBSSGD's noise per unit sensitivity
+        # DP-SGD's step noise; DP-AMBSSGD's noise per unit sensitivity; AdaSSP's three releases
+        for name in ("noise_std", "alpha", "eigenvalue_std", "gram_std", "moment_std"):
             if name in details:
                 details[name] = details[name] / self._factor
         if "calibration" in details:

@@ -334,19 +334,19 @@ class _DPGLMEstimator(BaseEstimator):
         return self
 
     def _warn_if_diverging(self) -> None:
-        """Warn when the last quarter's mean training loss is over twice the first quarter's (operator only)."""
+        """Warn when the median loss of the last quarter of the steps is over twice the first step's, the
+        loss of the initial model (operator only: computed from the rows, never released)."""
         losses = self.training_loss_
         if losses.size < 4:
             return
-        quarter = losses.size // 4
-        first, last = float(np.mean(losses[:quarter])), float(np.mean(losses[-quarter:]))
-        if not np.isfinite(last) or last > 2.0 * first:
+        initial, last = float(losses[0]), float(np.median(losses[-(losses.size // 4):]))
+        if not np.isfinite(last) or last > 2.0 * initial:
             step = ("the step sizes of Accelerated-DP-SRGD assume that scale" if self.algorithm_ == "srgd" else
                     f"or lower learning_rate (now {self.learning_rate if self.learning_rate is not None else self._stable_learning_rate():.4g})")
             warnings.warn(
-                f"the training loss rose from {first:.4g} (first quarter of the steps) to {last:.4g} (last quarter): the "
-                "fit is diverging (operator-only signal, not DP). Put the data on the public scale [-1, 1] with "
-                f"feature_bounds / label_bounds, {step}",
+                f"the training loss rose from {initial:.4g} (initial model) to {last:.4g} (median of the last quarter of "
+                "the steps): the fit is diverging (operator-only signal, not DP). Put the data on the public scale "
+                f"[-1, 1] with feature_bounds / label_bounds, {step}",
                 UserWarning,
                 stacklevel=3,
             )

@@ -30,7 +30,7 @@ def test_perfect_separation_bound_is_limited_by_the_trials():
     assert (tpr, fpr) == (1.0, 0.0) and bound == pytest.approx(math.log((1 - a) / a), rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd"])
+@pytest.mark.parametrize("name", ["dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"])
 def test_honest_mechanisms_stay_below_the_claim_and_broken_ones_are_caught(name):
     algorithm = audited_algorithms(CLAIMED, 1e-5)[name]
     honest = audit_algorithm(algorithm, trials=1500, seed=1)

@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AdaSSP
 from dpstream.coordinator import InMemoryExecutor, RowStream, run
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey
@@ -27,6 +27,7 @@ def fit(algorithm, blocks, rows, dim):
 @pytest.mark.parametrize("algorithm", [
     DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm"),
     DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=777),
+    AdaSSP(1.0, 1e-6, row_norm_bound=5.0, label_bound=8.0),
 ])
 def test_irregular_blocks_give_the_same_model(algorithm):
     X, y = data()

@@ -135,7 +135,14 @@ class DPAMBSSGD:
         # s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6) or its counts drown in noise.
         alpha = self.noise_multiplier
         rows_needed = math.ceil(10 * math.sqrt(self.levels) * alpha / self.stat_fraction)
-        default_steps = max(1, min(round(4 * math.log(num_rows)), num_rows // rows_needed))
+        if self.num_steps is None and num_rows < 2 * rows_needed:
+            raise ValueError(
+                f"too few rows for DP-AMBSSGD: n_samples={num_rows}, but at epsilon={self.epsilon:g}, delta={self.delta:g} "
+                f"DP-STAT needs s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6), {rows_needed:,} rows per step, and "
+                f"an average over at least 2 steps: at least {2 * rows_needed:,} rows. Use algorithm 'ssp' (AdaSSP, "
+                "exact at any N) or 'dpsgd', or set num_steps to accept noisy clip norms"
+            )
+        default_steps = min(round(4 * math.log(num_rows)), num_rows // rows_needed)
         steps = int(self.num_steps) if self.num_steps is not None else default_steps
         per_step = num_rows // steps
         stat = max(1, round(per_step * self.stat_fraction))

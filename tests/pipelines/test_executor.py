@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AdaSSP
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import KANModel, LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
@@ -20,8 +20,9 @@ from .conftest import DIM, W_STAR, feature_spec, write_lake
 
 KEY = NoiseKey.from_secret(b"e" * 32)
 ALGORITHMS = [
-    DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm"),
+    DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", hessian_norm=1.0),  # isotropic test features
     DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=1500, noise=make_noise_process("lambda", correlation=0.5)),
+    AdaSSP(4.0, 1e-6, row_norm_bound=6.0, label_bound=5.0),  # one task per block, one merge, no steps
 ]
 
 

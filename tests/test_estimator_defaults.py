@@ -1,0 +1,111 @@
+"""Estimator defaults on badly scaled data: "auto" → AdaSSP, public bounds, stable steps, warnings."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
+from dpstream.noise import NoiseKey
+
+KEY = NoiseKey.from_secret(b"d" * 32)
+
+
+def positive_features(rows=20_000, dim=12, seed=0):
+    """Features in [0, 1], strongly correlated: ‖E[xxᵀ]‖ ≈ 4 > 1, the case where the old step diverged."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 1, (rows, 1))
+    X = np.clip(0.7 * base + 0.3 * rng.uniform(0, 1, (rows, dim)), 0, 1)
+    y = np.clip(2 * X.mean(axis=1) - 1 + 0.1 * rng.standard_normal(rows), -1, 1)
+    return X, y
+
+
+def test_auto_resolves_by_model_and_hyperparameters():
+    X, y = positive_features(3000)
+    assert DPLinearRegression().fit(X, y).algorithm_ == "ssp"
+    assert DPLogisticRegression().fit(X, y > 0).algorithm_ == "ssp"
+    assert DPLinearRegression(num_steps=3).fit(X, y).algorithm_ == "ambssgd"
+    assert DPLinearRegression(batch_size=300).fit(X, y).algorithm_ == "dpsgd"
+    assert DPKANClassifier(num_hidden=4, grid_size=3).fit(X[:, :3], y > 0).privacy_report_.mechanism.startswith("one-pass DP-SGD")
+    with pytest.raises(ValueError, match="algorithm='ssp' has no steps; num_steps"):
+        DPLinearRegression(algorithm="ssp", num_steps=3).fit(X, y)
+
+
+@pytest.mark.parametrize("algorithm", ["ambssgd", "dpsgd", "ssp"])
+def test_defaults_do_not_diverge_on_features_in_zero_one(algorithm):
+    X, y = positive_features()
+    assert np.linalg.eigvalsh(X.T @ X / len(X))[-1] > 2.0  # the old default step η ≈ 1 diverged here
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither a divergence nor a scale warning
+        model = DPLinearRegression(algorithm=algorithm, epsilon=4.0).fit(X, y)
+    constant = float(np.mean((y - y.mean()) ** 2))
+    assert float(np.mean((model.predict(X) - y) ** 2)) < constant
+    if model.training_loss_.size > 1:
+        assert model.training_loss_[-1] < model.training_loss_[0]
+
+
+def test_feature_and_label_bounds_give_coefficients_in_user_units():
+    rng = np.random.default_rng(1)
+    raw = rng.uniform(0, 1000, (5000, 3))
+    dollars = 50_000 + raw @ np.array([100.0, -50.0, 20.0]) + 1000 * rng.standard_normal(5000)
+    bounds, label_bounds = (0.0, 1000.0), (-100_000.0, 200_000.0)
+    model = DPLinearRegression(noise_key=KEY, feature_bounds=bounds, label_bounds=label_bounds).fit(raw, dollars)
+    mapped = DPLinearRegression(noise_key=KEY).fit(raw / 500 - 1, (dollars - 50_000) / 150_000)
+    np.testing.assert_allclose(model.predict(raw), 50_000 + 150_000 * mapped.predict(raw / 500 - 1), rtol=1e-9)
+    np.testing.assert_allclose(model.coef_, mapped.coef_ * 150_000 / 500, rtol=1e-9)
+    assert model.score(raw, dollars) > 0.9  # and it learned, at ε = 1
+    # Predictions clip inputs into the bounds, as in training.
+    np.testing.assert_allclose(model.predict(np.full((1, 3), 5000.0)), model.predict(np.full((1, 3), 1000.0)))
+
+
+def test_per_column_bounds_and_classifier():
+    rng = np.random.default_rng(2)
+    X = np.column_stack([rng.uniform(-124, -114, 20_000), rng.uniform(0, 15, 20_000)])
+    labels = (X[:, 1] + rng.normal(0, 1, 20_000) > 7).astype(int)
+    clf = DPLogisticRegression(feature_bounds=([-124.5, 0.0], [-114.0, 15.0])).fit(X, labels)
+    assert clf.score(X, labels) > 0.8
+    assert clf.predict_proba(X[:5]).shape == (5, 2)
+
+
+def test_scale_warnings_name_the_column_and_the_fix():
+    X, y = positive_features(3000)
+    X = X.copy()
+    X[:, 4] *= 1e5
+    with pytest.warns(UserWarning, match=r"X column 4 reaches \|value\| = .*feature_bounds"):
+        DPLinearRegression().fit(X, y)
+    with pytest.warns(UserWarning, match=r"y reaches .*label_bounds"):
+        DPLinearRegression().fit(positive_features(3000)[0], 300_000 * y)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(feature_bounds=(1.0, 0.0)), "feature_bounds needs low < high for every column; column 0"),
+    (dict(feature_bounds=([0.0, 0.0], [1.0, 1.0])), "feature_bounds must be a pair"),
+    (dict(feature_bounds=(0.0, np.inf)), "feature_bounds must be finite"),
+    (dict(feature_bounds=(0.0, 1.0), fit_intercept=False), "feature_bounds needs fit_intercept=True"),
+    (dict(label_bounds=(3.0, 3.0)), "label_bounds needs low < high"),
+])
+def test_bad_bounds_are_named(params, match):
+    X, y = positive_features(500)
+    with pytest.raises(ValueError, match=match):
+        DPLinearRegression(**params).fit(X, y)
+
+
+def test_label_bounds_refused_for_a_classifier():
+    X, y = positive_features(500)
+    with pytest.raises(ValueError, match="label_bounds applies to regression"):
+        DPLogisticRegression(label_bounds=(0, 1)).fit(X, y > 0)
+
+
+def test_divergence_warns_with_the_losses():
+    X, y = positive_features(20_000)
+    with pytest.warns(UserWarning, match=r"training loss rose from .* diverging \(operator-only"):
+        DPLinearRegression(algorithm="ambssgd", learning_rate=5.0, epsilon=8.0).fit(X, y)
+
+
+def test_small_n_ambssgd_names_the_minimum_rows():
+    X, y = positive_features(500)
+    with pytest.raises(ValueError, match=r"too few rows for DP-AMBSSGD: n_samples=500.* at least [\d,]+ rows.*'ssp'"):
+        DPLinearRegression(algorithm="ambssgd").fit(X, y)
+    # "auto" at the same N fits AdaSSP and is not a zero model.
+    model = DPLinearRegression(epsilon=4.0).fit(X, y)
+    assert model.algorithm_ == "ssp" and np.any(model.coef_ != 0)
