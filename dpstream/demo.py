@@ -19,6 +19,8 @@ What runs, for real:
 
 from __future__ import annotations
 
+import math
+
 import argparse
 import hashlib
 import tempfile
@@ -163,7 +165,7 @@ def training_blocks(seed: int, rows: int, w_star: np.ndarray):
 
 
 def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: int = TRAIN_ROWS) -> None:
-    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
     from dpstream.coordinator import InMemoryExecutor, run as run_algorithm
     from dpstream.models import LinearRegressionModel
 
@@ -171,7 +173,11 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
     test_X, test_y = next(training_blocks(99, 200_000, w_star))
     lake = Ledger(ledger_url).lake("synthetic-regression", LifetimeBudget(4.0, config.delta, RELATION))
     algorithms = [
-        ("DP-AMBSSGD (DP-STAT adaptive clipping)", DPAMBSSGD(config.epsilon, config.delta, bound=1e4, statistic="gradient_norm")),
+        # Public facts of this synthetic lake: x ~ N(0, I) (‖H‖ = 1, ‖x‖ ≈ sqrt(d) ± 3), y's std ≈ 2.6.
+        ("AdaSSP (noisy XᵀX, Xᵀy; one round)", AdaSSP(config.epsilon, config.delta, row_norm_bound=math.sqrt(TRAIN_DIM) + 3,
+                                                      label_bound=10.0)),
+        ("DP-AMBSSGD (DP-STAT adaptive clipping)", DPAMBSSGD(config.epsilon, config.delta, bound=1e4, statistic="gradient_norm",
+                                                             hessian_norm=1.0)),
         ("DP-SGD, ν-DP-FTRL noise", DPSGD(config.epsilon, config.delta, clip_norm=8.0, learning_rate=0.5, batch_size=2000,
                                            noise=make_noise_process("nu", nu=0.01), averaging="tail")),
         ("Accelerated-DP-SRGD (tree noise)", AcceleratedDPSRGD(config.epsilon, config.delta, clip_norm=8.0)),

@@ -14,7 +14,7 @@ far outside [−1, 1] warns (an operator-only check). ``fit_intercept`` appends 
 feature 1 to every row.
 
 Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
-exact at any N) for models with at most ``SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that. The
+exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that. The
 iterative algorithms default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]),
 L = 1 (squared loss) or 1/4 (logistic): stable for every dataset on that scale. A training loss that
 rises sharply warns (operator only).
@@ -41,15 +41,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
+from dpstream.algorithms.choice import ALGORITHMS, choose_algorithm, stable_learning_rate
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 from dpstream.scaling import PublicBounds, scale_warning, unmap_linear
 
-__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier", "SSP_MAX_DIM"]
-
-SSP_MAX_DIM = 256  # "auto": AdaSSP up to this many inputs (XᵀX is d² per block), DP-SGD above
+__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"]
 
 
 def _is_dask(obj: Any) -> bool:
@@ -88,7 +87,7 @@ class _DPGLMEstimator(BaseEstimator):
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "algorithm": [StrOptions({"auto", "ssp", "ambssgd", "dpsgd", "srgd"})],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
         "noise": [StrOptions({"independent", "lambda", "nu"})],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "nu": [Interval(Real, 0, 1, closed="right")],
@@ -157,31 +156,14 @@ class _DPGLMEstimator(BaseEstimator):
 
     _model: GLM
 
-    def _resolve_algorithm(self, dim: int) -> str:
-        """"auto": AdaSSP where the model has moments and d ≤ SSP_MAX_DIM, unless a step hyperparameter
-        is set (num_steps → DP-AMBSSGD; batch_size or learning_rate → DP-SGD); DP-SGD otherwise."""
-        iterative = {name: getattr(self, name, None) for name in ("num_steps", "batch_size", "learning_rate")}
-        if self.algorithm == "ssp":
-            given = [name for name, value in iterative.items() if value is not None]
-            if given:
-                raise ValueError(f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms ('ambssgd', 'dpsgd', 'srgd')")
-            if not getattr(self._model, "supports_moments", False):
-                raise ValueError("algorithm='ssp' (sufficient statistics) is for linear and logistic models; use 'dpsgd'")
-        if self.algorithm != "auto":
-            return self.algorithm
-        if iterative["num_steps"] is not None:
-            return "ambssgd"
-        if iterative["batch_size"] is not None or iterative["learning_rate"] is not None:
-            return "dpsgd"
-        return "ssp" if getattr(self._model, "supports_moments", False) and dim <= SSP_MAX_DIM else "dpsgd"
-
     def _stable_learning_rate(self) -> float:
-        """1/(L·R²): R² = inputs bounds ‖x‖² on [−1, 1], L the loss's curvature in the margin (module docstring)."""
-        inputs = self.n_features_in_ + int(self.fit_intercept)
-        return 1.0 / (getattr(self._model, "curvature", 1.0) * inputs)
+        return stable_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))
 
     def _build_algorithm(self, num_rows: int, dim: int):
-        name = self.algorithm_ = self._resolve_algorithm(dim)
+        name = self.algorithm_ = choose_algorithm(
+            self.algorithm, self._model, dim, num_steps=getattr(self, "num_steps", None),
+            batch_size=self.batch_size, learning_rate=self.learning_rate,
+        )
         learning_rate = self.learning_rate if self.learning_rate is not None else self._stable_learning_rate()
         if name == "ssp":
             return AdaSSP(

@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_demo)
     audit = commands.add_parser("audit", help="empirical privacy audit: a lower bound on epsilon from a worst-case canary")
-    audit.add_argument("--algorithm", default="all", choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd"])
+    audit.add_argument("--algorithm", default="all", choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"])
     audit.add_argument("--epsilon", type=float, default=2.0, help="the claimed epsilon to audit")
     audit.add_argument("--delta", type=float, default=1e-5)
     audit.add_argument("--relation", choices=["replace-one", "zero-out"], default="replace-one")

@@ -14,7 +14,7 @@ shuffled_url = "s3://bucket/shuffled"
 kind = "linear"                      # or "logistic"
 
 [algorithm]
-name = "ambssgd"                     # "ambssgd" | "dpsgd" | "srgd"
+name = "auto"                        # "auto" | "ssp" | "ambssgd" | "dpsgd" | "srgd"
 
 [budget]
 epsilon = 1.0
@@ -100,7 +100,10 @@ class ModelConfig(_Section):
 
 
 class AlgorithmConfig(_Section):
-    name: Literal["ambssgd", "dpsgd", "srgd"] = "ambssgd"
+    # "auto": AdaSSP for linear / logistic models up to 256 parameters, DP-SGD otherwise
+    # (dpstream.algorithms.choice); "ssp" clips rows to row_norm_bound (default sqrt(#features), the
+    # bound for features on the public scale [-1, 1]) and labels to label_bound.
+    name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = "auto"
     noise: Literal["independent", "lambda", "nu"] = "independent"
     correlation: float = Field(default=0.5, ge=0.0, lt=1.0)
     nu: float = Field(default=0.01, gt=0.0, le=1.0)
@@ -109,6 +112,8 @@ class AlgorithmConfig(_Section):
     learning_rate: float | None = Field(default=None, gt=0.0)
     num_steps: int | None = Field(default=None, gt=0)
     stat_bound: float = Field(default=1e4, gt=0.0)
+    row_norm_bound: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    label_bound: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
 
 
 # δ is the probability that the guarantee fails outright; at δ ≥ 0.5 a mechanism that publishes one
@@ -168,8 +173,8 @@ class PipelineConfig(_Section):
 
     @model_validator(mode="after")
     def _kan_trains_with_dpsgd(self) -> "PipelineConfig":
-        if self.model.kind == "kan" and self.algorithm.name != "dpsgd":
-            raise ValueError(f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' (any noise), not {self.algorithm.name!r}")
+        if self.model.kind == "kan" and self.algorithm.name not in ("dpsgd", "auto"):
+            raise ValueError(f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' or 'auto' (any noise), not {self.algorithm.name!r}")
         return self
 
     @property

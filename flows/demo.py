@@ -32,6 +32,10 @@ def make_synthetic_lake(root: str, rows: int, files: int, dim: int) -> np.ndarra
 
 def write_demo_config(path: str, root: str, dim: int, epsilon: float, rows_per_file: int) -> str:
     features = ", ".join(f'"x{j}"' for j in range(dim))
+    # Public facts of the synthetic lake: x ~ N(0, I) so ‖x‖ ≈ sqrt(d) ± 3; y = xᵀw* + N(0, 1) with
+    # w* = linspace(−1, 1, d), so |y| ≤ 5·sqrt(‖w*‖² + 1) but for ~1e-6 of the rows.
+    row_bound = float(np.sqrt(dim) + 3)
+    label_bound = float(5 * np.sqrt(np.sum(np.linspace(-1.0, 1.0, dim) ** 2) + 1))
     with open(path, "w") as handle:
         handle.write(f"""# Written by `dpstream demo`.
 [lake]
@@ -42,7 +46,9 @@ shuffled_url = "{root}/shuffled"
 rows_per_file = {rows_per_file}
 
 [algorithm]
-name = "ambssgd"
+name = "auto"  # AdaSSP for this linear model: noisy XᵀX and Xᵀy of clipped rows, one round
+row_norm_bound = {row_bound:.4g}
+label_bound = {label_bound:.4g}
 
 [budget]
 epsilon = {epsilon}

@@ -20,7 +20,8 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
+from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.noise import make_noise_process
 from dpstream.checkpoint import CheckpointStore
@@ -33,14 +34,22 @@ from pipelines.executor import lake_blocks
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
 
 
-def build_algorithm(config: PipelineConfig, num_rows: int) -> Any:
+def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
+    """The algorithm the config's [algorithm] section names; "auto" chosen as the estimators choose it."""
     a, b = config.algorithm, config.budget
-    if a.name == "ambssgd":
+    model = config.model.build()
+    name = choose_algorithm(a.name, model, dim, num_steps=a.num_steps, batch_size=a.batch_size, learning_rate=a.learning_rate)
+    # GLM steps default to the stable 1/(L·R²) with R² = dim (features on the public scale); the KAN keeps 0.5.
+    learning_rate = a.learning_rate or (stable_learning_rate(model, dim) if model.name in ("linear", "logistic") else 0.5)
+    if name == "ssp":
+        return AdaSSP(b.epsilon, b.delta, row_norm_bound=a.row_norm_bound, label_bound=a.label_bound, relation=b.relation,
+                      link="logistic" if model.name == "logistic" else "identity")
+    if name == "ambssgd":
         return DPAMBSSGD(b.epsilon, b.delta, bound=a.stat_bound, statistic="gradient_norm", num_steps=a.num_steps,
-                         learning_rate=a.learning_rate, relation=b.relation)
-    if a.name == "srgd":
+                         learning_rate=learning_rate, relation=b.relation)
+    if name == "srgd":
         return AcceleratedDPSRGD(b.epsilon, b.delta, clip_norm=a.clip_norm, batch_size=a.batch_size, relation=b.relation)
-    return DPSGD(b.epsilon, b.delta, clip_norm=a.clip_norm, learning_rate=a.learning_rate or 0.5,
+    return DPSGD(b.epsilon, b.delta, clip_norm=a.clip_norm, learning_rate=learning_rate,
                  batch_size=a.batch_size or max(64, num_rows // 1000), relation=b.relation, averaging="tail",
                  noise=make_noise_process(a.noise, correlation=a.correlation, nu=a.nu))
 
@@ -66,7 +75,8 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, checkpoin
     """Refuse before any release: a run past the lifetime budget (the run's own earlier reservation is not
     counted twice when it resumes), or a run id the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
-    algorithm, model = build_algorithm(config, training.num_rows), _model(config)
+    model = _model(config)
+    algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
     report = algorithm.report(algorithm.plan(training.num_rows, model.num_params(training.num_features)))
     lake = _ledger(config, manifest)
     entry = lake.entry(run_id)
@@ -93,7 +103,8 @@ def _model(config: PipelineConfig):
 @task(name="train", retries=2, retry_delay_seconds=2)
 def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str,
                show_progress: bool = False):
-    algorithm, model = build_algorithm(config, training.num_rows), _model(config)
+    model = _model(config)
+    algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
     plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
     policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
     client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)

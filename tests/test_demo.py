@@ -34,8 +34,8 @@ def test_demo_training_section(tmp_path):
     buffer = io.StringIO()
     train_models(DemoConfig(), str(tmp_path), Console(file=buffer, width=200), rows=120_000)
     output = buffer.getvalue()
-    for label in ("DP-AMBSSGD", "ν-DP-FTRL", "Accelerated-DP-SRGD", "non-private least squares"):
+    for label in ("AdaSSP", "DP-AMBSSGD", "ν-DP-FTRL", "Accelerated-DP-SRGD", "non-private least squares"):
         assert label in output
     assert "guarantee" in output  # the privacy report
     runs = sorted(p.stem for p in tmp_path.glob("synthetic-regression/runs/*.json"))
-    assert runs == ["demo-ambssgd", "demo-dpsgd", "demo-srgd"]
+    assert runs == ["demo-ambssgd", "demo-dpsgd", "demo-srgd", "demo-ssp"]

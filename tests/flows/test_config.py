@@ -61,7 +61,7 @@ def test_good_config(tmp_path):
         (lambda t: t.replace('"/data/shuffled"', '"/data"'), r"contains the source lake"),
         (lambda t: t.replace('"/data/shuffled"', '"."'), r"\(the pipeline config's folder\)"),
         (lambda t: t.replace('epsilon = 1.0', 'epsilon = 9.0'), r"exceeds lifetime_epsilon=8.0"),
-        (lambda t: t.replace('name = "dpsgd"', 'name = "adam"'), r"algorithm\.name: Input should be 'ambssgd', 'dpsgd' or 'srgd'"),
+        (lambda t: t.replace('name = "dpsgd"', 'name = "adam"'), r"algorithm\.name: Input should be 'auto', 'ssp', 'ambssgd', 'dpsgd' or 'srgd'"),
         (lambda t: t.replace('label = "y"\n', ''), r"lake\.label: required key is missing"),
         (lambda t: t + "\n[extra]\nkey = 1\n", r"extra: unknown key"),
         (lambda t: t.replace('[budget]', '[budget'), r"not valid TOML"),

@@ -1,0 +1,47 @@
+"""Which algorithm "auto" runs, and the step size that cannot diverge: shared by the estimators and the flows.
+
+``choose_algorithm``: AdaSSP (``"ssp"``) when the model has least-squares moments (linear and logistic
+GLMs) and at most ``SSP_MAX_DIM`` parameters: one release of noisy XᵀX and Xᵀy, exact at any N and with
+no step size to tune; DP-SGD otherwise (the KAN, or d where the d² statistics per block cost more than
+the d-vector ones). A step hyperparameter named by the user selects the algorithm it belongs to.
+
+``stable_learning_rate``: 1/(L·R²). For a loss φ(⟨x, w⟩, y) with φ'' ≤ L and rows ‖x‖ ≤ R the Hessian of
+the mean loss has norm ≤ L·R², so gradient steps with η ≤ 1/(L·R²) contract (η·λ_max ≤ 1 < 2) on every
+dataset with that row bound. On the public scale (features in [−1, 1], or [0, 1], plus a constant
+intercept feature) R² is the number of inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SSP_MAX_DIM", "ALGORITHMS", "choose_algorithm", "stable_learning_rate"]
+
+SSP_MAX_DIM = 256
+ALGORITHMS = ("auto", "ssp", "ambssgd", "dpsgd", "srgd")
+
+
+def choose_algorithm(requested: str, model: Any, dim: int, *, num_steps: Any = None, batch_size: Any = None,
+                     learning_rate: Any = None) -> str:
+    """The algorithm to run for ``requested`` (one of ``ALGORITHMS``) on ``model`` with ``dim`` parameters."""
+    if requested not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {requested!r}")
+    moments = getattr(model, "supports_moments", False)
+    if requested == "ssp":
+        given = [name for name, value in (("num_steps", num_steps), ("batch_size", batch_size), ("learning_rate", learning_rate)) if value is not None]
+        if given:
+            raise ValueError(f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms ('ambssgd', 'dpsgd', 'srgd')")
+        if not moments:
+            raise ValueError("algorithm='ssp' (sufficient statistics) is for linear and logistic models; use 'dpsgd'")
+    if requested != "auto":
+        return requested
+    if num_steps is not None:
+        return "ambssgd"
+    if batch_size is not None or learning_rate is not None:
+        return "dpsgd"
+    return "ssp" if moments and dim <= SSP_MAX_DIM else "dpsgd"
+
+
+def stable_learning_rate(model: Any, row_norm_squared: float) -> float:
+    """1/(L·R²) with L = ``model.curvature`` (1 for the squared loss, 1/4 for the logistic loss)."""
+    return 1.0 / (getattr(model, "curvature", 1.0) * row_norm_squared)
