@@ -70,6 +70,7 @@ def _convert(args, console: Console) -> int:
     spec = ConvertSpec(
         columns=tuple(args.columns), label=args.label, missing=args.missing, impute_values=impute,
         categorical=categorical, unknown_category=args.unknown_category, bounds=bounds, rows_per_file=args.rows_per_file,
+        scale_range=tuple(args.scale_range),
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}")
@@ -225,7 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants")
     convert.add_argument("--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)")
     convert.add_argument("--bounds", nargs="*", default=[], metavar="COLUMN=LOW,HIGH",
-                         help="public ranges: clip to [LOW, HIGH] and scale to [0, 1]")
+                         help="public ranges: clip to [LOW, HIGH] and map onto --scale-range")
+    convert.add_argument("--scale-range", nargs=2, type=float, default=[0.0, 1.0], metavar=("LOW", "HIGH"),
+                         help="the range bounded columns are mapped onto (default 0 1; -1 1 is the public scale "
+                              "the default algorithm's bounds assume)")
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=_convert)

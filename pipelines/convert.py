@@ -33,9 +33,12 @@ class ConvertSpec:
     impute_values: dict[str, float] = field(default_factory=dict)
     categorical: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> public categories (one-hot)
     unknown_category: str = "error"  # "error" or "drop" rows whose category is not in the list
-    # column -> public (low, high): values are clipped to the range and mapped to [0, 1] (features or label)
+    # column -> public (low, high): values are clipped to the range and mapped onto scale_range (features or label)
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     rows_per_file: int = 250_000
+    # [0, 1] keeps the historical layout; (-1, 1), the public scale the algorithms' default bounds and
+    # steps assume, spends the row-norm bound on spread instead of on an offset (BENCHMARKS.md, real data)
+    scale_range: tuple[float, float] = (0.0, 1.0)
 
     def __post_init__(self) -> None:
         if self.missing not in ("drop", "impute"):
@@ -49,6 +52,9 @@ class ConvertSpec:
                 raise LakeError(f"bounds name column {column!r}, which is neither a selected feature column nor the label")
             if not (np.isfinite(low) and np.isfinite(high) and low < high):
                 raise LakeError(f"bounds of column {column!r} must be finite with low < high, got ({low!r}, {high!r})")
+        low, high = self.scale_range
+        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+            raise LakeError(f"scale_range must be finite with low < high, e.g. (-1, 1), got {self.scale_range!r}")
         for column, categories in self.categorical.items():
             if not categories:
                 raise LakeError(f"categorical column {column!r} needs its public list of categories")
@@ -90,7 +96,8 @@ def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source
                 )
         if column in spec.bounds:
             low, high = spec.bounds[column]
-            array = (np.clip(array, low, high) - low) / (high - low)
+            target_low, target_high = spec.scale_range
+            array = target_low + (target_high - target_low) * (np.clip(array, low, high) - low) / (high - low)
         numeric[column] = array
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():

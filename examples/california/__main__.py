@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     result = train_flow(str(config), output_dir=str(work / "run"), show_progress=not args.quiet)
 
     training, holdout = read_manifest(str(work / "lake" / "shuffled")).split_last_file()
-    dollars = LABEL_RANGE[1] - LABEL_RANGE[0]
+    dollars = (LABEL_RANGE[1] - LABEL_RANGE[0]) / (SPEC.scale_range[1] - SPEC.scale_range[0])  # dollars per label unit
     least_squares, _ = nonprivate_baseline(training, holdout)
     training_mean = np.mean(np.concatenate([y for _, y in lake_blocks(training)]))
     held_out = np.concatenate([y for _, y in lake_blocks(holdout)])
