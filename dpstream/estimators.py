@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
 from dpstream.algorithms.choice import ALGORITHMS, choose_algorithm, stable_learning_rate
 from dpstream.backend import BACKENDS
+from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
@@ -102,8 +103,8 @@ class _DPGLMEstimator(BaseEstimator):
         "noise_key": [NoiseKey, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
         "backend": [StrOptions(set(BACKENDS))],
-        "feature_bounds": [tuple, list, None],
-        "label_bounds": [tuple, list, None],
+        "feature_bounds": [tuple, list, StrOptions({"private"}), None],
+        "label_bounds": [tuple, list, StrOptions({"private"}), None],
     }
 
     def __init__(
@@ -252,13 +253,46 @@ class _DPGLMEstimator(BaseEstimator):
             warnings.warn(message, UserWarning, stacklevel=4)
         return block, labels
 
+    def _private_bounds(self, X: Any, y: Any, num_rows: int, key: NoiseKey) -> tuple[Any, Any, int, str]:
+        """``"private"`` bounds from noisy histograms of the first rows, which are then not trained on
+        (``dpstream.bounds``: disjoint rows, parallel composition, the run's (ε, δ) unchanged)."""
+        wanted = [name for name in ("feature_bounds", "label_bounds") if isinstance(getattr(self, name), str)]
+        if not wanted:
+            return X, y, num_rows, ""
+        if _is_dask(X):
+            raise ValueError(f"{wanted[0]}='private' needs in-memory inputs (NumPy or pandas); for a Dask collection, pass "
+                             "public bounds, or estimate them with dpstream.bounds.PrivateBounds on a disjoint part of the data")
+        prefix = max(1, int(PRIVATE_BOUNDS_FRACTION * num_rows))
+        if num_rows - prefix < 2:
+            raise ValueError(f"{wanted[0]}='private' needs at least 3 rows (10 % for the bounds), got n_samples={num_rows}")
+        columns = ([np.asarray(X[:prefix], dtype=np.float64)] if "feature_bounds" in wanted else [])
+        if "label_bounds" in wanted:
+            columns.append(np.asarray(y[:prefix], dtype=np.float64).reshape(-1, 1))
+        mechanism = PrivateBounds(self.epsilon, self.delta, self.relation)
+        table = np.hstack(columns)
+        low, high = mechanism.release(mechanism.histogram(table), key)
+        if "feature_bounds" in wanted:
+            self.feature_bounds_ = PublicBounds(low[: self.n_features_in_], high[: self.n_features_in_])
+        if "label_bounds" in wanted:
+            self.label_bounds_ = PublicBounds(low[-1:], high[-1:])
+        event = mechanism.event(table.shape[1])
+        note = (f"private bounds ({', '.join(wanted)}): noisy per-column histograms of the first {prefix:,} rows, "
+                f"{event.mu:.6g}-GDP ({event.describe()}); those rows are not trained on, so by parallel composition the "
+                "guarantee above covers both releases")
+        return X[prefix:], y[prefix:], num_rows - prefix, note
+
     def _parse_bounds(self) -> None:
-        self.feature_bounds_ = PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
+        if isinstance(self.feature_bounds, str) or isinstance(self.label_bounds, str):
+            if not self.fit_intercept:
+                raise ValueError("feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, and the intercept absorbs the shift")
+            if isinstance(self.label_bounds, str) and not isinstance(self, RegressorMixin):
+                raise ValueError("label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)")
+        self.feature_bounds_ = None if isinstance(self.feature_bounds, str) else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
         if self.feature_bounds_ is not None and not self.fit_intercept:
             raise ValueError("feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, and the intercept absorbs the shift")
         if self.label_bounds is not None and not isinstance(self, RegressorMixin):
             raise ValueError("label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)")
-        self.label_bounds_ = PublicBounds.parse(self.label_bounds, 1, "label_bounds")
+        self.label_bounds_ = None if isinstance(self.label_bounds, str) else PublicBounds.parse(self.label_bounds, 1, "label_bounds")
         self._warned_scale = self._warned_label = False
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
@@ -292,13 +326,14 @@ class _DPGLMEstimator(BaseEstimator):
     def fit(self, X: Any, y: Any) -> "_DPGLMEstimator":
         self._validate_params()
         X, y, num_rows = self._validate_input(X, y)
+        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._parse_bounds()
         self._prepare_classes(y)
+        X, y, num_rows, bounds_note = self._private_bounds(X, y, num_rows, key)
         inputs = self.n_features_in_ + int(self.fit_intercept)
         model = self._fit_model()
         dim = model.num_params(inputs)
         algorithm = self._build_algorithm(num_rows, dim)
-        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y)),
@@ -308,6 +343,8 @@ class _DPGLMEstimator(BaseEstimator):
             key=key,
         )
         self.privacy_report_ = self._describe(result.report, num_rows)
+        if bounds_note:
+            self.privacy_report_ = dataclasses.replace(self.privacy_report_, notes=self.privacy_report_.notes + (bounds_note,))
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
