@@ -34,6 +34,7 @@ rows_per_file = 4000
 [algorithm]
 name = "{algorithm}"
 clip_norm = 4.0
+learning_rate = 0.5  # isotropic N(0, I) features: ‖H‖ = 1, so η = 0.5 is stable (the default 1/d is slow here)
 
 [budget]
 epsilon = {epsilon}
