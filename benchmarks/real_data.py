@@ -106,6 +106,20 @@ def dp_classifier(algorithm, epsilon, Xtr, ytr, Xte, feature_bounds):
     return DPLogisticRegression(epsilon=epsilon, delta=DELTA, algorithm=algorithm, feature_bounds=feature_bounds).fit(Xtr, ytr).predict(Xte)
 
 
+def median_or_refusal(fit_score) -> float:
+    """Median of REPEATS scores, or NaN when the algorithm refuses the data (e.g. DP-AMBSSGD at small N)."""
+    try:
+        return float(np.median([fit_score() for _ in range(REPEATS)]))
+    except ValueError as error:
+        if "too few rows" not in str(error):
+            raise
+        return float("nan")
+
+
+def cell(value: float, digits: str) -> str:
+    return "refused (too few rows)" if np.isnan(value) else format(value, digits)
+
+
 def regression_rows(name, data):
     from sklearn.linear_model import LinearRegression
 
@@ -121,14 +135,14 @@ def regression_rows(name, data):
     for epsilon in EPSILONS:
         cells = {}
         for algorithm in REGRESSORS:
-            cells[algorithm] = np.median([mse(dp_regression(algorithm, epsilon, Xtr, ytr, Xte, fb, lb)) for _ in range(REPEATS)])
+            cells[algorithm] = median_or_refusal(lambda: mse(dp_regression(algorithm, epsilon, Xtr, ytr, Xte, fb, lb)))
         peer = []
         for _ in range(REPEATS):
             fitted = dpl.LinearRegression(epsilon=epsilon, bounds_X=(-1, 1), bounds_y=(-1, 1)).fit(*unit_train)
             peer.append(float(np.mean((fitted.predict(features.to_unit(Xte)) - labels.to_unit(yte)) ** 2)))
-        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [f"{cells[a]:.4g}" for a in REGRESSORS] + [
+        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [cell(cells[a], ".4g") for a in REGRESSORS] + [
             f"{np.median(peer):.4g}", f"{float(np.mean((ols - labels.to_unit(yte)) ** 2)):.4g}", f"{constant:.4g}",
-            f"{cells['ambssgd'] / cells['auto']:.2f}"])
+            cell(cells["ambssgd"] / cells["auto"], ".2f")])
     return rows
 
 
@@ -143,7 +157,7 @@ def classification_rows(name, data, kan=False):
     dpl = import_diffprivlib()
     rows = []
     for epsilon in EPSILONS:
-        cells = {a: np.median([accuracy(dp_classifier(a, epsilon, Xtr, ytr, Xte, fb)) for _ in range(REPEATS)]) for a in CLASSIFIERS}
+        cells = {a: median_or_refusal(lambda: accuracy(dp_classifier(a, epsilon, Xtr, ytr, Xte, fb))) for a in CLASSIFIERS}
         peer = np.median([dpl.LogisticRegression(epsilon=epsilon, data_norm=np.sqrt(Xtr.shape[1])).fit(features.to_unit(Xtr), ytr)
                           .score(features.to_unit(Xte), yte) for _ in range(REPEATS)])
         kan_cell = "–"
@@ -151,7 +165,7 @@ def classification_rows(name, data, kan=False):
             from dpstream.estimators import DPKANClassifier
 
             kan_cell = f"{np.median([DPKANClassifier(epsilon=epsilon, delta=DELTA, feature_low=features.low, feature_high=features.high).fit(Xtr, ytr).score(Xte, yte) for _ in range(REPEATS)]):.3f}"
-        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [f"{cells[a]:.3f}" for a in CLASSIFIERS] + [
+        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [cell(cells[a], ".3f") for a in CLASSIFIERS] + [
             kan_cell, f"{peer:.3f}", f"{nonprivate:.3f}", f"{majority:.3f}"])
     return rows
 

@@ -348,9 +348,23 @@ class _DPGLMEstimator(BaseEstimator):
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
+        self._warn_if_ridge_dominates(num_rows)
         self._warn_if_diverging()
         self._store(result.params)
         return self
+
+    def _warn_if_ridge_dominates(self, num_rows: int) -> None:
+        """AdaSSP's λ (a DP output; no privacy cost) above N, the largest curvature XᵀX can have in any
+        direction for rows on the public scale (‖x‖² ≤ d, so uᵀXᵀXu ≤ N·B²/d = N on average per direction):
+        the noise forced a ridge that outweighs the data, and the model is close to the constant predictor
+        (the noisy label mean, or the majority class)."""
+        if self.ridge_ is None or self.ridge_ <= num_rows:
+            return
+        note = (f"AdaSSP's private ridge λ = {self.ridge_:.4g} exceeds N = {num_rows:,}: at this N, ε and number of "
+                "features the noise outweighs the data, and the model is close to the constant predictor (the label "
+                "mean or the majority class)")
+        self.privacy_report_ = dataclasses.replace(self.privacy_report_, notes=self.privacy_report_.notes + (note,))
+        warnings.warn(f"{note}. Use more rows, a larger epsilon, fewer features, or algorithm='srgd'", UserWarning, stacklevel=3)
 
     def _warn_if_diverging(self) -> None:
         """Warn when the median loss of the last quarter of the steps is over twice the first step's, the

@@ -109,3 +109,17 @@ def test_small_n_ambssgd_names_the_minimum_rows():
     # "auto" at the same N fits AdaSSP and is not a zero model.
     model = DPLinearRegression(epsilon=4.0).fit(X, y)
     assert model.algorithm_ == "ssp" and np.any(model.coef_ != 0)
+
+
+def test_a_dominating_ridge_is_reported_not_silent():
+    # 300 rows × 30 features at ε = 1: the private ridge (a DP output) is far above N.
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, (300, 30))
+    y = np.clip(X[:, 0] * 0.5 + 0.1 * rng.standard_normal(300), -1, 1)
+    with pytest.warns(UserWarning, match=r"private ridge λ = .* exceeds N = 300.*algorithm='srgd'"):
+        model = DPLinearRegression().fit(X, y)
+    assert model.ridge_ > 300 and "exceeds N = 300" in model.privacy_report_.notes[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enough rows: no warning
+        big = np.random.default_rng(7).uniform(-1, 1, (50_000, 3))
+        DPLinearRegression().fit(big, np.clip(big[:, 0] * 0.5, -1, 1))
