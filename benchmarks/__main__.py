@@ -16,6 +16,7 @@ MODULES = [
     "benchmarks.data_plane",
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
+    "benchmarks.real_data",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.opacus_compare",

@@ -20,7 +20,7 @@ def prefect_api():
         yield
 
 
-def write_config(tmp_path, raw, epsilon=1.0, algorithm="ambssgd"):
+def write_config(tmp_path, raw, epsilon=1.0, algorithm="ambssgd", learning_rate=0.5):
     features = ", ".join(f'"x{j}"' for j in range(DIM))
     path = tmp_path / "pipeline.toml"
     path.write_text(f"""
@@ -34,7 +34,7 @@ rows_per_file = 4000
 [algorithm]
 name = "{algorithm}"
 clip_norm = 4.0
-learning_rate = 0.5  # isotropic N(0, I) features: ‖H‖ = 1, so η = 0.5 is stable (the default 1/d is slow here)
+learning_rate = {learning_rate}  # isotropic N(0, I) features: ‖H‖ = 1, so η = 0.5 is stable (the default 1/d is slow here)
 
 [budget]
 epsilon = {epsilon}
@@ -131,8 +131,8 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
         table = pq.read_table(path)
         labels = pa.array((table.column("y").to_numpy() > 0).astype(np.float64))
         pq.write_table(table.set_column(table.schema.get_field_index("y"), "y", labels), path, row_group_size=1500)
-    config = write_config(tmp_path, raw, algorithm="dpsgd")
-    config.write_text(config.read_text().replace("clip_norm = 4.0", 'clip_norm = 1.0\nlearning_rate = 2.0\nbatch_size = 200\n'
+    config = write_config(tmp_path, raw, algorithm="dpsgd", learning_rate=2.0)
+    config.write_text(config.read_text().replace("clip_norm = 4.0", 'clip_norm = 1.0\nbatch_size = 200\n'
                                                  'noise = "lambda"\ncorrelation = 0.9')
                       + '\n[model]\nkind = "kan"\nnum_hidden = 16\nfeature_low = -4.0\nfeature_high = 4.0\ninput_map = "cube"\n')
     result = train_flow(str(config), run_id="kan-1", output_dir=str(tmp_path / "out"))
