@@ -17,6 +17,7 @@ MODULES = [
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
     "benchmarks.real_data",
+    "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.opacus_compare",
