@@ -2,6 +2,20 @@
 
 The DP core. It imports neither Dask nor Prefect (see DESIGN.md): ``dpstream.privacy`` (exact
 accountant, events, calibration, ledger) and ``dpstream.noise`` (replayable noise processes).
+The scikit-learn-style estimators are importable from the top level: ``from dpstream import
+DPLinearRegression, DPLogisticRegression, DPKANClassifier``.
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The estimators pull in scikit-learn: resolved on first use, so `import dpstream.privacy` stays light.
+    if name in ("DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"):
+        from dpstream import estimators
+
+        return getattr(estimators, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

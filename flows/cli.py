@@ -178,6 +178,10 @@ def _report(args, console: Console) -> int:
     privacy["clip_norms"] = tuple(privacy["clip_norms"])
     privacy["notes"] = tuple(privacy["notes"])
     console.print(f"run {document['run_id']}")
+    if "model" in document:  # dpstream-model/1 and later
+        features = document["features"]
+        shown = ", ".join(features) if isinstance(features, list) else f"vector column {features!r}"
+        console.print(f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}")
     console.print(PrivacyReport(**privacy).to_markdown())
     for name, value in document.get("metrics", {}).items():
         console.print(f"{name}: {value:.6g}")

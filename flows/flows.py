@@ -114,7 +114,7 @@ def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_i
                                          run_id=run_id, ledger=_ledger(config, full), on_step=progress.training(algorithm, plan))
     finally:
         client.close()
-    return result.params, result.report, result.training_loss, mode
+    return result.params, result.report, result.training_loss, mode, algorithm.name
 
 
 @task(name="evaluate (non-private)")
@@ -129,16 +129,41 @@ def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray)
             "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))), "held-out rows": float(len(y))}
 
 
+def model_document(config: PipelineConfig, run_id: str, fingerprint: str, algorithm: str, params, report, metrics) -> dict[str, Any]:
+    """model.json: the parameters with what is needed to apply them (feature names in order, label, model
+    kind and settings, the algorithm that ran) and the privacy report. Features are used as stored in
+    the lake: a lake written by ``dpstream convert`` holds them already clipped and scaled."""
+    features = config.lake.features
+    return {
+        "format": "dpstream-model/1",
+        "run_id": run_id,
+        "model": {"kind": config.model.kind, **config.model.model_dump(exclude={"kind", "backend"})},
+        "features": list(features) if isinstance(features, (list, tuple)) else features,
+        "label": config.lake.label,
+        "algorithm": algorithm,
+        "lake_fingerprint": fingerprint,
+        "params": params.tolist(),
+        "privacy": report.to_dict(),
+        "metrics": metrics,
+    }
+
+
+def _write_atomically(path: str, text: str) -> None:
+    temporary = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
 @task(name="publish")
-def publish_task(output_dir: str, run_id: str, params, report, losses, metrics) -> dict[str, str]:
+def publish_task(output_dir: str, document: dict[str, Any], report, losses, metrics) -> dict[str, str]:
     from flows.plots import write_plots
 
+    run_id = document["run_id"]
     os.makedirs(output_dir, exist_ok=True)
     paths = {"model": os.path.join(output_dir, "model.json"), "report": os.path.join(output_dir, "privacy_report.md")}
-    with open(paths["model"], "w") as handle:
-        json.dump({"run_id": run_id, "params": params.tolist(), "privacy": report.to_dict(), "metrics": metrics}, handle, indent=2)
-    with open(paths["report"], "w") as handle:
-        handle.write(report.to_markdown() + "\n")
+    _write_atomically(paths["model"], json.dumps(document, indent=2))
+    _write_atomically(paths["report"], report.to_markdown() + "\n")
     paths.update(write_plots(output_dir, report, losses))
     create_markdown_artifact(markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}")
     create_table_artifact(table=[{"metric": k, "value": v} for k, v in metrics.items()], key="metrics",
@@ -160,9 +185,10 @@ def train_flow(config_path: str, run_id: str | None = None, output_dir: str | No
     protected = (os.path.dirname(os.path.abspath(config_path)),)
     manifest = shuffle_task(config, summary, show_progress, protected)
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
-    params, report, losses, mode = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
+    params, report, losses, mode, algorithm = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
     metrics = evaluate_task(config, holdout, params)
-    paths = publish_task(output_dir, run_id, params, report, losses, metrics)
+    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, metrics)
+    paths = publish_task(output_dir, document, report, losses, metrics)
     return {"run_id": run_id, "report": report, "metrics": metrics, "paths": paths, "mode": mode, "params": params}
 
 

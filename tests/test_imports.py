@@ -10,7 +10,9 @@ PATHS = [
     "from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression",
     "from dpstream.estimators import DPLogisticRegression; from dpstream.kan_estimator import DPKANClassifier",
     "import dpstream.kan_estimator, dpstream.estimators",
-    "from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD",
+    "from dpstream import DPLinearRegression, DPLogisticRegression, DPKANClassifier",
+    "from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP",
+    "from dpstream.bounds import PrivateBounds",
     "from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel",
     "from dpstream.privacy import Ledger, LifetimeBudget, BudgetExceededError",
     "from dpstream.noise import NoiseKey, make_noise_process",
@@ -32,5 +34,14 @@ def test_public_import_in_fresh_interpreter(statement):
 def test_kan_estimator_is_the_same_class_from_both_paths():
     code = ("from dpstream.kan_estimator import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
             "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_top_level_estimators_are_the_estimators_module_classes_and_load_lazily():
+    code = ("import sys, dpstream; assert 'sklearn' not in sys.modules, 'import dpstream pulled scikit-learn';"
+            "from dpstream import DPLinearRegression, DPKANClassifier; import dpstream.estimators as e;"
+            "assert DPLinearRegression is e.DPLinearRegression and DPKANClassifier is e.DPKANClassifier;"
+            "import pytest\nwith pytest.raises(AttributeError, match='no attribute'): dpstream.DPForest")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

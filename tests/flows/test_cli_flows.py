@@ -33,6 +33,7 @@ def test_train_then_budget_refused_exit_3(tmp_path):
     report = dpstream("report", tmp_path / "one")
     assert report.returncode == 0, report.stderr
     assert "run one" in report.stdout and "(1.5, 1e-06)-DP" in report.stdout and "held-out RMSE" in report.stdout
+    assert "linear model trained with ambssgd: x0, x1" in report.stdout  # how to apply it, from model.json
     missing = dpstream("report", tmp_path / "nowhere")
     assert missing.returncode == 2 and "no published run" in missing.stderr
     second = dpstream("train", config, "--run-id", "two", "--output", tmp_path / "two")

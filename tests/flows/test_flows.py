@@ -61,8 +61,14 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     assert result["metrics"]["held-out RMSE (non-private, operator only)"] < 0.7  # label noise is 0.5
     for name in ("model.json", "privacy_report.md", "loss.png", "clip_norm.png", "epsilon_delta.png"):
         assert os.path.getsize(tmp_path / "out" / name) > 0
-    assert json.load(open(tmp_path / "out" / "model.json"))["run_id"] == "flow-run-1"
+    document = json.load(open(tmp_path / "out" / "model.json"))
+    assert document["run_id"] == "flow-run-1" and document["format"] == "dpstream-model/1"
+    # What a user needs to apply the model: the features in their order, the label, the kind, the algorithm.
+    assert document["features"] == [f"x{j}" for j in range(DIM)] and document["label"] == "y"
+    assert document["model"]["kind"] == "linear" and document["algorithm"] == "ambssgd"
+    assert not list((tmp_path / "out").glob("*.tmp-*"))  # written atomically, nothing left behind
     lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
+    assert len(document["params"]) == DIM and lakes == [document["lake_fingerprint"]]
     (entry,) = Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()
     assert entry.status == "committed" and entry.run_id == "flow-run-1"
     # A second run of the same config and id resumes a completed checkpoint: same model, one charge.
