@@ -1,6 +1,13 @@
 # Test and demo environment from ../shared/spec/stack.md (sourced by the Makefile and .ci/run).
 # Prefect: an isolated home per shell, the ephemeral API, no telemetry, a generous start-up timeout.
-export PREFECT_HOME="${PREFECT_HOME:-$(mktemp -d "${TMPDIR:-/tmp}/prefect-home.XXXXXX")}"
+# The temporary homes this file creates are removed when the sourcing shell exits (a make recipe line,
+# .ci/run); homes the caller set are the caller's and stay.
+_dpstream_created=""
+if [ -z "${PREFECT_HOME:-}" ]; then
+  PREFECT_HOME="$(mktemp -d "${TMPDIR:-/tmp}/prefect-home.XXXXXX")"
+  _dpstream_created="$PREFECT_HOME"
+fi
+export PREFECT_HOME
 unset PREFECT_API_URL PREFECT_API_KEY PREFECT_PROFILE
 export PREFECT_SERVER_EPHEMERAL_ENABLED=true
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=120
@@ -14,4 +21,12 @@ export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-testing}"
 export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 export AWS_EC2_METADATA_DISABLED=true
 # Dask scratch (p2p shuffle shards, spill) under a per-run temporary directory.
-export DASK_TEMPORARY_DIRECTORY="${DASK_TEMPORARY_DIRECTORY:-$(mktemp -d "${TMPDIR:-/tmp}/dask-scratch.XXXXXX")}"
+if [ -z "${DASK_TEMPORARY_DIRECTORY:-}" ]; then
+  DASK_TEMPORARY_DIRECTORY="$(mktemp -d "${TMPDIR:-/tmp}/dask-scratch.XXXXXX")"
+  _dpstream_created="$_dpstream_created $DASK_TEMPORARY_DIRECTORY"
+fi
+export DASK_TEMPORARY_DIRECTORY
+if [ -n "$_dpstream_created" ]; then
+  # shellcheck disable=SC2064 # expand now: the trap removes exactly the folders created above
+  trap "rm -rf $_dpstream_created" EXIT
+fi

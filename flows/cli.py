@@ -27,6 +27,7 @@ from rich.console import Console
 
 from dpstream.privacy import BudgetExceededError, Ledger
 from flows.config import ConfigError, delta_warning, load_config
+from flows.quiet import quiet_dask
 from pipelines import LakeError, shuffle_once
 from pipelines.convert import ConvertSpec, csv_to_parquet
 
@@ -217,6 +218,7 @@ def _audit(args, console: Console) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
+    parser.add_argument("--verbose", action="store_true", help="keep Dask's INFO logs on stderr (quiet by default)")
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="validate a pipeline config and its lake")
     validate.add_argument("config")
@@ -286,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Prefect's 20 s default for starting its ephemeral API is too short on a loaded 2-core machine
     # (../shared/spec/stack.md §2); a value the user set wins.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    quiet_dask(verbose=args.verbose)
     console = Console(soft_wrap=True)  # one record per line, whatever the terminal width
     try:
         return args.handler(args, console)

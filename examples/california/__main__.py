@@ -16,6 +16,7 @@ import numpy as np
 from rich.console import Console
 
 from examples.california import LABEL_RANGE, SPEC
+from flows.quiet import quiet_dask
 
 HERE = Path(__file__).resolve().parent
 HOUSING = HERE.parents[1].parent / "shared" / "data" / "california_housing" / "housing.csv"
@@ -32,7 +33,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser.add_argument("--csv", default=str(HOUSING), help="the California housing CSV")
     parser.add_argument("--directory", default=".california", help="where the work folder is created")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--verbose", action="store_true", help="keep Dask's INFO logs")
     args = parser.parse_args(argv)
+    quiet_dask(verbose=args.verbose)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     console = Console(soft_wrap=True)
 

@@ -21,6 +21,8 @@ def test_demo_on_a_small_lake(tmp_path):
     assert "(1, 1e-06)-DP" in result.stdout and "DP model RMSE" in result.stdout
     assert "non-private least squares" in result.stdout
     assert list(tmp_path.glob("*/run/privacy_report.md"))
+    # Quiet by default: none of Dask's ~35 INFO lines (scheduler, nanny, workers) reach stderr.
+    assert "distributed." not in result.stderr and "| INFO" not in result.stderr, result.stderr[-2000:]
 
 
 def test_train_then_budget_refused_exit_3(tmp_path):
