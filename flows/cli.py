@@ -39,9 +39,11 @@ EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 def _validate(args, console: Console) -> int:
     config = load_config(args.config)
     summary = config.validate_lake()
+    files, training, held_out = config.training_split(summary.num_rows)
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
-        f"{summary.num_features} features, fingerprint {summary.fingerprint}"
+        f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use {training:,} rows and "
+        f"hold out {held_out:,} (the last of {files} shuffled files)"
     )
     warning = delta_warning(config.budget.delta, summary.num_rows)
     if warning:
@@ -85,6 +87,7 @@ def _shuffle(args, console: Console) -> int:
 
     config = load_config(args.config)
     summary = config.validate_lake()
+    config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
     with exit_on_interrupt(f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
                            "redo it (it removes only what it wrote)"), RunProgress(enabled=not args.quiet) as progress:
         manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,

@@ -49,7 +49,8 @@ class LakeConfig(_Section):
     features: list[str] | str
     label: str = Field(min_length=1)
     shuffled_url: str = Field(min_length=1)
-    rows_per_file: int = Field(default=250_000, gt=0)
+    # None: 250,000, but at most N/5 so the held-out last file exists for every lake (pipelines.shuffle)
+    rows_per_file: int | None = Field(default=None, gt=0)
     storage_options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("features")
@@ -187,6 +188,25 @@ class PipelineConfig(_Section):
         from pipelines import validate_lake
 
         return validate_lake(self.lake_spec(), binary_labels=self.classifies)
+
+    def rows_per_file(self, num_rows: int) -> int:
+        """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""
+        from pipelines.shuffle import automatic_rows_per_file
+
+        return self.lake.rows_per_file if self.lake.rows_per_file is not None else automatic_rows_per_file(num_rows)
+
+    def training_split(self, num_rows: int) -> tuple[int, int, int]:
+        """(files, training rows, held-out rows); ``ConfigError`` when no file can be held out."""
+        from pipelines.shuffle import layout
+
+        rows_per_file = self.rows_per_file(num_rows)
+        files, training, held_out = layout(num_rows, rows_per_file)
+        if files < 2:
+            fix = (f"set lake.rows_per_file to at most {num_rows // 2} (e.g. {max(1, math.ceil(num_rows / 5))} holds out 20 %)"
+                   if num_rows >= 2 else "a lake needs at least 2 rows: one to train on and one to hold out")
+            raise ConfigError(f"lake.rows_per_file: {num_rows:,} rows at {rows_per_file:,} rows per file make one shuffled "
+                              f"file, but training holds out the last file for evaluation; {fix}")
+        return files, training, held_out
 
     def lake_spec(self):
         """The lake this pipeline reads, as the data plane's ``LakeSpec``."""

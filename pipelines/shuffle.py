@@ -48,6 +48,20 @@ MARKER_NAME = "_shuffle_in_progress.json"
 SCRATCH = "_scratch"
 _PART = re.compile(r"^part-\d{5}\.parquet$")
 DEFAULT_ROWS_PER_FILE = 250_000
+HELD_OUT_FILES = 5  # automatic layout: at least this many files, so the held-out last file is ≤ 20 %
+
+
+def automatic_rows_per_file(num_rows: int) -> int:
+    """DEFAULT_ROWS_PER_FILE, but small enough for HELD_OUT_FILES files: every lake of ≥ 2 rows can train."""
+    return max(1, min(DEFAULT_ROWS_PER_FILE, math.ceil(num_rows / HELD_OUT_FILES)))
+
+
+def layout(num_rows: int, rows_per_file: int) -> tuple[int, int, int]:
+    """(files, training rows, held-out rows) of a shuffle of ``num_rows`` with ``rows_per_file``: the
+    rows are spread evenly, the larger files first, and training holds out the last file."""
+    files = max(1, math.ceil(num_rows / rows_per_file))
+    held_out = num_rows // files
+    return files, num_rows - held_out, held_out
 
 
 @dataclass(frozen=True)
@@ -237,7 +251,7 @@ def shuffle_once(
     spec: LakeSpec,
     out_url: str,
     *,
-    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+    rows_per_file: int | None = None,
     out_storage_options: dict[str, Any] | None = None,
     client: Any = None,
     summary: LakeSummary | None = None,
@@ -251,20 +265,32 @@ def shuffle_once(
 
     ``on_progress(phase, rows)`` is called as each input file is scattered (``"scatter"``) and each
     output file gathered (``"gather"``), with that file's rows; each phase moves ``num_rows`` rows.
+
+    ``rows_per_file=None`` uses ``automatic_rows_per_file`` for a new shuffle and reuses a committed one
+    whatever its layout; an explicit value that would give another number of files than the committed
+    shuffle is refused (never silently reused).
     """
-    if rows_per_file < 1:
+    if rows_per_file is not None and rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
     check_output_location(out_url, spec.url, protected)
     summary = summary or validate_lake(spec)
     existing = read_manifest(out_url, out_options)
     if existing is not None:
+        wanted = len(existing.files) if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
+        if len(existing.files) != wanted:
+            raise LakeError(
+                f"{out_url} holds a shuffle of this lake in {len(existing.files)} files, but rows_per_file={rows_per_file} "
+                f"asks for {wanted}: a shuffle made with other settings is never reused silently. Set lake.rows_per_file "
+                f"back (any value giving {len(existing.files)} files, e.g. {math.ceil(summary.num_rows / len(existing.files))}), "
+                "or point lake.shuffled_url at a new folder to shuffle again"
+            )
         return _reuse(existing, spec, summary, out_url)
     out_fs, root = open_url(out_url, out_options)
     _clear_interrupted(out_fs, root, out_url)
     write_json_atomic(out_fs, f"{root}/{MARKER_NAME}", {"source_url": spec.url, "source_fingerprint": summary.fingerprint})
     num_rows = summary.num_rows
-    outputs = max(1, math.ceil(num_rows / rows_per_file))
+    outputs = layout(num_rows, rows_per_file if rows_per_file is not None else automatic_rows_per_file(num_rows))[0]
     capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
     capacity[: num_rows % outputs] += 1
     entropy = np.random.SeedSequence(secrets.randbits(128))

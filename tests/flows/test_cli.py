@@ -51,11 +51,21 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     assert pq.read_table(raw).num_rows == 20_640
     income = pq.read_table(raw, columns=["median_income"]).column(0).to_numpy()
     assert income.min() >= 0 and income.max() == 1.0  # clipped at the public 10 and scaled
+    symmetric = dpstream("convert", HOUSING, tmp_path / "symmetric", "--columns", "median_income", "--label",
+                         "median_house_value", "--bounds", "median_income=0,10", "--scale-range", "-1", "1")
+    assert symmetric.returncode == 0, symmetric.stderr
+    income = pq.read_table(tmp_path / "symmetric", columns=["median_income"]).column(0).to_numpy()
+    assert income.min() >= -1.0 and income.max() == 1.0 and income.min() < -0.9  # [0, 10] onto [-1, 1]
+    bad = dpstream("convert", HOUSING, tmp_path / "bad", "--columns", "median_income", "--label", "median_house_value",
+                   "--scale-range", "1", "-1")
+    assert bad.returncode == 2 and "scale_range must be finite with low < high" in bad.stderr
     config = tmp_path / "housing.toml"
     config.write_text(config_text(tmp_path, raw))
     validated = dpstream("validate", config)
     assert validated.returncode == 0, validated.stderr
     assert "20,640 rows" in validated.stdout and "fingerprint lake-" in validated.stdout
+    # What training will use, before anything is shuffled: the layout the shuffle then writes.
+    assert "Training will use 16,512 rows and hold out 4,128 (the last of 5 shuffled files)" in validated.stdout
     shuffled = dpstream("shuffle", config)
     assert shuffled.returncode == 0, shuffled.stderr
     assert "20,640 rows in 5 files" in shuffled.stdout

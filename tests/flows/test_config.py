@@ -120,3 +120,15 @@ def test_run_locations_keep_checkpoints_private(tmp_path):
     inside = GOOD + '\n[checkpoint]\nurl = "/pub/ckpt"\n'
     with pytest.raises(ConfigError, match="lies inside the publish folder"):
         run_locations(load_config(write(tmp_path, inside)), tmp_path / "pipeline.toml", "r1", output="/pub")
+
+
+def test_training_split_exists_for_every_lake_that_validates(tmp_path):
+    config = load_config(write(tmp_path, GOOD))  # GOOD sets no rows_per_file: the automatic layout
+    assert config.rows_per_file(1000) == 200 and config.training_split(1000) == (5, 800, 200)
+    assert config.rows_per_file(10**7) == 250_000 and config.training_split(10**7) == (40, 10**7 - 250_000, 250_000)
+    assert config.training_split(2) == (2, 1, 1)
+    with pytest.raises(ConfigError, match="a lake needs at least 2 rows"):
+        config.training_split(1)
+    explicit = load_config(write(tmp_path, GOOD.replace('label = "y"', 'label = "y"\nrows_per_file = 1000')))
+    with pytest.raises(ConfigError, match=r"lake.rows_per_file: 1,000 rows at 1,000 rows per file make one shuffled file.*at most 500"):
+        explicit.training_split(1000)

@@ -65,6 +65,23 @@ def test_idempotent_with_complete_manifest(lake, tmp_path):
     assert read_manifest(out) == first
 
 
+def test_automatic_layout_always_leaves_a_file_to_hold_out(lake, tmp_path):
+    manifest = shuffle_once(lake, str(tmp_path / "auto"))  # 20,000 rows, no rows_per_file: 5 files of 4,000
+    assert [rows for _, rows in manifest.files] == [4000] * 5
+    training, held_out = manifest.split_last_file()
+    assert (training.num_rows, held_out.num_rows) == (16_000, 4_000)
+
+
+def test_a_shuffle_with_another_layout_is_never_reused_silently(lake, tmp_path):
+    out = str(tmp_path / "out")
+    first = shuffle_once(lake, out, rows_per_file=5000)  # 20,000 rows: 4 files
+    assert shuffle_once(lake, out, rows_per_file=6000) == first  # also 4 files: the same layout, reused
+    before = {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    with pytest.raises(LakeError, match=r"in 4 files, but rows_per_file=2000 asks for 10.*never reused silently.*e\.g\. 5000"):
+        shuffle_once(lake, out, rows_per_file=2000)
+    assert before == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}  # nothing touched
+
+
 def test_interrupted_shuffle_is_cleaned_and_redone(lake, tmp_path):
     out = tmp_path / "out"
     (out / "_scratch" / "to-00000").mkdir(parents=True)
