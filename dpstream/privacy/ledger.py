@@ -354,13 +354,15 @@ class Ledger:
                     f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "
                     f"delta={recorded.delta:g} ({recorded.relation}); the requested "
                     f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({budget.relation}) differs. "
-                    "Use the recorded budget, or change it explicitly with Ledger.set_budget"
+                    "Use the recorded budget (in a pipeline config: budget.lifetime_epsilon and budget.delta), or change "
+                    "it explicitly (Python: Ledger.set_budget)"
                 )
             return LakeLedger(self._fs, root, fingerprint, recorded, recorded_files)
         if budget is None:
             raise ValueError(
-                f"lake {fingerprint} has no ledger at {self.url} yet; pass its lifetime budget "
-                "(LifetimeBudget(epsilon, delta)) to create one"
+                f"lake {fingerprint} has no ledger at {self.url} yet: no run has been charged to it there. Check the "
+                "fingerprint (`dpstream validate CONFIG` prints it) and the ledger URL (budget.ledger_url); a first "
+                "`dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
             )
         try:
             write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)

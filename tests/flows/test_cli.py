@@ -93,6 +93,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     assert "budget.epsilon: Input should be greater than 0" in cases[0].stderr
     assert "is not numeric" in cases[3].stderr
     assert "--bounds must look like COLUMN=LOW,HIGH" in cases[5].stderr
+    # CLI errors point at commands and config keys, not at Python classes alone.
+    assert "`dpstream validate CONFIG` prints it" in cases[4].stderr and "budget.ledger_url" in cases[4].stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     config.write_text(config_text(tmp_path, empty))
