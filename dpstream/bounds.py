@@ -85,7 +85,7 @@ class PrivateBounds:
         std = self.noise_std(counts.shape[0])
         noisy = counts + std * gaussian(key, 0, "private-bounds", counts.shape)
         threshold = self.threshold_sigmas * std
-        edges, last = self.edges, self.edges.size - 1
+        edges, last = self.edges, self.edges.size - 1  # the grid's last index
         low, high = np.empty(counts.shape[0]), np.empty(counts.shape[0])
         for column in range(counts.shape[0]):
             occupied = np.flatnonzero(noisy[column] >= threshold)
@@ -95,11 +95,11 @@ class PrivateBounds:
                     f"({self.threshold_sigmas:g}σ at epsilon={self.epsilon:g}); the histograms need about "
                     f"{2 * threshold:.0f} rows in one bin of every column. Pass public bounds instead"
                 )
-            low[column] = edges[max(occupied[0] - 1, 0)]  # bin b spans (e_{b−1}, e_b]
-            high[column] = edges[min(occupied[-1], last)]
-            if high[column] <= low[column]:  # the occupied bin lies beyond the grid's end: one step wider
-                low[column] = edges[max(last - 1, 0)] if low[column] >= edges[last] else low[column]
-                high[column] = max(high[column], edges[min(int(np.searchsorted(edges, low[column])) + 1, last)])
+            # Bin b spans (e_{b−1}, e_b]: the lower edge of the first occupied bin and the upper edge of the
+            # last, kept one grid step apart where the only occupied bin lies beyond either end of the grid.
+            lower = min(max(occupied[0] - 1, 0), last - 1)
+            upper = min(max(occupied[-1], lower + 1), last)
+            low[column], high[column] = edges[lower], edges[upper]
         return low, high
 
     def minimum_rows(self, num_columns: int) -> int:

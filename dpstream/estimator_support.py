@@ -71,16 +71,13 @@ class PublicScale:
         return X[prefix:], y[prefix:], num_rows - prefix, note
 
     def _parse_bounds(self) -> None:
-        if isinstance(self.feature_bounds, str) or isinstance(self.label_bounds, str):
-            if not self.fit_intercept:
-                raise ValueError("feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, and the intercept absorbs the shift")
-            if isinstance(self.label_bounds, str) and not is_regressor(self):
-                raise ValueError("label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)")
-        self.feature_bounds_ = None if isinstance(self.feature_bounds, str) else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
-        if self.feature_bounds_ is not None and not self.fit_intercept:
+        """Validate ``feature_bounds`` / ``label_bounds``; public pairs are parsed here, "private" ones are
+        estimated by ``_private_bounds`` once the rows are known."""
+        if not self.fit_intercept and (self.feature_bounds is not None or isinstance(self.label_bounds, str)):
             raise ValueError("feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, and the intercept absorbs the shift")
         if self.label_bounds is not None and not is_regressor(self):
             raise ValueError("label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)")
+        self.feature_bounds_ = None if isinstance(self.feature_bounds, str) else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
         self.label_bounds_ = None if isinstance(self.label_bounds, str) else PublicBounds.parse(self.label_bounds, 1, "label_bounds")
         self._warned_scale = self._warned_label = False
 

@@ -60,9 +60,9 @@ class PublicBounds:
 
     def to_unit(self, values: np.ndarray) -> np.ndarray:
         """Clip into [low, high] and map onto [−1, 1] (columns of a 2-d block, or a 1-d label vector)."""
-        clipped = np.clip(values, self.low, self.high) if values.ndim == 2 else np.clip(values, self.low[0], self.high[0])
-        centre, half = (self.centre, self.half_width) if values.ndim == 2 else (self.centre[0], self.half_width[0])
-        return ((clipped - centre) / half).astype(values.dtype if values.dtype == np.float32 else np.float64, copy=False)
+        # (d,) bounds broadcast over the columns of a block; a label's (1,) bounds over its rows.
+        mapped = (np.clip(values, self.low, self.high) - self.centre) / self.half_width
+        return mapped.astype(np.float32 if values.dtype == np.float32 else np.float64, copy=False)
 
     def clip(self, values: np.ndarray) -> np.ndarray:
         return np.clip(values, self.low.astype(values.dtype), self.high.astype(values.dtype))

@@ -77,3 +77,12 @@ def test_private_bounds_refuse_dask_inputs():
     X = da.from_array(np.ones((100, 2)), chunks=50)
     with pytest.raises(ValueError, match="feature_bounds='private' needs in-memory inputs"):
         DPLinearRegression(feature_bounds="private").fit(X, da.from_array(np.ones(100), chunks=50))
+
+
+def test_data_beyond_the_grid_gets_the_outermost_step():
+    mechanism = PrivateBounds(1.0, 1e-6)
+    columns = np.column_stack([np.full(5000, 1e12), np.full(5000, -1e12), np.zeros(5000)])
+    low, high = mechanism.release(mechanism.histogram(columns), KEY)
+    np.testing.assert_allclose(low, [10**8.5, -1e9, -1e-3])
+    np.testing.assert_allclose(high, [1e9, -(10**8.5), 0.0])
+    assert np.all(high > low)

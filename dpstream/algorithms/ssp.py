@@ -50,7 +50,6 @@ __all__ = ["AdaSSP", "SSPState", "symmetric_noise"]
 class SSPState:
     params: np.ndarray
     ridge: float | None = None  # λ, a DP output (function of the noisy λ_min)
-    done: bool = False
 
 
 def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
@@ -144,7 +143,7 @@ class AdaSSP:
         params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params
-        return SSPState(params, ridge, True)
+        return SSPState(params, ridge)
 
     def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: Plan) -> np.ndarray:
         """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""

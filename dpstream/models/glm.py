@@ -118,7 +118,7 @@ class GLM:
 
     def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
         """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
-        X = to_device(X, xp) if xp is not np else X
+        X = to_device(X, xp)
         labels = self.targets(xp.asarray(y, dtype=xp.float64))
         with _BLAS.limit(limits=1, user_api="blas"):
             gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
@@ -244,20 +244,6 @@ class LogisticRegressionModel(GLM):
     def targets(self, y: Any) -> Any:
         """A label > 0 is the positive class +1, anything else −1: {0, 1} and {−1, +1} lakes both work."""
         return (y > 0) * 2.0 - 1.0
-
-    def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
-        """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
-        X = to_device(X, xp) if xp is not np else X
-        labels = self.targets(xp.asarray(y, dtype=xp.float64))
-        with _BLAS.limit(limits=1, user_api="blas"):
-            gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
-        return BatchStats(
-            clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),
-            row_count=X.shape[0],
-            clipped_rows=np.full(len(request.clip_norms), clipped, dtype=np.int64),
-            gram=gram,
-            moment=moment,
-        )
 
     def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:
         z = -y * margins

@@ -30,7 +30,10 @@ def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
     norms = xp.sqrt((X.astype(xp.float64) ** 2).sum(axis=1))
     with np.errstate(divide="ignore"):
         factors = xp.minimum(1.0, row_norm_bound / norms)  # inf → 1 for a zero row
-    return X * factors[:, None].astype(X.dtype), int((factors < 1.0).sum())
+    clipped = int((factors < 1.0).sum())
+    if clipped == 0:  # rows within the bound, the usual case on the public scale: no scaled copy
+        return X, 0
+    return X * factors[:, None].astype(X.dtype), clipped
 
 
 def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np) -> tuple[np.ndarray, np.ndarray, int]:
