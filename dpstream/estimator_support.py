@@ -83,18 +83,18 @@ class PublicScale:
 
 
 class FitWarnings:
-    def _warn_if_ridge_dominates(self, num_rows: int) -> None:
-        """AdaSSP's λ (a DP output; no privacy cost) above N, the largest curvature XᵀX can have in any
-        direction for rows on the public scale (‖x‖² ≤ d, so uᵀXᵀXu ≤ N·B²/d = N on average per direction):
-        the noise forced a ridge that outweighs the data, and the model is close to the constant predictor
-        (the noisy label mean, or the majority class)."""
-        if self.ridge_ is None or self.ridge_ <= num_rows:
+    def _warn_if_ridge_dominates(self, curvature: float | None) -> None:
+        """AdaSSP's λ above the data's mean curvature tr(XᵀX)/d (both DP outputs of the run, so this costs
+        no privacy): the noise forced a ridge that outweighs the data, and the model is close to the
+        constant predictor (the noisy label mean, or the majority class)."""
+        if self.ridge_ is None or curvature is None or self.ridge_ <= curvature:
             return
-        note = (f"AdaSSP's private ridge λ = {self.ridge_:.4g} exceeds N = {num_rows:,}: at this N, ε and number of "
-                "features the noise outweighs the data, and the model is close to the constant predictor (the label "
-                "mean or the majority class)")
+        note = (f"AdaSSP's private ridge λ = {self.ridge_:.4g} exceeds the data's mean curvature tr(XᵀX)/d = {curvature:.4g}: "
+                "at this N, ε, number of features and feature spread the noise outweighs the data, and the model is "
+                "close to the constant predictor (the label mean or the majority class)")
         self.privacy_report_ = dataclasses.replace(self.privacy_report_, notes=self.privacy_report_.notes + (note,))
-        warnings.warn(f"{note}. Use more rows, a larger epsilon, fewer features, or algorithm='srgd'", UserWarning, stacklevel=3)
+        warnings.warn(f"{note}. Use more rows, a larger epsilon, fewer features, tighter feature_bounds, or algorithm='srgd'",
+                      UserWarning, stacklevel=3)
 
     def _warn_if_diverging(self) -> None:
         """Warn when the median loss of the last quarter of the steps is over twice the first step's, the

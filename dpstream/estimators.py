@@ -287,7 +287,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
-        self._warn_if_ridge_dominates(num_rows)
+        self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()
         self._store(result.params)
         return self

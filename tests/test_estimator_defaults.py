@@ -116,9 +116,10 @@ def test_a_dominating_ridge_is_reported_not_silent():
     rng = np.random.default_rng(6)
     X = rng.uniform(-1, 1, (300, 30))
     y = np.clip(X[:, 0] * 0.5 + 0.1 * rng.standard_normal(300), -1, 1)
-    with pytest.warns(UserWarning, match=r"private ridge λ = .* exceeds N = 300.*algorithm='srgd'"):
+    with pytest.warns(UserWarning, match=r"private ridge λ = .* exceeds the data's mean curvature tr\(XᵀX\)/d = .*algorithm='srgd'"):
         model = DPLinearRegression().fit(X, y)
-    assert model.ridge_ > 300 and "exceeds N = 300" in model.privacy_report_.notes[-1]
+    # Uniform features on [−1, 1]: the exact mean curvature is N/3 = 100; λ is in the thousands.
+    assert model.ridge_ > 1000 and "exceeds the data's mean curvature" in model.privacy_report_.notes[-1]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # enough rows: no warning
         big = np.random.default_rng(7).uniform(-1, 1, (50_000, 3))

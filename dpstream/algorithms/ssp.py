@@ -50,6 +50,7 @@ __all__ = ["AdaSSP", "SSPState", "symmetric_noise"]
 class SSPState:
     params: np.ndarray
     ridge: float | None = None  # λ, a DP output (function of the noisy λ_min)
+    curvature: float | None = None  # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
 
 
 def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
@@ -143,22 +144,31 @@ class AdaSSP:
         params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params
-        return SSPState(params, ridge)
+        penalised = self._penalised(noisy_gram, plan)[2]
+        return SSPState(params, ridge, max(0.0, float(np.trace(penalised)) / penalised.shape[0]))
 
-    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: Plan) -> np.ndarray:
-        """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""
-        floor = plan.details["gram_std"]
+    def _penalised(self, gram: np.ndarray, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(penalised columns, their sums with the intercept column, the matrix the ridge is added to): all of
+        XᵀX without an intercept; with one, the centred C = (XᵀX)_{−k,−k} − s sᵀ/N (module docstring)."""
         k = self.intercept_index
         if k is None:
-            return _clamped_solve(gram + ridge * np.eye(plan.dim), moment, floor)
+            return np.arange(plan.dim), np.zeros(plan.dim), gram
         if not 0 <= k < plan.dim:
             raise ValueError(f"intercept_index={k} is outside the {plan.dim} columns")
         rest = np.delete(np.arange(plan.dim), k)
-        sums, label_sum, rows = gram[rest, k], moment[k], float(plan.num_rows)
-        centred = gram[np.ix_(rest, rest)] - np.outer(sums, sums) / rows
-        weights = _clamped_solve(centred + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / rows, floor)
+        sums = gram[rest, k]
+        return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / float(plan.num_rows)
+
+    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: Plan) -> np.ndarray:
+        """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""
+        rest, sums, matrix = self._penalised(gram, plan)
+        label_sum = 0.0 if self.intercept_index is None else moment[self.intercept_index]
+        weights = _clamped_solve(matrix + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / plan.num_rows,
+                                 plan.details["gram_std"])
+        if self.intercept_index is None:
+            return weights
         params = np.empty(plan.dim)
-        params[rest], params[k] = weights, (label_sum - sums @ weights) / rows
+        params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / plan.num_rows
         return params
 
     def result(self, state: SSPState) -> np.ndarray:

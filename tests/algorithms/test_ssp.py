@@ -111,6 +111,7 @@ def test_release_is_the_exact_statistics_plus_the_keyed_noise():
     noisy_moment = moment + plan.details["moment_std"] * gaussian(KEY, 0, "ssp-moment", 3)
     ridge = algorithm.ridge(np.linalg.eigvalsh(gram)[0], gaussian(KEY, 0, "ssp-eigenvalue", 1)[0], plan)
     assert result.state.ridge == pytest.approx(ridge)
+    assert result.state.curvature == pytest.approx(np.trace(noisy_gram) / 3)  # no intercept: the whole noisy XᵀX
     np.testing.assert_allclose(result.params, np.linalg.solve(noisy_gram + ridge * np.eye(3), noisy_moment), rtol=1e-8)
     again = run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X[:1000], y[:1000]), (X[1000:], y[1000:])]),
                 num_rows=3000, dim=3, initial_params=np.zeros(3), key=KEY)
