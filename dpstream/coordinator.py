@@ -140,8 +140,9 @@ def run(
         if saved is not None:
             if saved.fingerprint != fingerprint:
                 raise CheckpointError(
-                    f"the checkpoint of run {run_id!r} was written for another configuration, lake or code "
-                    "version; resume with the original settings or start a new run id"
+                    f"the checkpoint of run {run_id!r} was written for another configuration, lake, shuffle of "
+                    "the lake or code version; resume with the original settings and shuffled lake, or start a new "
+                    "run id"
                 )
             if key is not None and key != saved.key:
                 raise ValueError(f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key")

@@ -2,7 +2,7 @@
 
     dpstream validate CONFIG            validate the config and the lake it names
     dpstream convert CSV OUT ...        CSV -> Parquet lake with explicit policies
-    dpstream shuffle CONFIG             validate, then shuffle the lake once (idempotent)
+    dpstream shuffle CONFIG [--reshuffle]  validate, then shuffle the lake once (idempotent)
     dpstream budget show LAKE --ledger URL
     dpstream budget reset LAKE --ledger URL --confirm
     dpstream train CONFIG [--run-id ID]  run the train flow (Prefect)
@@ -12,22 +12,24 @@
     dpstream audit [--algorithm A]      empirical lower bound on epsilon from a worst-case canary
 
 Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
-line on stderr that says what is wrong and how to fix it.
+line on stderr that says what is wrong and how to fix it. ``train`` and ``demo`` send Prefect's and
+Dask's logs to a file (``flows.logs``) that their result or error line names; ``--verbose`` shows them.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
 import sys
 from typing import Sequence
 
 from rich.console import Console
 
-from dpstream.privacy import BudgetExceededError, Ledger
+from dpstream.privacy import BudgetExceededError, Ledger, gdp
 from flows.config import ConfigError, delta_warning, load_config
-from flows.quiet import quiet_dask
+from flows.logs import capture_logs, new_log_file, quiet_dask
 from pipelines import LakeError, shuffle_once
 from pipelines.convert import ConvertSpec, csv_to_parquet
 
@@ -45,9 +47,9 @@ def _validate(args, console: Console) -> int:
         f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use {training:,} rows and "
         f"hold out {held_out:,} (the last of {files} shuffled files)"
     )
-    warning = delta_warning(config.budget.delta, summary.num_rows)
-    if warning:
-        print(f"dpstream: warning: {warning}", file=sys.stderr)
+    for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
+        if warning:
+            print(f"dpstream: warning: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -73,7 +75,7 @@ def _convert(args, console: Console) -> int:
     spec = ConvertSpec(
         columns=tuple(args.columns), label=args.label, missing=args.missing, impute_values=impute,
         categorical=categorical, unknown_category=args.unknown_category, bounds=bounds, rows_per_file=args.rows_per_file,
-        scale_range=tuple(args.scale_range),
+        scale_range=tuple(args.scale_range), unscaled=tuple(args.unscaled), require_bounds=True,
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}")
@@ -92,7 +94,7 @@ def _shuffle(args, console: Console) -> int:
                            "redo it (it removes only what it wrote)"), RunProgress(enabled=not args.quiet) as progress:
         manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
                                 summary=summary, on_progress=progress.shuffle(summary.num_rows),
-                                protected=(os.path.dirname(os.path.abspath(args.config)),))
+                                protected=(os.path.dirname(os.path.abspath(args.config)),), reshuffle=args.reshuffle)
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"
@@ -107,6 +109,14 @@ def _budget(args, console: Console) -> int:
         console.print(lake.statement())
         for entry in lake.entries():
             console.print(f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}")
+        for tag, entries in lake.archives():
+            spent = math.sqrt(sum(entry.mu**2 for entry in entries))
+            console.print(f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
+                          f"{gdp.epsilon_for_delta(lake.budget.delta, spent) if spent else 0.0:.4g} at delta="
+                          f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
+                          "data those runs read")
+            for entry in entries:
+                console.print(f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}")
         return EXIT_OK
     if not args.confirm:
         raise ValueError(
@@ -114,7 +124,10 @@ def _budget(args, console: Console) -> int:
             "by new individuals' records. Re-run with --confirm"
         )
     archived = lake.archive_runs(_dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
-    console.print(f"archived {archived} run(s) of lake {args.lake}; its spend starts again from zero")
+    console.print(f"archived {archived} run(s) of lake {args.lake}: new runs are charged from zero. A reset restores no "
+                  "privacy: what those runs spent stays spent for the individuals whose records they read, so reset "
+                  f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
+                  f"{args.ledger}` lists the archive")
     return EXIT_OK
 
 
@@ -124,16 +137,26 @@ def _train(args, console: Console) -> int:
     from flows.flows import train_flow
     from flows.interrupt import exit_on_interrupt
 
+    load_config(args.config)  # a bad config is refused at once, before the Prefect API starts
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
+    _log_to_file(args, "train", run_id)
     resume = f"dpstream train {args.config} --run-id {run_id}" + (f" --output {args.output}" if args.output else "")
-    with exit_on_interrupt(f"run {run_id} stopped; its ledger charge stays reserved and it resumes from its "
-                           f"checkpoint with: {resume}"):
+    with exit_on_interrupt(f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
+                           f"resumes from its checkpoint with: {resume}"):
         result = train_flow(args.config, run_id=run_id, output_dir=args.output, show_progress=not args.quiet)
     console.print(result["report"].to_markdown())
     for name, value in result["metrics"].items():
         console.print(f"{name}: {value:.6g}")
-    console.print(f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}")
+    console.print(f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}; "
+                  f"log {args.log_file}")
     return EXIT_OK
+
+
+def _log_to_file(args, command: str, name: str) -> None:
+    """Prefect's and Dask's logs go to a new file under the log folder (flows.logs), named in the result
+    or error line; ``--verbose`` shows them on the terminal too."""
+    args.log_file = new_log_file(command, name)
+    capture_logs(args.log_file, verbose=args.verbose)
 
 
 def _serve(args, console: Console) -> int:
@@ -163,8 +186,10 @@ def _demo(args, console: Console) -> int:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
     from flows.interrupt import exit_on_interrupt
 
+    _log_to_file(args, "demo", "run")
     with exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"):
         run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory, show_progress=not args.quiet)
+    console.print(f"log {args.log_file}")
     return EXIT_OK
 
 
@@ -221,7 +246,9 @@ def _audit(args, console: Console) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
-    parser.add_argument("--verbose", action="store_true", help="keep Dask's INFO logs on stderr (quiet by default)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Prefect's and Dask's logs on stderr too (by default they go to the log file the "
+                             "result or error line names, under $DPSTREAM_LOG_DIR or ~/.dpstream/logs)")
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="validate a pipeline config and its lake")
     validate.add_argument("config")
@@ -236,15 +263,21 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)")
     convert.add_argument("--bounds", nargs="*", default=[], metavar="COLUMN=LOW,HIGH",
                          help="public ranges: clip to [LOW, HIGH] and map onto --scale-range")
-    convert.add_argument("--scale-range", nargs=2, type=float, default=[0.0, 1.0], metavar=("LOW", "HIGH"),
-                         help="the range bounded columns are mapped onto (default 0 1; -1 1 is the public scale "
-                              "the default algorithm's bounds assume)")
+    convert.add_argument("--unscaled", nargs="*", default=[], metavar="COLUMN",
+                         help="numeric columns already on the public scale, kept as they are (every other numeric "
+                              "column, the label included, needs --bounds)")
+    convert.add_argument("--scale-range", nargs=2, type=float, default=[-1.0, 1.0], metavar=("LOW", "HIGH"),
+                         help="the range bounded columns are mapped onto (default -1 1, the public scale the "
+                              "algorithms' row bounds and steps assume)")
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=_convert)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
     shuffle.add_argument("--quiet", action="store_true", help="no progress bars")
+    shuffle.add_argument("--reshuffle", action="store_true",
+                         help="delete the committed shuffle at lake.shuffled_url and shuffle again (e.g. after changing "
+                              "lake.rows_per_file); runs checkpointed on the old shuffle can no longer resume")
     shuffle.set_defaults(handler=_shuffle)
     budget = commands.add_parser("budget", help="show or reset a lake's privacy ledger")
     budget.add_argument("action", choices=["show", "reset"])
@@ -291,20 +324,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Prefect's 20 s default for starting its ephemeral API is too short on a loaded 2-core machine
     # (../shared/spec/stack.md §2); a value the user set wins.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # The ephemeral API's usage telemetry: off unless the user turns it on (it also prints an error on
+    # every run of a machine without internet access).
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     quiet_dask(verbose=args.verbose)
     console = Console(soft_wrap=True)  # one record per line, whatever the terminal width
+    args.log_file = None  # set by the commands that run flows (_log_to_file)
     try:
         return args.handler(args, console)
     except BudgetExceededError as error:
-        print(f"dpstream: budget refused: {error}", file=sys.stderr)
+        print(f"dpstream: budget refused: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BUDGET
     except (ConfigError, LakeError, ValueError, FileNotFoundError) as error:
-        print(f"dpstream: {error}", file=sys.stderr)
+        print(f"dpstream: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as error:  # noqa: BLE001 - the CLI's contract is one line and exit code 1
-        print(f"dpstream: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"dpstream: {type(error).__name__}: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_OTHER
 
 
+def _log_note(args) -> str:
+    return f" (full log: {args.log_file})" if args.log_file else ""
+
+
+# Commands that start neither Prefect nor Dask (no server, cluster or child process to stop).
+_LIGHT_COMMANDS = frozenset({"validate", "convert", "report", "budget", "audit"})
+
+
+def run() -> None:
+    """The console script: ``main()``, then exit with its code.
+
+    A light command leaves by ``os._exit`` once its output is flushed and Python's exit handlers have
+    run, skipping the interpreter's finalisation: there a native thread pool was seen aborting the
+    process ("terminate called without an active exception", status −6) after ``validate`` had printed
+    its result, about once in hundreds of runs on a loaded machine, turning exit 2 into a crash."""
+    import atexit
+
+    code = main()
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command in _LIGHT_COMMANDS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -8,13 +8,15 @@ evaluate, publish) and a non-private least-squares fit on the same training rows
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["make_synthetic_lake", "write_demo_config", "nonprivate_baseline"]
+__all__ = ["make_synthetic_lake", "write_demo_config", "nonprivate_baseline", "prune_demo_runs", "run_demo"]
 
 
 def make_synthetic_lake(root: str, rows: int, files: int, dim: int) -> np.ndarray:
@@ -76,11 +78,35 @@ def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
     return float(np.sqrt(np.mean((X.astype(np.float64) @ weights - y) ** 2))), weights
 
 
+DEMO_MARKER = ".dpstream-demo"  # in each demo run's folder: what prune_demo_runs may delete
+_DEMO_NAME = re.compile(r"^\d{8}-\d{6}$")
+
+
+def prune_demo_runs(directory: str, keep: str) -> list[str]:
+    """Remove the demo runs under ``directory`` other than ``keep``, so the demo folder holds one run
+    (about 280 MB at the defaults) however often it runs. Only folders the demo wrote are removed: a
+    timestamp name and the demo's marker file (or, before the marker, the demo's pipeline.toml)."""
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name == os.path.basename(keep) or not _DEMO_NAME.match(name) or not os.path.isdir(path):
+            continue
+        config = os.path.join(path, "pipeline.toml")
+        written_by_demo = os.path.exists(os.path.join(path, DEMO_MARKER)) or (
+            os.path.exists(config) and open(config).readline().startswith("# Written by `dpstream demo`"))
+        if written_by_demo:
+            shutil.rmtree(path)
+            removed.append(path)
+    return removed
+
+
 def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True) -> None:
     from flows.flows import train_flow
     from pipelines import read_manifest
 
     root = os.path.abspath(os.path.join(directory, time.strftime("%Y%m%d-%H%M%S")))
+    os.makedirs(root, exist_ok=True)
+    open(os.path.join(root, DEMO_MARKER), "w").close()
     start = time.perf_counter()
     w_star = make_synthetic_lake(os.path.join(root, "raw"), rows, files, dim)
     config = write_demo_config(os.path.join(root, "pipeline.toml"), root, dim, epsilon, rows_per_file=rows // files)
@@ -98,4 +124,6 @@ def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory
                   f"½‖w − w*‖²: DP {0.5 * np.sum((result['params'] - w_star) ** 2):.3g}, non-private "
                   f"{0.5 * np.sum((baseline_weights - w_star) ** 2):.3g}.")
     console.print(f"Executor mode: {result['mode']}. Model, report and plots: {os.path.dirname(result['paths']['model'])}")
-    console.print(f"Total {time.perf_counter() - start:.0f} s.")
+    removed = prune_demo_runs(directory, keep=root)
+    console.print(f"Total {time.perf_counter() - start:.0f} s." + (f" Removed {len(removed)} earlier demo run(s) under "
+                                                                   f"{directory}: it keeps the latest only." if removed else ""))

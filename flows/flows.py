@@ -58,9 +58,9 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
 def validate_task(config: PipelineConfig):
     summary = config.validate_lake()
     config.training_split(summary.num_rows)  # refuses a layout with no held-out file before the shuffle
-    warning = delta_warning(config.budget.delta, summary.num_rows)
-    if warning:
-        get_run_logger().warning(warning)
+    for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
+        if warning:
+            get_run_logger().warning(warning)
     return summary
 
 

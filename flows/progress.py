@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from dpstream.algorithms.base import Plan, report_after
@@ -21,10 +21,26 @@ __all__ = ["RunProgress"]
 EPSILON_REFRESH_SECONDS = 0.25  # the accountant is cheap, but O(steps) per call for DP-AMBSSGD
 
 
+def _count(value: float) -> str:
+    """3 significant digits with an SI suffix: 16512 → "16.5k", 2e9 → "2.00G" (a bar fits in 80 columns)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale * 0.9995:  # 999,999 shows as 1.00M, not 1000k
+            scaled = value / scale
+            return (f"{scaled:#.3g}".rstrip(".") if scaled < 99.95 else f"{scaled:.0f}") + suffix
+    return f"{value:.0f}"
+
+
+class RowsDone(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        return Text(f"{_count(task.completed)}/{_count(task.total or 0)} rows", style="progress.download")
+
+
 class RowsPerSecond(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text("… rows/s" if speed is None else f"{speed:,.0f} rows/s", style="progress.data.speed")
+        if speed is None and task.finished and task.elapsed:
+            speed = task.completed / task.elapsed
+        return Text("" if speed is None else f"{_count(speed)} rows/s", style="progress.data.speed")
 
 
 class RunProgress:
@@ -34,26 +50,38 @@ class RunProgress:
     def __init__(self, enabled: bool = True, console: Console | None = None):
         self.enabled = enabled
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TextColumn("rows"),
-            RowsPerSecond(), TextColumn("{task.fields[epsilon]}"), TimeElapsedColumn(),
+            # At most about 78 columns with a billion rows (tests/flows/test_progress.py): a bar that wraps in
+            # an 80-column terminal prints a new line at every refresh.
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), RowsDone(), RowsPerSecond(),
+            TextColumn("{task.fields[epsilon]}"), TimeElapsedColumn(),
             console=console or Console(stderr=True), transient=False,
         )
 
     def __enter__(self) -> "RunProgress":
-        if self.enabled:
-            self._progress.start()
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if self.enabled:
+        if self._progress.live.is_started:
             self._progress.stop()
+
+    def _add_bar(self, description: str, total: int, epsilon: str) -> Any:
+        # The display starts with its first bar: a command with nothing to show prints not even a blank line.
+        if not self._progress.live.is_started:
+            self._progress.start()
+        return self._progress.add_task(description, total=total, epsilon=epsilon)
 
     def shuffle(self, num_rows: int) -> Callable[[str, int], None]:
         """A ``shuffle_once(on_progress=...)`` callback: one bar per phase, each moves ``num_rows`` rows."""
         if not self.enabled:
             return lambda phase, rows: None
-        bars = {phase: self._progress.add_task(f"shuffle: {phase}", total=num_rows, epsilon="") for phase in ("scatter", "gather")}
-        return lambda phase, rows: self._progress.advance(bars[phase], rows)
+        bars: dict[str, Any] = {}
+
+        def advance(phase: str, rows: int) -> None:
+            if phase not in bars:  # drawn on the first rows moved: a shuffle with nothing to do shows no bar
+                bars[phase] = self._add_bar(f"shuffle {phase}", num_rows, "")
+            self._progress.advance(bars[phase], rows)
+
+        return advance
 
     def training(self, algorithm: Any, plan: Plan) -> Callable[[int, Any], None]:
         """An ``on_step(step, state)`` callback showing rows consumed and ε spent so far."""
@@ -62,15 +90,18 @@ class RunProgress:
         rows_done = [0]
         for span in plan.spans:
             rows_done.append(rows_done[-1] + span.rows)
-        bar = self._progress.add_task(f"train: {plan.num_steps} steps", total=rows_done[-1], epsilon="ε spent 0")
+        bars: list[Any] = []  # drawn at the first step run: a run resumed complete shows no bar
         last_refresh = [float("-inf")]
 
         def on_step(step: int, state: Any) -> None:
+            if not bars:
+                bars.append(self._add_bar(f"train {plan.num_steps} steps", rows_done[-1], "ε 0"))
+            bar = bars[0]
             fields = {}
             now = time.monotonic()
             if now - last_refresh[0] >= EPSILON_REFRESH_SECONDS or step + 1 == plan.num_steps:
                 report = report_after(algorithm, plan, step + 1)
-                fields["epsilon"] = f"ε spent {report.epsilon:.4g} (δ={report.delta:g})"
+                fields["epsilon"] = f"ε {report.epsilon:.4g}"  # at the run's δ
                 last_refresh[0] = now
             self._progress.update(bar, completed=rows_done[step + 1], **fields)
 

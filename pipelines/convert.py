@@ -2,7 +2,7 @@
 categorical columns, so real data (e.g. ../shared/data/california_housing/housing.csv) can be prepared.
 
 Nothing is inferred from the sensitive data that would be released: imputation constants, category
-lists and feature ranges (for clipping and scaling to [0, 1]) are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
+lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
 streamed in batches; parts are written under a temporary folder and moved into place only when the
 whole file converted, so a failure leaves nothing behind. The source is only read.
 """
@@ -39,6 +39,12 @@ class ConvertSpec:
     # [0, 1] keeps the historical layout; (-1, 1), the public scale the algorithms' default bounds and
     # steps assume, spends the row-norm bound on spread instead of on an offset (BENCHMARKS.md, real data)
     scale_range: tuple[float, float] = (0.0, 1.0)
+    # Columns kept as they are (already on the public scale: indicators, a {0, 1} class label).
+    unscaled: tuple[str, ...] = ()
+    # Refuse a numeric column (feature or label) that has neither bounds nor a place in ``unscaled``: the
+    # algorithms' clip norms and steps assume the public scale, and one raw column (longitude, dollars)
+    # ruins the model without an error. ``dpstream convert`` sets it.
+    require_bounds: bool = False
 
     def __post_init__(self) -> None:
         if self.missing not in ("drop", "impute"):
@@ -52,12 +58,30 @@ class ConvertSpec:
                 raise LakeError(f"bounds name column {column!r}, which is neither a selected feature column nor the label")
             if not (np.isfinite(low) and np.isfinite(high) and low < high):
                 raise LakeError(f"bounds of column {column!r} must be finite with low < high, got ({low!r}, {high!r})")
+        for column in self.unscaled:
+            if column not in self.columns and column != self.label:
+                raise LakeError(f"unscaled names column {column!r}, which is neither a selected feature column nor the label")
+            if column in self.bounds:
+                raise LakeError(f"column {column!r} has bounds and is also listed as unscaled; keep one of the two")
+        missing = self.unbounded_columns()
+        if self.require_bounds and missing:
+            template = " ".join(f"{column}=LOW,HIGH" for column in missing)
+            raise LakeError(
+                f"no public bounds for {', '.join(map(repr, missing))}: the algorithms assume every column on the public "
+                f"scale, and one raw column (coordinates, dollars) gives a model worse than the mean. Pass --bounds "
+                f"{template} with public ranges (documentation, domain knowledge; never measured on the data), or "
+                "--unscaled COLUMN for a column already on that scale (an indicator, a 0/1 class label)"
+            )
         low, high = self.scale_range
         if not (np.isfinite(low) and np.isfinite(high) and low < high):
             raise LakeError(f"scale_range must be finite with low < high, e.g. (-1, 1), got {self.scale_range!r}")
         for column, categories in self.categorical.items():
             if not categories:
                 raise LakeError(f"categorical column {column!r} needs its public list of categories")
+
+    def unbounded_columns(self) -> list[str]:
+        """The numeric columns (features, then the label) with no public bounds and not declared unscaled."""
+        return [column for column in (*self.columns, self.label) if column not in self.bounds and column not in self.unscaled]
 
     def output_columns(self) -> list[str]:
         onehot = [f"{column}={value}" for column, values in self.categorical.items() for value in values]

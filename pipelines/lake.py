@@ -24,6 +24,7 @@ __all__ = [
     "LakeSpec",
     "LakeFile",
     "list_parquet_files",
+    "list_lake",
     "read_row_group",
     "table_to_arrays",
     "fingerprint",
@@ -99,17 +100,28 @@ def file_identity(fs: Any, path: str) -> str:
 
 def list_parquet_files(spec: LakeSpec) -> tuple[Any, list[str]]:
     """The lake's Parquet files, sorted by path (hidden and temporary files ignored)."""
+    fs, paths, _ = list_lake(spec)
+    return fs, paths
+
+
+def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
+    """(filesystem, the lake's Parquet files, the other visible files), each sorted by path.
+
+    Names starting with "." or "_" (``_SUCCESS``, ``.crc``, our temporary folders) are bookkeeping and
+    not listed; any other file without the ``.parquet`` suffix is "stray": not read, but reported, since
+    a user who dropped a CSV or a ``.parq`` file into the lake expects it to count."""
     try:
         fs, root = spec.filesystem()
         if fs.isfile(root):
-            return fs, [root]
-        paths = [p for p in fs.find(root) if p.endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith((".", "_"))]
+            return fs, [root], []
+        visible = [p for p in fs.find(root) if not p.rsplit("/", 1)[-1].startswith((".", "_"))]
     except (PermissionError, OSError) as error:
         raise LakeError(
             f"cannot read the lake location {spec.url}: {type(error).__name__}: {error}. Check the path, the "
             "credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the endpoint (AWS_ENDPOINT_URL)"
         ) from None
-    return fs, sorted(paths)
+    parquet = sorted(p for p in visible if p.endswith(".parquet"))
+    return fs, parquet, sorted(p for p in visible if not p.endswith(".parquet"))
 
 
 def fingerprint(files: list[LakeFile]) -> str:

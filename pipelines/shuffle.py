@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import hashlib
 import math
 import re
 import secrets
@@ -78,6 +79,9 @@ class Manifest:
     source_fingerprint: str
     created_at: str
     source_files: tuple[str, ...] = ()  # content identities of the source files (the ledger's units)
+    # Random per shuffle (not the permutation's seed): tells two shuffles of one lake apart, even with one
+    # layout in the same second. Manifests before it have "" and are told apart by created_at only.
+    shuffle_id: str = ""
 
     @property
     def num_rows(self) -> int:
@@ -87,6 +91,15 @@ class Manifest:
     def fingerprint(self) -> str:
         """The shuffled lake's identity for the ledger: the source fingerprint (same rows, same privacy unit)."""
         return self.source_fingerprint
+
+    @property
+    def row_order(self) -> str:
+        """The identity of this shuffle's row order: the source fingerprint and a digest of this shuffle's
+        files and commit time. A checkpoint records it, so a run never resumes on another shuffle of the
+        same lake: its remaining steps would read rows its earlier steps already used (two releases of a
+        record that the single-pass accounting charged once)."""
+        digest = hashlib.sha256(repr((self.files, self.created_at, self.shuffle_id)).encode()).hexdigest()[:16]
+        return f"{self.source_fingerprint}/shuffle-{digest}"
 
     def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
         return LakeSpec(self.url, self.features, self.label, storage_options or {})
@@ -215,6 +228,22 @@ def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
             _remove(fs, f"{root}/{name}")
 
 
+def _remove_shuffle(fs: Any, root: str, out_url: str) -> None:
+    """Delete a committed shuffle before shuffling again: its manifest first (so a crash leaves an
+    uncommitted shuffle, which the next run clears), then its parts. Refused, deleting nothing, when the
+    folder holds any file a shuffle does not write."""
+    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
+    foreign = sorted(name for name in names if name not in (MANIFEST_NAME, MARKER_NAME, SCRATCH) and not _PART.match(name))
+    if foreign:
+        raise LakeError(f"lake.shuffled_url {out_url} holds files a shuffle did not write ({', '.join(foreign[:5])}); "
+                        "nothing was deleted. Move them away, or point lake.shuffled_url at a new folder")
+    write_json_atomic(fs, f"{root}/{MARKER_NAME}", {"reshuffle": True})
+    _remove(fs, f"{root}/{MANIFEST_NAME}")
+    for name in names:
+        if name not in (MANIFEST_NAME, MARKER_NAME):
+            _remove(fs, f"{root}/{name}")
+
+
 def _reuse(existing: Manifest, spec: LakeSpec, summary: LakeSummary, out_url: str) -> Manifest:
     """The committed shuffle of the same source, read with ``spec``'s columns (in ``spec``'s order)."""
     if existing.source_fingerprint != summary.fingerprint:
@@ -257,6 +286,7 @@ def shuffle_once(
     summary: LakeSummary | None = None,
     on_progress: Callable[[str, int], None] | None = None,
     protected: tuple[str, ...] = (),
+    reshuffle: bool = False,
 ) -> Manifest:
     """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent).
 
@@ -268,7 +298,9 @@ def shuffle_once(
 
     ``rows_per_file=None`` uses ``automatic_rows_per_file`` for a new shuffle and reuses a committed one
     whatever its layout; an explicit value that would give another number of files than the committed
-    shuffle is refused (never silently reused).
+    shuffle is refused (never silently reused). ``reshuffle=True`` deletes the committed shuffle (only
+    the files a shuffle writes; anything else there refuses) and shuffles again with the given layout. A
+    run checkpointed on the old shuffle then refuses to resume (``Manifest.row_order``).
     """
     if rows_per_file is not None and rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
@@ -276,14 +308,18 @@ def shuffle_once(
     check_output_location(out_url, spec.url, protected)
     summary = summary or validate_lake(spec)
     existing = read_manifest(out_url, out_options)
+    if existing is not None and reshuffle:
+        _remove_shuffle(*open_url(out_url, out_options), out_url)
+        existing = None
     if existing is not None:
         wanted = len(existing.files) if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
         if len(existing.files) != wanted:
             raise LakeError(
                 f"{out_url} holds a shuffle of this lake in {len(existing.files)} files, but rows_per_file={rows_per_file} "
-                f"asks for {wanted}: a shuffle made with other settings is never reused silently. Set lake.rows_per_file "
-                f"back (any value giving {len(existing.files)} files, e.g. {math.ceil(summary.num_rows / len(existing.files))}), "
-                "or point lake.shuffled_url at a new folder to shuffle again"
+                f"asks for {wanted}: a shuffle made with other settings is never reused silently. Shuffle again with "
+                "`dpstream shuffle CONFIG --reshuffle` (reshuffle=True), set lake.rows_per_file back (any value giving "
+                f"{len(existing.files)} files, e.g. {math.ceil(summary.num_rows / len(existing.files))}), or point "
+                "lake.shuffled_url at a new folder"
             )
         return _reuse(existing, spec, summary, out_url)
     out_fs, root = open_url(out_url, out_options)
@@ -336,6 +372,7 @@ def shuffle_once(
         source_fingerprint=summary.fingerprint,
         created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         source_files=summary.file_identities,
+        shuffle_id=secrets.token_hex(8),
     )
     write_json_atomic(out_fs, f"{root}/{MANIFEST_NAME}", asdict(manifest), exclusive=True)
     _remove(out_fs, f"{root}/{MARKER_NAME}")

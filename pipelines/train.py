@@ -38,8 +38,9 @@ def train_on_lake(
 ) -> tuple[FitResult, str]:
     """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used.
 
-    ``checkpoint``/``run_id`` make the run resumable (the lake's fingerprint is part of the checkpoint's
-    identity, so a checkpoint is never applied to another lake); ``ledger`` charges the run once.
+    ``checkpoint``/``run_id`` make the run resumable (the shuffle's row order, ``Manifest.row_order``, is
+    part of the checkpoint's identity, so a checkpoint is never applied to another lake or another
+    shuffle of it); ``ledger`` charges the run once.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
@@ -55,6 +56,6 @@ def train_on_lake(
         executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks))
     result = run(
         algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step,
-        checkpoint=checkpoint, run_id=run_id, ledger=ledger, lake=manifest.fingerprint,
+        checkpoint=checkpoint, run_id=run_id, ledger=ledger, lake=manifest.row_order,
     )
     return result, mode

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, fingerprint, list_parquet_files
+from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, fingerprint, list_lake
 
 __all__ = ["LakeSummary", "validate_lake", "BINARY_LABEL_SETS"]
 
@@ -31,6 +31,16 @@ class LakeSummary:
     schema: pa.Schema
     num_features: int
     fingerprint: str
+    stray_files: tuple[str, ...] = ()  # visible files without the .parquet suffix: not read, reported
+
+    def stray_note(self) -> str | None:
+        """One line naming the files validation did not read, or None."""
+        if not self.stray_files:
+            return None
+        names = [_name(path) for path in self.stray_files]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        return (f"{len(names)} file(s) in {self.spec.url} are not Parquet and are not read: {shown}; convert them "
+                "(`dpstream convert`) or move them out of the lake")
 
     @property
     def num_rows(self) -> int:
@@ -48,7 +58,13 @@ def _name(path: str) -> str:
 
 def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
     for column in spec.columns:
-        if schema.get_field_index(column) < 0:
+        copies = len(schema.get_all_field_indices(column))
+        if copies > 1:
+            raise LakeError(
+                f"{_name(path)}: column {column!r} appears {copies} times in the file's schema, so which one to read "
+                "is ambiguous; rewrite the file with distinct column names"
+            )
+        if copies == 0:
             raise LakeError(
                 f"{_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
                 "fix the feature/label names in the config"
@@ -136,9 +152,10 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary
 
     ``binary_labels=True`` (classifiers) also requires the label column to hold at most two values
     forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``)."""
-    fs, paths = list_parquet_files(spec)
+    fs, paths, stray = list_lake(spec)
     if not paths:
-        raise LakeError(f"the lake {spec.url} is empty: no .parquet files found; check the URL")
+        found = f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)" if stray else ""
+        raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
     files, schema, width = [], None, None
     for path in paths:
         try:
@@ -166,4 +183,4 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary
     labels_seen: set[float] | None = set() if binary_labels else None
     for file in files:
         width = _scan(fs, file.path, spec, width, labels_seen)
-    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files))
+    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files), tuple(stray))

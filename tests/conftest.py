@@ -12,6 +12,14 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# The CLI's log files (flows/logs.py) go to one folder for the session, removed at its end, not ~/.dpstream.
+if "DPSTREAM_LOG_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["DPSTREAM_LOG_DIR"] = tempfile.mkdtemp(prefix="dpstream-test-logs.")
+    atexit.register(shutil.rmtree, os.environ["DPSTREAM_LOG_DIR"], True)
 
 
 RUNNING_SERVERS: dict = {}  # endpoint -> server, so an outage test can stop and restart it

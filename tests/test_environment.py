@@ -39,8 +39,41 @@ def run_python(code: str, **env):
 
 
 def test_quiet_dask_by_default_verbose_and_user_settings_win():
-    check = ("import logging, os; from flows.quiet import quiet_dask; quiet_dask(verbose={verbose}); "
+    check = ("import logging, os; from flows.logs import quiet_dask; quiet_dask(verbose={verbose}); "
              "print(os.environ.get('DASK_LOGGING__DISTRIBUTED'), logging.getLevelName(logging.getLogger('distributed').level))")
     assert run_python(check.format(verbose=False)).stdout.split() == ["warning", "WARNING"]
     assert run_python(check.format(verbose=True)).stdout.split() == ["None", "NOTSET"]
     assert run_python(check.format(verbose=False), DASK_LOGGING__DISTRIBUTED="info").stdout.split() == ["info", "INFO"]
+
+
+def test_logs_go_to_the_named_file_and_verbose_keeps_them_on_the_terminal(tmp_path):
+    check = ("import logging; from pathlib import Path; from flows.logs import capture_logs; "
+             "capture_logs(Path({path!r}), verbose={verbose}); "
+             "logging.getLogger('prefect').info('prefect server line'); "
+             "logging.getLogger('distributed.scheduler').info('scheduler line'); "
+             "logging.getLogger('some.library').warning('library warning')")
+    for verbose in (False, True):
+        path = tmp_path / f"verbose-{verbose}.log"
+        done = run_python(check.format(path=str(path), verbose=verbose), PREFECT_LOGGING_LEVEL="WARNING")
+        assert done.returncode == 0, done.stderr
+        written = path.read_text()
+        # The file has the whole story, once per record, whatever PREFECT_LOGGING_LEVEL says for the console.
+        for line in ("prefect server line", "scheduler line", "library warning"):
+            assert written.count(line) == 1, written
+            assert (line in done.stderr) == verbose, done.stderr
+
+
+def test_log_folder_is_bounded(tmp_path, monkeypatch):
+    from flows.logs import KEEP_LOGS, new_log_file
+
+    monkeypatch.setenv("DPSTREAM_LOG_DIR", str(tmp_path))
+    (tmp_path / "notes.txt").write_text("mine")
+    paths = []
+    for _ in range(KEEP_LOGS + 5):
+        paths.append(new_log_file("train", "run-x"))
+        paths[-1].write_text("log")
+    new_log_file("demo", "run").write_text("log")
+    kept = sorted(p.name for p in tmp_path.glob("*-train-*.log"))
+    assert len(kept) == KEEP_LOGS
+    assert kept == sorted(p.name for p in paths[-KEEP_LOGS:]) and (tmp_path / "notes.txt").exists()
+    assert len(list(tmp_path.glob("*-demo-*.log"))) == 1  # each command has its own bound

@@ -190,9 +190,18 @@ class LakeLedger:
             f"run {run_id!r} needs mu={mu:.6g} but lake {self.fingerprint} has spent "
             f"epsilon={gdp.epsilon_for_delta(self.budget.delta, spent):.4g} of its lifetime "
             f"epsilon={self.budget.epsilon:g} at delta={self.budget.delta:g}{shared}; with this run it would "
-            f"reach epsilon={would:.4g}. Lower the run's epsilon (at most mu={self.remaining_mu(run_id):.6g} "
-            "remains) or raise the lake's lifetime budget deliberately"
+            f"reach epsilon={would:.4g}. {self._what_remains(run_id)}"
         )
+
+    def _what_remains(self, run_id: str) -> str:
+        remaining = self.remaining_mu(run_id)
+        if remaining <= 0.0:
+            return ("Nothing remains: the lake's lifetime budget (budget.lifetime_epsilon in a pipeline config) is spent; "
+                    "raise it only deliberately")
+        at_most = gdp.epsilon_for_delta(self.budget.delta, remaining)
+        return (f"Lower the run's epsilon (budget.epsilon in a pipeline config) to at most {at_most:.4g} at "
+                f"delta={self.budget.delta:g} (mu={remaining:.6g} remains), or raise the lake's lifetime budget "
+                "deliberately")
 
     def _others(self) -> list[str]:
         if self.files is None:
@@ -274,6 +283,16 @@ class LakeLedger:
             self._fs.mv(source, f"{folder}/{entry.run_id}.json")
             moved += 1
         return moved
+
+    def archives(self) -> list[tuple[str, list[LedgerEntry]]]:
+        """The reset archives (``archived-<tag>/``, oldest first), each with the run entries it holds."""
+        self._fs.invalidate_cache(self._root)
+        if not self._fs.exists(self._root):
+            return []
+        folders = sorted(p for p in self._fs.ls(self._root, detail=False) if p.rsplit("/", 1)[-1].startswith("archived-"))
+        return [(folder.rsplit("/", 1)[-1][len("archived-"):],
+                 [_entry_at(self._fs, p) for p in sorted(self._fs.ls(folder, detail=False)) if p.endswith(".json")])
+                for folder in folders]
 
     def statement(self) -> str:
         entries = self.entries()

@@ -16,7 +16,7 @@ import numpy as np
 from rich.console import Console
 
 from examples.california import LABEL_RANGE, SPEC
-from flows.quiet import quiet_dask
+from flows.logs import quiet_dask
 
 HERE = Path(__file__).resolve().parent
 HOUSING = HERE.parents[1].parent / "shared" / "data" / "california_housing" / "housing.csv"

@@ -98,7 +98,7 @@ def test_resume_refuses_other_configuration_or_key(tmp_path):
     from dpstream.algorithms import DPSGD
 
     other = DPSGD(2.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=200)
-    with pytest.raises(CheckpointError, match="another configuration, lake or code version"):
+    with pytest.raises(CheckpointError, match="another configuration, lake, shuffle of the lake or code version"):
         run(other, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), **common)
     with pytest.raises(ValueError, match="resumes with the noise key of its checkpoint"):
         run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), key=NoiseKey.generate(), **common)

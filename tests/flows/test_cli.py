@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from dpstream.privacy import Ledger, LifetimeBudget
+from examples.california import SPEC
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
@@ -44,20 +45,28 @@ ledger_url = "{values['ledger']}"
 
 def test_convert_validate_shuffle_on_real_data(tmp_path):
     raw = tmp_path / "raw"
-    converted = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, "--label", "median_house_value",
-                         "--missing", "impute", "--impute", "total_bedrooms=400", "--categorical",
-                         "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN", "--bounds", "median_income=0,10")
+    common = ["--label", "median_house_value", "--missing", "impute", "--impute", "total_bedrooms=400", "--categorical",
+              "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN"]
+    # A numeric column without public bounds (here all but median_income and the label) is refused, naming each.
+    unbounded = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, *common, "--bounds", "median_income=0,10",
+                         "median_house_value=0,500001")
+    assert unbounded.returncode == 2 and len(unbounded.stderr.strip().splitlines()) == 1
+    assert "no public bounds for 'longitude', 'latitude', 'housing_median_age'" in unbounded.stderr
+    assert "--bounds longitude=LOW,HIGH latitude=LOW,HIGH" in unbounded.stderr and not raw.exists()
+    bounds = [f"{column}={low:g},{high:g}" for column, (low, high) in SPEC.bounds.items() if column != "median_income"]
+    converted = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, *common, "--bounds", "median_income=0,10", *bounds)
     assert converted.returncode == 0, converted.stderr
     assert pq.read_table(raw).num_rows == 20_640
     income = pq.read_table(raw, columns=["median_income"]).column(0).to_numpy()
-    assert income.min() >= 0 and income.max() == 1.0  # clipped at the public 10 and scaled
-    symmetric = dpstream("convert", HOUSING, tmp_path / "symmetric", "--columns", "median_income", "--label",
-                         "median_house_value", "--bounds", "median_income=0,10", "--scale-range", "-1", "1")
-    assert symmetric.returncode == 0, symmetric.stderr
-    income = pq.read_table(tmp_path / "symmetric", columns=["median_income"]).column(0).to_numpy()
-    assert income.min() >= -1.0 and income.max() == 1.0 and income.min() < -0.9  # [0, 10] onto [-1, 1]
+    assert income.min() >= -1.0 and income.max() == 1.0 and income.min() < -0.9  # [0, 10] onto the default [-1, 1]
+    unit = dpstream("convert", HOUSING, tmp_path / "unit", "--columns", "median_income", "--label", "median_house_value",
+                    "--bounds", "median_income=0,10", "--unscaled", "median_house_value", "--scale-range", "0", "1")
+    assert unit.returncode == 0, unit.stderr
+    table = pq.read_table(tmp_path / "unit")
+    assert table.column("median_income").to_numpy().min() >= 0.0  # [0, 10] onto [0, 1]
+    assert table.column("median_house_value").to_numpy().max() == 500_001.0  # declared unscaled: kept as it is
     bad = dpstream("convert", HOUSING, tmp_path / "bad", "--columns", "median_income", "--label", "median_house_value",
-                   "--scale-range", "1", "-1")
+                   "--unscaled", "median_income", "median_house_value", "--scale-range", "1", "-1")
     assert bad.returncode == 2 and "scale_range must be finite with low < high" in bad.stderr
     config = tmp_path / "housing.toml"
     config.write_text(config_text(tmp_path, raw))
@@ -70,7 +79,12 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     assert shuffled.returncode == 0, shuffled.stderr
     assert "20,640 rows in 5 files" in shuffled.stdout
     again = dpstream("shuffle", config)  # a complete manifest: nothing to do
-    assert again.returncode == 0 and again.stdout == shuffled.stdout
+    assert again.returncode == 0 and again.stdout == shuffled.stdout and again.stderr == ""  # and no bar at 0
+    config.write_text(config_text(tmp_path, raw).replace("rows_per_file = 5000", "rows_per_file = 2000"))
+    changed = dpstream("shuffle", config, "--quiet")  # another layout: reported, never silently reused
+    assert changed.returncode == 2 and "--reshuffle" in changed.stderr and len(changed.stderr.splitlines()) == 1
+    reshuffled = dpstream("shuffle", config, "--quiet", "--reshuffle")
+    assert reshuffled.returncode == 0 and "20,640 rows in 11 files" in reshuffled.stdout, reshuffled.stderr
 
 
 def test_bad_inputs_exit_2_with_one_line(tmp_path):
@@ -80,8 +94,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     cases = [
         dpstream("validate", config),  # bad config value
         dpstream("validate", tmp_path / "missing.toml"),  # no config
-        dpstream("convert", tmp_path / "none.csv", raw, "--columns", "a", "--label", "b"),  # no CSV
-        dpstream("convert", HOUSING, raw, "--columns", "ocean_proximity", "--label", "median_house_value"),  # not numeric
+        dpstream("convert", tmp_path / "none.csv", raw, "--columns", "a", "--label", "b", "--unscaled", "a", "b"),  # no CSV
+        dpstream("convert", HOUSING, raw, "--columns", "ocean_proximity", "--label", "median_house_value",
+                 "--unscaled", "ocean_proximity", "median_house_value"),  # not numeric
         dpstream("budget", "reset", "lake-x", "--ledger", tmp_path / "ledger"),  # no such ledger
         dpstream("convert", HOUSING, raw, "--columns", "median_income", "--label", "median_house_value",
                  "--bounds", "median_income=0"),  # malformed bounds
@@ -112,8 +127,15 @@ def test_budget_show_and_reset(tmp_path):
     assert refused.returncode == 2 and "--confirm" in refused.stderr
     reset = dpstream("budget", "reset", "lake-abc", "--ledger", ledger_url, "--confirm")
     assert reset.returncode == 0 and "archived 1 run(s)" in reset.stdout
+    assert "restores no privacy" in reset.stdout and "budget show lake-abc" in reset.stdout
     assert Ledger(ledger_url).lake("lake-abc").spent_mu() == 0.0
     assert any(name.startswith("archived-") for name in os.listdir(tmp_path / "ledger" / "lake-abc"))
+    after = dpstream("budget", "show", "lake-abc", "--ledger", ledger_url)
+    lines = after.stdout.splitlines()
+    assert after.returncode == 0 and "0 run(s), spent epsilon=0" in lines[0]
+    # The archive stays visible, with its spend and the plain statement that a reset gives nothing back.
+    assert re.match(r"reset \d{8}T\d{6}Z: 1 earlier run\(s\) archived, mu=0.3 ", lines[1])
+    assert "not restored to the individuals" in lines[1] and lines[2].strip().startswith("run-1: mu=0.3")
 
 
 def test_help_everywhere():

@@ -1,8 +1,11 @@
 """`dpstream demo` and `dpstream train` in a subprocess with the README's environment (ephemeral API)."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+from flows.demo import DEMO_MARKER
 
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
@@ -16,13 +19,23 @@ def dpstream(*args):
 
 
 def test_demo_on_a_small_lake(tmp_path):
+    earlier = tmp_path / "20200101-000000"  # an earlier demo run: removed once the new one completes
+    (earlier / "raw").mkdir(parents=True)
+    (earlier / DEMO_MARKER).touch()
+    foreign = tmp_path / "20200101-000001"  # a timestamp-named folder the demo did not write: kept
+    foreign.mkdir()
     result = dpstream("demo", "--rows", "40000", "--files", "4", "--dim", "6", "--directory", tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "(1, 1e-06)-DP" in result.stdout and "DP model RMSE" in result.stdout
     assert "non-private least squares" in result.stdout
     assert list(tmp_path.glob("*/run/privacy_report.md"))
-    # Quiet by default: none of Dask's ~35 INFO lines (scheduler, nanny, workers) reach stderr.
+    # Quiet by default: progress bars only (shuffle scatter, gather, training) and no log records; the
+    # Prefect and Dask logs are in the file the last line names.
+    assert len(result.stderr.strip().splitlines()) <= 3, result.stderr[-2000:]
     assert "distributed." not in result.stderr and "| INFO" not in result.stderr, result.stderr[-2000:]
+    log = Path(result.stdout.strip().splitlines()[-1].removeprefix("log "))
+    assert log.exists() and "Finished in state Completed()" in log.read_text()
+    assert not earlier.exists() and foreign.exists() and "Removed 1 earlier demo run(s)" in result.stdout
 
 
 def test_train_then_budget_refused_exit_3(tmp_path):
@@ -40,4 +53,8 @@ def test_train_then_budget_refused_exit_3(tmp_path):
     assert missing.returncode == 2 and "no published run" in missing.stderr
     second = dpstream("train", config, "--run-id", "two", "--output", tmp_path / "two")
     assert second.returncode == 3
-    assert second.stderr.strip().splitlines()[-1].startswith("dpstream: budget refused:")
+    # One line, no Prefect traceback; the full story is in the log file it names.
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpstream: budget refused:"), second.stderr[-3000:]
+    log = Path(re.search(r"\(full log: (.+\.log)\)$", lines[0]).group(1))
+    assert "BudgetExceededError" in log.read_text() and "Traceback" in log.read_text()

@@ -38,9 +38,37 @@ def test_training_bar_reaches_all_rows_and_the_final_epsilon():
         for step in range(plan.num_steps):
             on_step(step, None)
     text = sink.getvalue()
-    assert f"{plan.rows_used}/{plan.rows_used} rows" in text
-    shown = float(re.search(r"ε spent ([0-9.e+-]+) \(δ=1e-06\)", text).group(1))
+    done = f"{plan.rows_used / 1000:#.3g}k"
+    assert f"{done}/{done} rows" in text
+    shown = float(re.search(r"ε ([0-9.e+-]+)", text).group(1))
     assert shown == pytest.approx(algorithm.report(plan).epsilon, rel=1e-3)  # printed with 4 digits
+
+
+def test_bars_fit_an_80_column_terminal_at_a_billion_rows():
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=1_000_000)
+    plan = algorithm.plan(1_999_999_999, 3)
+    sink = io.StringIO()
+    with RunProgress(console=Console(file=sink, width=80, force_terminal=False)) as progress:
+        shuffle = progress.shuffle(2_000_000_000)
+        shuffle("scatter", 2_000_000_000)
+        shuffle("gather", 1_234_567_890)
+        on_step = progress.training(algorithm, plan)
+        for step in (0, 1, plan.num_steps - 1):
+            on_step(step, None)
+    lines = sink.getvalue().rstrip("\n").splitlines()
+    # One line per bar (three), none wrapped or cut: every field is still there.
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines), lines
+    assert "2.00G/2.00G rows" in lines[0] and "1.23G/2.00G rows" in lines[1] and re.search(r"ε [0-9.]+ ", lines[2])
+    assert "train 1999 steps" in lines[2] and "2.00G/2.00G rows" in lines[2]
+
+
+def test_nothing_to_do_draws_no_bar():
+    sink = io.StringIO()
+    with RunProgress(console=Console(file=sink, width=80)) as progress:
+        progress.shuffle(1_000)
+        algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=10)
+        progress.training(algorithm, algorithm.plan(100, 2))
+    assert sink.getvalue() == ""  # a kept manifest, a run resumed complete: no bars at 0
 
 
 def test_disabled_progress_prints_nothing():

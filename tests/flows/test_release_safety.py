@@ -9,6 +9,7 @@ ledger is touched; Ctrl-C stops at once and leaves a resumable run.
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -171,10 +172,10 @@ every_steps = 50
     while (leftovers := _leftovers(process.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers == []
-    expected = (f"dpstream: interrupted; run ctrl-c stopped; its ledger charge stays reserved and it resumes from its "
-                f"checkpoint with: dpstream train {config} --run-id ctrl-c")
+    expected = re.compile(r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge "
+                          r"stays reserved and it resumes from its checkpoint with: " + re.escape(f"dpstream train {config} --run-id ctrl-c") + "$")
     # The message closes the output; a log line a dying Dask process flushed a moment later may follow.
-    assert expected in stderr.strip().splitlines()[-3:], stderr[-2000:]
+    assert any(expected.match(line) for line in stderr.strip().splitlines()[-3:]), stderr[-2000:]
     assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "reserved"}
     resumed = dpstream("train", config, "--run-id", "ctrl-c", "--quiet")
     assert resumed.returncode == 0, resumed.stderr[-2000:]

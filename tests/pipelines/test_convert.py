@@ -46,6 +46,10 @@ def test_california_impute_public_constant(tmp_path):
 @pytest.mark.parametrize(
     "overrides, match",
     [
+        (dict(require_bounds=True, bounds={"longitude": (-124.5, -114.0)}, unscaled=NUMERIC[2:]),
+         r"no public bounds for 'latitude', 'median_house_value'.*--bounds latitude=LOW,HIGH median_house_value=LOW,HIGH"),
+        (dict(unscaled=("median_house_value", "ocean_proximity")), r"unscaled names column 'ocean_proximity', which is neither"),
+        (dict(bounds={"latitude": (32.5, 42.0)}, unscaled=("latitude",)), r"column 'latitude' has bounds and is also listed as unscaled"),
         (dict(columns=NUMERIC + ("rooms_per_person",)), r"column 'rooms_per_person' is not in the CSV"),
         (dict(columns=NUMERIC + ("ocean_proximity",), categorical={}), r"column 'ocean_proximity' is not numeric"),
         (dict(categorical={"ocean_proximity": OCEAN[:3]}), r"category 'NEAR BAY' not in the public list"),
@@ -98,3 +102,13 @@ def test_public_bounds_clip_and_scale_to_unit_range(tmp_path):
 def test_bad_bounds(bounds, match):
     with pytest.raises(LakeError, match=match):
         housing_spec(bounds=bounds)
+
+
+def test_required_bounds_are_met_by_bounds_or_unscaled(tmp_path):
+    out = str(tmp_path / "lake")
+    spec = housing_spec(missing="impute", impute_values={"total_bedrooms": 400.0}, require_bounds=True, scale_range=(-1.0, 1.0),
+                        bounds={"longitude": (-124.5, -114.0), "latitude": (32.5, 42.0)}, unscaled=NUMERIC[2:] + ("median_house_value",))
+    assert spec.unbounded_columns() == []
+    table = pq.read_table(csv_to_parquet(str(HOUSING), out, spec)[0])
+    assert -1.0 <= table.column("latitude").to_numpy().min() and table.column("latitude").to_numpy().max() <= 1.0
+    assert table.column("total_rooms").to_numpy().max() > 1_000  # unscaled: as in the CSV

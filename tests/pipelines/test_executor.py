@@ -186,6 +186,19 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
     assert first.params.tobytes() == reference.tobytes()  # same key, same data order: bit-for-bit
 
 
+def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifest, dask_client, tmp_path):
+    """After a reshuffle, the steps left would read rows the first steps already used: refused."""
+    from dpstream.checkpoint import CheckpointError, CheckpointPolicy
+    from pipelines import train_on_lake
+
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
+    train_on_lake(manifest, ALGORITHMS[1], LinearRegressionModel(), dask_client, mode="streaming", checkpoint=policy, run_id="r")
+    reshuffled = shuffle_once(lake, manifest.url, rows_per_file=3500, reshuffle=True)
+    assert reshuffled.fingerprint == manifest.fingerprint  # same data: the ledger's unit is unchanged
+    with pytest.raises(CheckpointError, match="another configuration, lake, shuffle of the lake or code version"):
+        train_on_lake(reshuffled, ALGORITHMS[1], LinearRegressionModel(), dask_client, mode="streaming", checkpoint=policy, run_id="r")
+
+
 @pytest.mark.parametrize("mode", ["scatter", "streaming"])
 def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
     """The KAN uses the same model interface: shipped to the workers, bit-for-bit the in-memory fit."""

@@ -82,6 +82,30 @@ def test_a_shuffle_with_another_layout_is_never_reused_silently(lake, tmp_path):
     assert before == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}  # nothing touched
 
 
+def test_reshuffle_replaces_the_shuffle_and_changes_its_row_order(lake, tmp_path):
+    out = str(tmp_path / "out")
+    first = shuffle_once(lake, out, rows_per_file=5000)
+    with pytest.raises(LakeError, match=r"--reshuffle"):
+        shuffle_once(lake, out, rows_per_file=2000)
+    second = shuffle_once(lake, out, rows_per_file=2000, reshuffle=True)
+    assert len(second.files) == 10 and read_manifest(out) == second
+    assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [f"part-{j:05d}.parquet" for j in range(10)]
+    assert pq.read_table(out).num_rows == 20_000
+    # Same data, so the same ledger unit; another row order, so no checkpoint of the first resumes on it.
+    assert second.fingerprint == first.fingerprint and second.row_order != first.row_order
+    assert shuffle_once(lake, out, rows_per_file=2000).row_order == second.row_order  # reused: stable identity
+
+
+def test_reshuffle_deletes_nothing_it_did_not_write(lake, tmp_path):
+    out = tmp_path / "out"
+    shuffle_once(lake, str(out), rows_per_file=5000)
+    (out / "notes.txt").write_text("mine")
+    before = sorted(os.listdir(out))
+    with pytest.raises(LakeError, match=r"holds files a shuffle did not write \(notes.txt\); nothing was deleted"):
+        shuffle_once(lake, str(out), rows_per_file=2000, reshuffle=True)
+    assert sorted(os.listdir(out)) == before and read_manifest(str(out)) is not None
+
+
 def test_interrupted_shuffle_is_cleaned_and_redone(lake, tmp_path):
     out = tmp_path / "out"
     (out / "_scratch" / "to-00000").mkdir(parents=True)

@@ -160,3 +160,30 @@ def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
 def test_continuous_label_refused_for_a_classifier_shows_few_values(lake):
     with pytest.raises(LakeError, match=r"holds the values \{(-?\d[^,]*, ){8}\.\.\.\}"):
         validate_lake(lake, binary_labels=True)
+
+
+def test_stray_files_are_reported_not_silently_ignored(lake):
+    with open(os.path.join(lake.url, "extra rows.csv"), "w") as handle:
+        handle.write("x0,y\n1,2\n")
+    with open(os.path.join(lake.url, "_SUCCESS"), "w"):
+        pass  # bookkeeping: neither read nor reported
+    summary = validate_lake(lake)
+    assert [os.path.basename(path) for path in summary.stray_files] == ["extra rows.csv"]
+    assert "extra rows.csv" in summary.stray_note() and "not read" in summary.stray_note()
+    assert summary.num_rows == 20_000  # the CSV is not counted
+
+
+def test_a_lake_of_only_stray_files_says_what_it_found(tmp_path):
+    os.makedirs(tmp_path / "csvs")
+    (tmp_path / "csvs" / "data.csv").write_text("x0,y\n1,2\n")
+    with pytest.raises(LakeError, match=r"no .parquet files found \(it holds 1 other file\(s\), e.g. data.csv"):
+        validate_lake(feature_spec(str(tmp_path / "csvs")))
+
+
+def test_a_duplicated_column_is_named_as_duplicated_not_missing(lake):
+    path = os.path.join(lake.url, "day=02.parquet")
+    table = pq.read_table(path)
+    doubled = pa.Table.from_arrays(list(table.columns) + [table.column("x1")], names=table.column_names + ["x1"])
+    pq.write_table(doubled, path)
+    with pytest.raises(LakeError, match=r"day=02.parquet: column 'x1' appears 2 times .* distinct column names"):
+        validate_lake(lake)

@@ -41,6 +41,7 @@ def test_runs_compose_and_refuse_past_lifetime_budget(ledger_url):
         lake.reserve("run-4", 0.01, mechanism="dp-sgd", relation="replace-one")
     message = str(refused.value)
     assert "lake-abc123" in message and "run-4" in message and "lifetime" in message
+    assert "Nothing remains" in message and "budget.lifetime_epsilon" in message
     assert len(lake.entries()) == 4
     # Re-opening (another process, a later day) sees the same spend.
     again = Ledger(url, options).lake("lake-abc123")
@@ -197,3 +198,15 @@ def test_malformed_entry_names_the_file(tmp_path, content):
     (tmp_path / "lake1" / "runs" / "bad.json").write_text(content)
     with pytest.raises(ValueError, match=r"bad\.json is not a dpstream ledger entry .* restore it"):
         lake.spent_mu()
+
+
+def test_a_refusal_says_which_epsilon_still_fits(tmp_path):
+    lake = Ledger(str(tmp_path)).lake("lake-abc123", BUDGET)
+    lake.reserve("first", MU_MAX * 0.6, mechanism="m", relation="replace-one")
+    with pytest.raises(BudgetExceededError) as refused:
+        lake.reserve("second", MU_MAX * 0.9, mechanism="m", relation="replace-one")
+    remaining = (MU_MAX**2 - (0.6 * MU_MAX) ** 2) ** 0.5  # GDP composition: μ_max² = Σ μ_i²
+    fits = epsilon_for_delta(BUDGET.delta, remaining)
+    assert f"to at most {fits:.4g} at delta={BUDGET.delta:g}" in str(refused.value)
+    assert "budget.epsilon" in str(refused.value)
+    lake.reserve("second", remaining * 0.999, mechanism="m", relation="replace-one")  # what it said fits, fits

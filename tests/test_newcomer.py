@@ -1,0 +1,117 @@
+"""The README's newcomer path, run exactly as written: CSV → convert → validate → shuffle → train → report.
+
+The commands and the pipeline.toml are read from the README section "From a CSV to a model" and run
+with the installed ``dpstream`` entry point in subprocesses, in an empty work folder holding a copy of
+the California CSV. Temporary files, logs, the Prefect home and Dask's scratch space get fresh
+folders of their own, so anything left outside the documented places is seen.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
+DPSTREAM = Path(sys.executable).parent / "dpstream"  # the console script `make install` puts in .venv/bin
+
+
+def readme_path() -> tuple[list[list[str]], str]:
+    """(the commands of the section's bash block, its pipeline.toml)."""
+    section = (ROOT / "README.md").read_text().split("## From a CSV to a model", 1)[1].split("\n## ", 1)[0]
+    bash = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    toml = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    commands = [shlex.split(line, comments=True) for line in bash.replace("\\\n", " ").splitlines()]
+    return [command for command in commands if command], toml
+
+
+@pytest.fixture()
+def work(tmp_path):
+    folders = {name: tmp_path / name for name in ("work", "tmp", "logs", "prefect", "dask")}
+    for folder in folders.values():
+        folder.mkdir()
+    shutil.copy(HOUSING, folders["work"] / "housing.csv")
+    return folders
+
+
+def run(work, command: list[str]) -> subprocess.CompletedProcess:
+    assert command[0] == "dpstream", command
+    env = {**os.environ, "TMPDIR": str(work["tmp"]), "DPSTREAM_LOG_DIR": str(work["logs"]),
+           "PREFECT_HOME": str(work["prefect"]), "DASK_TEMPORARY_DIRECTORY": str(work["dask"])}
+    env.pop("PREFECT_LOGGING_LEVEL", None)  # a newcomer's shell: Prefect's own INFO default
+    return subprocess.run([str(DPSTREAM), *command[1:]], cwd=work["work"], env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
+    shuffled = work["work"] / "lake" / "shuffled"
+    manifest = json.loads((shuffled / "_manifest.json").read_text())
+    names = [name for name, _ in manifest["files"]]
+    label = manifest["label"]
+    training = np.concatenate([pq.read_table(shuffled / name, columns=[label]).column(0).to_numpy() for name in names[:-1]])
+    held_out = pq.read_table(shuffled / names[-1])
+    X = np.column_stack([held_out.column(name).to_numpy() for name in manifest["features"]])
+    y = held_out.column(label).to_numpy()
+    return X, y, float(np.sqrt(np.mean((y - training.mean()) ** 2)))
+
+
+def test_the_readme_path_from_a_csv_to_a_model(work):
+    commands, toml = readme_path()
+    assert [command[1] for command in commands] == ["convert", "validate", "shuffle", "train", "report"]
+    (work["work"] / "pipeline.toml").write_text(toml)
+    source_digest = hashlib.sha256(HOUSING.read_bytes()).hexdigest()
+    outputs = {}
+    for command in commands:
+        result = run(work, command)
+        assert result.returncode == 0, (command, result.stderr[-3000:])
+        # On success: progress bars at most (scatter, gather, training), no log records, no tracebacks.
+        assert len(result.stderr.strip().splitlines()) <= 3 and "INFO" not in result.stderr, (command, result.stderr)
+        outputs[command[1]] = result.stdout
+    assert "Training will use 16,512 rows and hold out 4,128" in outputs["validate"]
+
+    # A model clearly better than predicting the mean (ε = 1; AdaSSP's median held-out RMSE is about
+    # 0.70 of the mean predictor's over 60 fits, its 90th percentile 0.72: BENCHMARKS.md).
+    document = json.loads((work["work"] / "runs" / "first" / "model.json").read_text())
+    assert document["format"] == "dpstream-model/1" and document["algorithm"] == "ssp"
+    X, y, mean_rmse = holdout_and_mean_rmse(work)
+    assert X.shape[1] == len(document["features"])
+    from flows.config import ModelConfig
+
+    model = ModelConfig(**{"kind": document["model"]["kind"]}).build()
+    rmse = float(np.sqrt(np.mean((model.predict_margin(X, np.asarray(document["params"])) - y) ** 2)))
+    printed = float(re.search(r"held-out RMSE \(non-private, operator only\): ([0-9.]+)", outputs["train"]).group(1))
+    assert rmse == pytest.approx(printed, rel=1e-4)  # model.json applied as documented gives the reported figure
+    assert rmse < 0.85 * mean_rmse, (rmse, mean_rmse)
+    assert "(1, 1e-06)-DP" in outputs["report"] and "linear model trained with ssp: longitude, latitude" in outputs["report"]
+
+    # Refusals: one line each, naming the problem; nothing lost.
+    again = run(work, commands[0])  # converting into the lake again
+    greedy = work["work"] / "greedy.toml"
+    greedy.write_text(toml.replace("epsilon = 1.0 ", "epsilon = 3.9 "))  # past the lifetime budget with the first run
+    over = run(work, ["dpstream", "train", "greedy.toml"])
+    careless = work["work"] / "careless.toml"
+    careless.write_text(toml.replace('shuffled_url = "lake/shuffled"', 'shuffled_url = "lake/raw"'))
+    onto_source = run(work, ["dpstream", "shuffle", "careless.toml"])
+    for result, code, says in ((again, 2, "is not empty"), (over, 3, "budget refused"), (onto_source, 2, "source")):
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == code and len(lines) == 1 and says in lines[0], result.stderr[-3000:]
+    assert "full log: " in over.stderr and "Traceback" in Path(over.stderr.split("full log: ")[1].rstrip(")\n")).read_text()
+
+    # The source is unchanged, and nothing is left outside the documented places: the work folder holds
+    # the CSV, the configs, the lake folders and the published runs; logs are in DPSTREAM_LOG_DIR.
+    assert hashlib.sha256((work["work"] / "housing.csv").read_bytes()).hexdigest() == source_digest
+    assert sorted(p.name for p in work["work"].iterdir()) == ["careless.toml", "greedy.toml", "housing.csv", "lake",
+                                                               "pipeline.toml", "runs"]
+    assert sorted(p.name for p in (work["work"] / "lake").iterdir()) == ["ledger", "raw", "shuffled"]
+    assert sorted(p.name for p in (work["work"] / "runs").iterdir()) == ["first"]
+    assert list(work["tmp"].iterdir()) == [], list(work["tmp"].iterdir())
+    assert all(path.suffix == ".log" for path in work["logs"].iterdir())
