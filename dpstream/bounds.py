@@ -32,7 +32,7 @@ import numpy as np
 
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
-from dpstream.privacy.calibrate import check_budget
+from dpstream.validation import check_budget
 
 __all__ = ["PrivateBounds", "default_edges", "PRIVATE_BOUNDS_FRACTION"]
 

@@ -29,7 +29,6 @@ shown outside the data owner's trust boundary.
 from __future__ import annotations
 
 import dataclasses
-import math
 from numbers import Integral, Real
 from typing import Any, Iterator
 
@@ -39,13 +38,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
-from dpstream.algorithms.choice import ALGORITHMS, choose_algorithm, stable_learning_rate
+from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.algorithms.choice import ALGORITHMS
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimator_support import FitWarnings, PublicScale, is_dask
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
-from dpstream.noise import NoiseKey, make_noise_process
+from dpstream.noise import NoiseKey
 from dpstream.scaling import unmap_linear
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"]
@@ -153,56 +152,18 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     _model: GLM
 
     def _stable_learning_rate(self) -> float:
-        return stable_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))
+        return default_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))
 
-    def _build_algorithm(self, num_rows: int, dim: int):
-        name = self.algorithm_ = choose_algorithm(
-            self.algorithm, self._model, dim, num_steps=getattr(self, "num_steps", None),
-            batch_size=self.batch_size, learning_rate=self.learning_rate,
+    def _build_algorithm(self, model: Any, num_rows: int, dim: int):
+        spec = AlgorithmSpec(
+            name=self.algorithm, epsilon=self.epsilon, delta=self.delta, relation=self.relation, clip_norm=self.clip_norm,
+            learning_rate=self.learning_rate, batch_size=self.batch_size, num_steps=getattr(self, "num_steps", None),
+            stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound), noise=self.noise,
+            correlation=self.correlation, nu=self.nu, projection_radius=self.projection_radius,
+            intercept_index=dim - 1 if self.fit_intercept else None,
         )
-        learning_rate = self.learning_rate if self.learning_rate is not None else self._stable_learning_rate()
-        if name == "ssp":
-            return AdaSSP(
-                self.epsilon,
-                self.delta,
-                row_norm_bound=math.sqrt(dim),
-                label_bound=1.0,
-                relation=self.relation,
-                link="logistic" if self._model.name == "logistic" else "identity",
-                intercept_index=dim - 1 if self.fit_intercept else None,
-            )
-        if name == "ambssgd":
-            return DPAMBSSGD(
-                self.epsilon,
-                self.delta,
-                bound=self.stat_bound,
-                statistic="gradient_norm",
-                num_steps=self.num_steps,
-                learning_rate=learning_rate,
-                relation=self.relation,
-            )
-        if name == "srgd":
-            return AcceleratedDPSRGD(
-                self.epsilon,
-                self.delta,
-                clip_norm=self.clip_norm,
-                batch_size=self.batch_size,
-                radius=self.projection_radius,
-                relation=self.relation,
-            )
-        noise = make_noise_process(self.noise, correlation=self.correlation, nu=self.nu)
-        batch = self.batch_size if self.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
-        return DPSGD(
-            self.epsilon,
-            self.delta,
-            clip_norm=self.clip_norm,
-            learning_rate=learning_rate,
-            batch_size=batch,
-            noise=noise,
-            relation=self.relation,
-            projection_radius=self.projection_radius,
-            averaging="tail",
-        )
+        self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
+        return algorithm
 
     def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
         """Numeric float64 targets for the model (regression: y itself, checked finite)."""
@@ -272,7 +233,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         inputs = self.n_features_in_ + int(self.fit_intercept)
         model = self._fit_model()
         dim = model.num_params(inputs)
-        algorithm = self._build_algorithm(num_rows, dim)
+        algorithm = self._build_algorithm(model, num_rows, dim)
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y)),

@@ -211,10 +211,23 @@ def _report(args, console: Console) -> int:
         features = document["features"]
         shown = ", ".join(features) if isinstance(features, list) else f"vector column {features!r}"
         console.print(f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}")
+        console.print(_preprocessing_line(document.get("preprocessing"), document["label"]))
     console.print(PrivacyReport(**privacy).to_markdown())
     for name, value in document.get("metrics", {}).items():
         console.print(f"{name}: {value:.6g}")
     return EXIT_OK
+
+
+def _preprocessing_line(record: dict | None, label: str) -> str:
+    if not record:
+        return "preprocessing: not recorded (the lake was not written by `dpstream convert`); features are read as stored"
+    low, high = record["scale_range"]
+    label_bounds = record["bounds"].get(label)
+    label_part = (f"; predictions map back to {label} by [{low:g}, {high:g}] → [{label_bounds[0]:g}, {label_bounds[1]:g}]"
+                  if label_bounds else "")
+    return (f"preprocessing (dpstream convert of {record.get('source', 'a CSV')}): {len(record['bounds'])} column(s) clipped "
+            f"to public bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
+            f"{len(record['impute_values'])} imputed{label_part}; all in model.json")
 
 
 def _audit(args, console: Console) -> int:

@@ -20,38 +20,29 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
-from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
+from dpstream.algorithms.builder import AlgorithmSpec
+from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy
-from dpstream.noise import make_noise_process
 from dpstream.checkpoint import CheckpointStore
 from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
 from flows.config import PipelineConfig, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
 from pipelines import Manifest, connect, shuffle_once, train_on_lake
+from pipelines.convert import read_convert_record
 from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
 
 
 def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
-    """The algorithm the config's [algorithm] section names; "auto" chosen as the estimators choose it."""
+    """The algorithm the config's [algorithm] section names, built as the estimators build theirs."""
     a, b = config.algorithm, config.budget
-    model = config.model.build()
-    name = choose_algorithm(a.name, model, dim, num_steps=a.num_steps, batch_size=a.batch_size, learning_rate=a.learning_rate)
-    # GLM steps default to the stable 1/(L·R²) with R² = dim (features on the public scale); the KAN keeps 0.5.
-    learning_rate = a.learning_rate or (stable_learning_rate(model, dim) if model.name in ("linear", "logistic") else 0.5)
-    if name == "ssp":
-        return AdaSSP(b.epsilon, b.delta, row_norm_bound=a.row_norm_bound, label_bound=a.label_bound, relation=b.relation,
-                      link="logistic" if model.name == "logistic" else "identity")
-    if name == "ambssgd":
-        return DPAMBSSGD(b.epsilon, b.delta, bound=a.stat_bound, statistic="gradient_norm", num_steps=a.num_steps,
-                         learning_rate=learning_rate, relation=b.relation)
-    if name == "srgd":
-        return AcceleratedDPSRGD(b.epsilon, b.delta, clip_norm=a.clip_norm, batch_size=a.batch_size, relation=b.relation)
-    return DPSGD(b.epsilon, b.delta, clip_norm=a.clip_norm, learning_rate=learning_rate,
-                 batch_size=a.batch_size or max(64, num_rows // 1000), relation=b.relation, averaging="tail",
-                 noise=make_noise_process(a.noise, correlation=a.correlation, nu=a.nu))
+    spec = AlgorithmSpec(
+        name=a.name, epsilon=b.epsilon, delta=b.delta, relation=b.relation, clip_norm=a.clip_norm,
+        learning_rate=a.learning_rate, batch_size=a.batch_size, num_steps=a.num_steps, stat_bound=a.stat_bound,
+        noise=a.noise, correlation=a.correlation, nu=a.nu, row_norm_bound=a.row_norm_bound, label_bound=a.label_bound,
+    )
+    return build_spec(spec, config.model.build(), num_rows, dim)[1]
 
 
 @task(name="validate lake")
@@ -130,10 +121,15 @@ def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray)
             "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))), "held-out rows": float(len(y))}
 
 
-def model_document(config: PipelineConfig, run_id: str, fingerprint: str, algorithm: str, params, report, metrics) -> dict[str, Any]:
+def model_document(config: PipelineConfig, run_id: str, fingerprint: str, algorithm: str, params, report, metrics,
+                   preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
     """model.json: the parameters with what is needed to apply them (feature names in order, label, model
-    kind and settings, the algorithm that ran) and the privacy report. Features are used as stored in
-    the lake: a lake written by ``dpstream convert`` holds them already clipped and scaled."""
+    kind and settings, the algorithm that ran, the public preprocessing) and the privacy report.
+
+    The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
+    recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists):
+    new rows go through the same steps, and a bounded label maps back to its units; None for a lake
+    written otherwise."""
     features = config.lake.features
     return {
         "format": "dpstream-model/1",
@@ -143,6 +139,7 @@ def model_document(config: PipelineConfig, run_id: str, fingerprint: str, algori
         "label": config.lake.label,
         "algorithm": algorithm,
         "lake_fingerprint": fingerprint,
+        "preprocessing": preprocessing,
         "params": params.tolist(),
         "privacy": report.to_dict(),
         "metrics": metrics,
@@ -188,7 +185,8 @@ def train_flow(config_path: str, run_id: str | None = None, output_dir: str | No
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
     params, report, losses, mode, algorithm = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
     metrics = evaluate_task(config, holdout, params)
-    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, metrics)
+    preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
+    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, metrics, preprocessing)
     paths = publish_task(output_dir, document, report, losses, metrics)
     return {"run_id": run_id, "report": report, "metrics": metrics, "paths": paths, "mode": mode, "params": params}
 

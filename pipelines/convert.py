@@ -18,11 +18,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from dpstream.storage import open_url
+from dpstream.storage import open_url, read_json, write_json_atomic
 from pipelines.lake import LakeError
 from pipelines.shuffle import _write_parquet
 
-__all__ = ["ConvertSpec", "csv_to_parquet"]
+__all__ = ["ConvertSpec", "csv_to_parquet", "read_convert_record", "CONVERT_RECORD"]
+
+CONVERT_RECORD = "_convert.json"
+
+
+def read_convert_record(lake_url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The preprocessing ``csv_to_parquet`` recorded in a lake it wrote, or None for another lake."""
+    fs, root = open_url(lake_url, storage_options)
+    path = f"{root}/{CONVERT_RECORD}"
+    return read_json(fs, path) if fs.exists(path) else None
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,32 @@ class ConvertSpec:
         for column, categories in self.categorical.items():
             if not categories:
                 raise LakeError(f"categorical column {column!r} needs its public list of categories")
+
+    def record(self) -> dict[str, Any]:
+        """The public preprocessing, as written beside the lake (``CONVERT_RECORD``) and copied into each
+        model.json trained on it: what is needed to prepare new rows and to read predictions in the
+        label's units."""
+        return {
+            "format": "dpstream-convert/1", "columns": list(self.columns), "label": self.label, "missing": self.missing,
+            "impute_values": dict(self.impute_values), "categorical": {c: list(v) for c, v in self.categorical.items()},
+            "unknown_category": self.unknown_category, "bounds": {c: list(b) for c, b in self.bounds.items()},
+            "scale_range": list(self.scale_range), "unscaled": list(self.unscaled), "features": self.output_columns(),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "ConvertSpec":
+        """The spec a ``record()`` (e.g. model.json's ``preprocessing``) describes: converting new rows
+        with it prepares them exactly as the training lake was prepared."""
+        if record.get("format") != "dpstream-convert/1":
+            raise LakeError(f"not a dpstream convert record (format {record.get('format')!r}); expected dpstream-convert/1")
+        return cls(
+            columns=tuple(record["columns"]), label=record["label"], missing=record["missing"],
+            impute_values=dict(record["impute_values"]),
+            categorical={column: tuple(values) for column, values in record["categorical"].items()},
+            unknown_category=record["unknown_category"],
+            bounds={column: (float(low), float(high)) for column, (low, high) in record["bounds"].items()},
+            scale_range=tuple(record["scale_range"]), unscaled=tuple(record["unscaled"]),
+        )
 
     def unbounded_columns(self) -> list[str]:
         """The numeric columns (features, then the label) with no public bounds and not declared unscaled."""
@@ -185,6 +220,8 @@ def csv_to_parquet(
             target = f"{root}/{path.rsplit('/', 1)[-1]}"
             out_fs.mv(path, target)
             final.append(target)
+        # Bookkeeping ("_" prefix): not a lake file, not in the fingerprint; read by the train flow.
+        write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", {**spec.record(), "source": name})
         return final
     except pa.ArrowInvalid as error:
         raise LakeError(f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter") from None

@@ -12,6 +12,8 @@ PATHS = [
     "import dpstream.kan_estimator, dpstream.estimators",
     "from dpstream import DPLinearRegression, DPLogisticRegression, DPKANClassifier",
     "from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP",
+    "from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm",
+    "from dpstream.validation import check_budget, check_positive, check_probability",
     "from dpstream.bounds import PrivateBounds",
     "from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel",
     "from dpstream.privacy import Ledger, LifetimeBudget, BudgetExceededError",

@@ -92,6 +92,14 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     assert rmse == pytest.approx(printed, rel=1e-4)  # model.json applied as documented gives the reported figure
     assert rmse < 0.85 * mean_rmse, (rmse, mean_rmse)
     assert "(1, 1e-06)-DP" in outputs["report"] and "linear model trained with ssp: longitude, latitude" in outputs["report"]
+    assert "predictions map back to median_house_value by [-1, 1] → [0, 500001]" in outputs["report"]
+    # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
+    # training lake exactly, so new rows can be prepared the same way.
+    from pipelines.convert import ConvertSpec, csv_to_parquet
+
+    again = work["work"].parent / "again"
+    csv_to_parquet(str(HOUSING), str(again), ConvertSpec.from_record(document["preprocessing"]))
+    assert pq.read_table(again).equals(pq.read_table(work["work"] / "lake" / "raw"))
 
     # Refusals: one line each, naming the problem; nothing lost.
     again = run(work, commands[0])  # converting into the lake again

@@ -42,10 +42,9 @@ from dpstream.algorithms.base import (
     PrivacyReport,
     StepSpan,
     build_report,
-    check_budget,
-    check_positive,
     tail_average,
 )
+from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (

@@ -12,7 +12,6 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
@@ -21,7 +20,6 @@ import numpy as np
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent
-from dpstream.privacy.calibrate import check_budget
 
 __all__ = [
     "StepSpan",
@@ -29,8 +27,6 @@ __all__ = [
     "PrivacyReport",
     "Algorithm",
     "project_to_ball",
-    "check_budget",
-    "check_positive",
     "tail_average",
     "build_report",
     "report_after",
@@ -139,19 +135,6 @@ def tail_average(average_sum: np.ndarray, average_count: int, params: np.ndarray
     if step + 1 > num_steps // 2:
         return average_sum + params, average_count + 1
     return average_sum, average_count
-
-
-def check_positive(name: str, value: float | None, *, optional: bool = False, integer: bool = False) -> None:
-    """Raise ``ValueError`` naming ``name`` unless value is a finite number > 0 (or None if optional)."""
-    if value is None and optional:
-        return
-    kind = "a positive integer" if integer else "a finite number > 0"
-    try:
-        ok = math.isfinite(float(value)) and float(value) > 0 and (not integer or int(value) == value)
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}")
 
 
 def build_report(

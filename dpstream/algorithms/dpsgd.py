@@ -22,11 +22,10 @@ from dpstream.algorithms.base import (
     PrivacyReport,
     StepSpan,
     build_report,
-    check_budget,
-    check_positive,
     project_to_ball,
     tail_average,
 )
+from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum

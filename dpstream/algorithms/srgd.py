@@ -32,10 +32,9 @@ from dpstream.algorithms.base import (
     PrivacyReport,
     StepSpan,
     build_report,
-    check_budget,
-    check_positive,
     project_to_ball,
 )
+from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum

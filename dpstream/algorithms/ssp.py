@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report, check_budget, check_positive
+from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report
+from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta

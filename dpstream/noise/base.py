@@ -81,15 +81,3 @@ def encoder_matrix(process: NoiseProcess, num_steps: int) -> np.ndarray:
 
 def max_column_norm(matrix: np.ndarray) -> float:
     return float(np.sqrt((matrix**2).sum(axis=0)).max())
-
-
-def check_dim(dim: int) -> int:
-    if not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ValueError(f"dim must be a positive integer, got {dim!r}")
-    return int(dim)
-
-
-def check_steps(num_steps: int) -> int:
-    if not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
-    return int(num_steps)

@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.base import NoiseState
+from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
 
 __all__ = ["LambdaCorrelatedNoise"]
@@ -40,7 +41,7 @@ class LambdaCorrelatedNoise:
         object.__setattr__(self, "correlation", value)
 
     def init(self, dim: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim))
+        return NoiseState(dim=check_positive("dim", dim, integer=True))
 
     def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
         noise = gaussian(key, state.step, self.stream, state.dim)
@@ -49,17 +50,17 @@ class LambdaCorrelatedNoise:
         return noise, replace(state, step=state.step + 1)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim), step=int(step))
+        return NoiseState(dim=check_positive("dim", dim, integer=True), step=int(step))
 
     def sensitivity(self, num_steps: int) -> float:
-        num_steps = check_steps(num_steps)
+        num_steps = check_positive("num_steps", num_steps, integer=True)
         lam2 = self.correlation**2
         if lam2 == 0.0:
             return 1.0
         return math.sqrt(-math.expm1(num_steps * math.log(lam2)) / (1.0 - lam2))
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:
-        num_steps = check_steps(num_steps)
+        num_steps = check_positive("num_steps", num_steps, integer=True)
         return np.eye(num_steps) - self.correlation * np.eye(num_steps, k=-1)
 
     def memory_floats(self, dim: int, num_steps: int) -> int:

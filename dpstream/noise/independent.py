@@ -11,7 +11,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.base import NoiseState
+from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
 
 __all__ = ["IndependentNoise"]
@@ -24,20 +25,20 @@ class IndependentNoise:
     target: ClassVar[str] = "increment"
 
     def init(self, dim: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim))
+        return NoiseState(dim=check_positive("dim", dim, integer=True))
 
     def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
         return gaussian(key, state.step, self.stream, state.dim), replace(state, step=state.step + 1)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim), step=int(step))
+        return NoiseState(dim=check_positive("dim", dim, integer=True), step=int(step))
 
     def sensitivity(self, num_steps: int) -> float:
-        check_steps(num_steps)
+        check_positive("num_steps", num_steps, integer=True)
         return 1.0
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:
-        return np.eye(check_steps(num_steps))
+        return np.eye(check_positive("num_steps", num_steps, integer=True))
 
     def memory_floats(self, dim: int, num_steps: int) -> int:
         return 0

@@ -25,7 +25,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.base import NoiseState
+from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
 
 __all__ = [
@@ -124,7 +125,7 @@ class ToeplitzNoise:
         return np.concatenate([values, np.zeros(length - kept)])
 
     def init(self, dim: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim))
+        return NoiseState(dim=check_positive("dim", dim, integer=True))
 
     def _window(self, step: int) -> int:
         return step + 1 if self.taps is None else min(step + 1, int(self.taps))
@@ -148,7 +149,7 @@ class ToeplitzNoise:
         return noise, replace(state, step=step + 1, history=new_history)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
-        dim, step = check_dim(dim), int(step)
+        dim, step = check_positive("dim", dim, integer=True), int(step)
         kept = step if self.taps is None else min(step, int(self.taps) - 1)
         if self.history == "replay" or kept == 0:
             return NoiseState(dim=dim, step=step)
@@ -156,7 +157,7 @@ class ToeplitzNoise:
         return NoiseState(dim=dim, step=step, history=(past,))
 
     def sensitivity(self, num_steps: int) -> float:
-        num_steps = check_steps(num_steps)
+        num_steps = check_positive("num_steps", num_steps, integer=True)
         if self.nu is not None and (self.taps is None or self.taps >= num_steps):
             inverse = nu_inverse_coefficients(self.nu, num_steps)  # closed form, O(T)
         else:
@@ -164,7 +165,7 @@ class ToeplitzNoise:
         return float(np.sqrt(np.sum(inverse**2)))
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:
-        num_steps = check_steps(num_steps)
+        num_steps = check_positive("num_steps", num_steps, integer=True)
         beta = self.beta(num_steps)
         index = np.subtract.outer(np.arange(num_steps), np.arange(num_steps))
         return np.where(index >= 0, beta[np.clip(index, 0, None)], 0.0)

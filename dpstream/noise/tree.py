@@ -20,7 +20,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from dpstream.noise.base import NoiseState, check_dim, check_steps
+from dpstream.noise.base import NoiseState
+from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
 
 __all__ = ["TreeNoise"]
@@ -38,7 +39,7 @@ class TreeNoise:
     target: ClassVar[str] = "prefix"
 
     def init(self, dim: int) -> NoiseState:
-        return NoiseState(dim=check_dim(dim))
+        return NoiseState(dim=check_positive("dim", dim, integer=True))
 
     def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
         i = state.step + 1
@@ -50,17 +51,17 @@ class TreeNoise:
         return noise, replace(state, step=i, history=history)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
-        dim, i = check_dim(dim), int(step)
+        dim, i = check_positive("dim", dim, integer=True), int(step)
         nodes = tuple(
             gaussian(key, ((i >> k) << k) - 1, self.stream, dim) for k in _live_levels(i)
         )
         return NoiseState(dim=dim, step=i, history=nodes)
 
     def sensitivity(self, num_steps: int) -> float:
-        return math.sqrt(check_steps(num_steps).bit_length())  # ⌊log₂ T⌋ + 1 nodes per increment
+        return math.sqrt(check_positive("num_steps", num_steps, integer=True).bit_length())  # ⌊log₂ T⌋ + 1 nodes per increment
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:
-        num_steps = check_steps(num_steps)
+        num_steps = check_positive("num_steps", num_steps, integer=True)
         matrix = np.zeros((num_steps, num_steps))
         for t in range(num_steps):
             i = t + 1
@@ -70,7 +71,7 @@ class TreeNoise:
 
     def memory_floats(self, dim: int, num_steps: int) -> int:
         # The most live nodes is the largest popcount of i ≤ T, which is ⌊log₂(T + 1)⌋.
-        return ((check_steps(num_steps) + 1).bit_length() - 1) * check_dim(dim)
+        return ((check_positive("num_steps", num_steps, integer=True) + 1).bit_length() - 1) * check_positive("dim", dim, integer=True)
 
     def describe(self) -> str:
         return "binary-tree aggregation noise on prefix sums"

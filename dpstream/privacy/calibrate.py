@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from dpstream.validation import check_budget  # noqa: F401 - re-exported: dpstream.privacy.check_budget
 from dpstream.privacy import gdp
 from dpstream.privacy.events import MatrixMechanismEvent
 from dpstream.privacy.relation import NeighbouringRelation
@@ -42,16 +43,6 @@ class NoiseCalibration:
             relation=self.relation,
             label=label,
         )
-
-
-def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
-    """Validate a target (ε, δ): ε a finite number > 0, δ in (0, 1)."""
-    epsilon, delta = float(epsilon), float(delta)
-    if not math.isfinite(epsilon) or epsilon <= 0:
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
-    return epsilon, delta
 
 
 def calibrate_gaussian(

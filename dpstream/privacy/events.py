@@ -22,9 +22,9 @@ Events
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from dpstream.validation import check_positive
 from dpstream.privacy.relation import NeighbouringRelation
 
 __all__ = [
@@ -36,15 +36,6 @@ __all__ = [
     "DisjointUnionEvent",
     "PoissonSampledGaussianEvent",
 ]
-
-
-def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
-    value = float(value)
-    ok = math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return value
 
 
 class PrivacyEvent:
@@ -64,8 +55,8 @@ class GaussianEvent(PrivacyEvent):
     label: str = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", _positive("sensitivity", self.sensitivity, allow_zero=True))
-        object.__setattr__(self, "noise_std", _positive("noise_std", self.noise_std))
+        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity, allow_zero=True))
+        object.__setattr__(self, "noise_std", check_positive("noise_std", self.noise_std))
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
 
     @property
@@ -92,9 +83,9 @@ class MatrixMechanismEvent(PrivacyEvent):
     label: str = "matrix mechanism"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "row_sensitivity", _positive("row_sensitivity", self.row_sensitivity, allow_zero=True))
-        object.__setattr__(self, "noise_std", _positive("noise_std", self.noise_std))
-        object.__setattr__(self, "max_column_norm", _positive("max_column_norm", self.max_column_norm))
+        object.__setattr__(self, "row_sensitivity", check_positive("row_sensitivity", self.row_sensitivity, allow_zero=True))
+        object.__setattr__(self, "noise_std", check_positive("noise_std", self.noise_std))
+        object.__setattr__(self, "max_column_norm", check_positive("max_column_norm", self.max_column_norm))
         if int(self.num_steps) < 1:
             raise ValueError(f"num_steps must be >= 1, got {self.num_steps!r}")
         object.__setattr__(self, "num_steps", int(self.num_steps))
@@ -180,7 +171,7 @@ class PoissonSampledGaussianEvent(PrivacyEvent):
     label: str = "poisson-sampled gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", _positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier))
         rate = float(self.sampling_rate)
         if not (0.0 < rate <= 1.0):
             raise ValueError(f"sampling_rate must lie in (0, 1], got {self.sampling_rate!r}")

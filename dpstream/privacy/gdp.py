@@ -23,6 +23,8 @@ import math
 
 from scipy.special import log_ndtr
 
+from dpstream.validation import check_positive, check_probability
+
 __all__ = [
     "delta_for_epsilon",
     "epsilon_for_delta",
@@ -43,31 +45,10 @@ _MU_MIN = 1e-12
 _RTOL = 1e-15
 
 
-def _check_mu(mu: float) -> float:
-    mu = float(mu)
-    if not math.isfinite(mu) or mu < 0:
-        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
-    return mu
-
-
-def _check_epsilon(epsilon: float) -> float:
-    epsilon = float(epsilon)
-    if not math.isfinite(epsilon) or epsilon < 0:
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    return epsilon
-
-
-def _check_delta(delta: float) -> float:
-    delta = float(delta)
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must lie in the open interval (0, 1), got {delta!r}")
-    return delta
-
-
 def log_delta_for_epsilon(epsilon: float, mu: float) -> float:
     """log δ(ε; μ) for a μ-GDP mechanism (−inf when μ = 0)."""
-    epsilon = _check_epsilon(epsilon)
-    mu = _check_mu(mu)
+    epsilon = check_positive("epsilon", epsilon, allow_zero=True)
+    mu = check_positive("mu", mu, allow_zero=True)
     if mu == 0.0:
         return -math.inf
     a = -epsilon / mu + mu / 2.0
@@ -87,8 +68,8 @@ def delta_for_epsilon(epsilon: float, mu: float) -> float:
 
 def epsilon_for_delta(delta: float, mu: float) -> float:
     """The smallest ε ≥ 0 with δ(ε; μ) ≤ δ for a μ-GDP mechanism."""
-    delta = _check_delta(delta)
-    mu = _check_mu(mu)
+    delta = check_probability("delta", delta)
+    mu = check_positive("mu", mu, allow_zero=True)
     if mu == 0.0:
         return 0.0
     target = math.log(delta)
@@ -113,8 +94,8 @@ def epsilon_for_delta(delta: float, mu: float) -> float:
 
 def mu_for_epsilon_delta(epsilon: float, delta: float) -> float:
     """The largest μ such that μ-GDP implies (ε, δ)-DP: the inverse of δ(ε; μ) in μ."""
-    epsilon = _check_epsilon(epsilon)
-    delta = _check_delta(delta)
+    epsilon = check_positive("epsilon", epsilon, allow_zero=True)
+    delta = check_probability("delta", delta)
     target = math.log(delta)
 
     def gap(mu: float) -> float:
@@ -137,12 +118,12 @@ def mu_for_epsilon_delta(epsilon: float, delta: float) -> float:
 
 def compose_mu(*mus: float) -> float:
     """Exact composition: μ_1-, …, μ_k-GDP mechanisms together are sqrt(Σ μ_i²)-GDP."""
-    return math.sqrt(math.fsum(_check_mu(mu) ** 2 for mu in mus))
+    return math.sqrt(math.fsum(check_positive("mu", mu, allow_zero=True) ** 2 for mu in mus))
 
 
 def rho_from_mu(mu: float) -> float:
     """ρ-zCDP of a μ-GDP Gaussian mechanism: ρ = μ²/2 (Bun & Steinke 2016, Prop. 1.6)."""
-    return _check_mu(mu) ** 2 / 2.0
+    return check_positive("mu", mu, allow_zero=True) ** 2 / 2.0
 
 
 def mu_from_rho(rho: float) -> float:
@@ -166,7 +147,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     mechanism is Gaussian. Reported for comparison with the papers; never used for calibration.
     """
     rho = float(rho)
-    delta = _check_delta(delta)
+    delta = check_probability("delta", delta)
     if rho < 0 or not math.isfinite(rho):
         raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
     if rho == 0.0:
@@ -193,7 +174,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 def zcdp_epsilon_bun_steinke(rho: float, delta: float) -> float:
     """ε = ρ + 2 sqrt(ρ log(1/δ)) (Bun & Steinke 2016, Prop. 1.3), the conversion seed 000 uses."""
-    delta = _check_delta(delta)
+    delta = check_probability("delta", delta)
     rho = float(rho)
     if rho < 0 or not math.isfinite(rho):
         raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
@@ -202,6 +183,6 @@ def zcdp_epsilon_bun_steinke(rho: float, delta: float) -> float:
 
 def zcdp_rho_for_epsilon(epsilon: float, delta: float) -> float:
     """Inverse of Bun–Steinke: ρ = (sqrt(log(1/δ) + ε) − sqrt(log(1/δ)))² (seed 000, Thm 3.6)."""
-    epsilon = _check_epsilon(epsilon)
-    log_inv_delta = math.log(1.0 / _check_delta(delta))
+    epsilon = check_positive("epsilon", epsilon, allow_zero=True)
+    log_inv_delta = math.log(1.0 / check_probability("delta", delta))
     return (epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))) ** 2

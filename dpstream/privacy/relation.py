@@ -29,6 +29,8 @@ from __future__ import annotations
 import enum
 import math
 
+from dpstream.validation import check_positive
+
 __all__ = ["NeighbouringRelation"]
 
 
@@ -57,17 +59,17 @@ class NeighbouringRelation(str, enum.Enum):
 
     def gram_sensitivity(self, row_norm_bound: float) -> float:
         """Frobenius sensitivity of the upper triangle of XᵀX for rows with ‖x‖ ≤ B: √2·B² or B²."""
-        bound = _positive_bound("row_norm_bound", row_norm_bound) ** 2
+        bound = check_positive("row_norm_bound", row_norm_bound) ** 2
         return math.sqrt(2.0) * bound if self is NeighbouringRelation.REPLACE_ONE else bound
 
     def moment_sensitivity(self, row_norm_bound: float, label_bound: float) -> float:
         """L2 sensitivity of Xᵀy for ‖x‖ ≤ B_x, |y| ≤ B_y: 2·B_x·B_y or B_x·B_y."""
-        bound = _positive_bound("row_norm_bound", row_norm_bound) * _positive_bound("label_bound", label_bound)
+        bound = check_positive("row_norm_bound", row_norm_bound) * check_positive("label_bound", label_bound)
         return 2.0 * bound if self is NeighbouringRelation.REPLACE_ONE else bound
 
     def eigenvalue_sensitivity(self, row_norm_bound: float) -> float:
         """Sensitivity of λ_min(XᵀX) for ‖x‖ ≤ B (Weyl): B² under both relations."""
-        return _positive_bound("row_norm_bound", row_norm_bound) ** 2
+        return check_positive("row_norm_bound", row_norm_bound) ** 2
 
     def count_sensitivity(self) -> float:
         """L2 sensitivity of a count of records meeting a predicate: 1 under both relations."""
@@ -80,10 +82,3 @@ class NeighbouringRelation(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def _positive_bound(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return value

@@ -66,6 +66,7 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     # What a user needs to apply the model: the features in their order, the label, the kind, the algorithm.
     assert document["features"] == [f"x{j}" for j in range(DIM)] and document["label"] == "y"
     assert document["model"]["kind"] == "linear" and document["algorithm"] == "ambssgd"
+    assert document["preprocessing"] is None  # a lake `dpstream convert` did not write: features read as stored
     assert not list((tmp_path / "out").glob("*.tmp-*"))  # written atomically, nothing left behind
     lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
     assert len(document["params"]) == DIM and lakes == [document["lake_fingerprint"]]

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import LakeError, LakeSpec, validate_lake
-from pipelines.convert import ConvertSpec, csv_to_parquet
+from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 
 HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
 NUMERIC = ("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population",
@@ -32,7 +32,10 @@ def test_california_drop_missing(tmp_path):
     assert (sum(table.column(c).to_numpy() for c in onehot) == 1).all()
     summary = validate_lake(LakeSpec(out, tuple(NUMERIC) + tuple(onehot), "median_house_value"))
     assert summary.num_rows == 20_433 and summary.num_features == 13
-    assert os.path.getsize(HOUSING) > 0 and sorted(os.listdir(out)) == [os.path.basename(p) for p in paths]
+    assert os.path.getsize(HOUSING) > 0 and sorted(os.listdir(out)) == ["_convert.json"] + [os.path.basename(p) for p in paths]
+    record = read_convert_record(out)  # the public preprocessing, for whoever applies a model trained on it
+    assert record["features"] == list(NUMERIC) + onehot and record["categorical"] == {"ocean_proximity": list(OCEAN)}
+    assert record["source"] == "housing.csv" and validate_lake(LakeSpec(out, tuple(NUMERIC), "median_house_value")).stray_files == ()
 
 
 def test_california_impute_public_constant(tmp_path):

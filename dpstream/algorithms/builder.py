@@ -1,0 +1,77 @@
+"""One place that turns what a user asked for into an algorithm object: the pipeline config, the
+flows and the estimators all build through ``build_algorithm``, so their defaults cannot drift apart.
+
+``AlgorithmSpec`` holds the request: the algorithm's name (``"auto"`` or one of
+``choice.ALGORITHMS``), the budget and the hyperparameters. ``None`` means "the default for this data
+and model", resolved here:
+
+- ``learning_rate``: the stable step 1/(L·R²) of ``choice.stable_learning_rate`` for the GLMs (R² =
+  the number of parameters on the public scale), ``KAN_LEARNING_RATE`` for the KAN;
+- ``batch_size`` (DP-SGD): max(64, N/1000) rows, at most N;
+- ``row_norm_bound`` (AdaSSP): sqrt(d), the bound of features on the public scale [−1, 1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dpstream.algorithms.ambssgd import DPAMBSSGD
+from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
+from dpstream.algorithms.dpsgd import DPSGD
+from dpstream.algorithms.srgd import AcceleratedDPSRGD
+from dpstream.algorithms.ssp import AdaSSP
+from dpstream.noise import make_noise_process
+
+__all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "KAN_LEARNING_RATE"]
+
+KAN_LEARNING_RATE = 0.5  # the flows' KAN step; the KAN estimator sets its own (learning_rate=2.0)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str = "auto"
+    epsilon: float = 1.0
+    delta: float = 1e-6
+    relation: str = "replace-one"
+    clip_norm: float = 1.0  # DP-SGD, SRGD
+    learning_rate: float | None = None  # DP-SGD, DP-AMBSSGD
+    batch_size: int | None = None  # DP-SGD, SRGD
+    num_steps: int | None = None  # DP-AMBSSGD
+    stat_bound: float = 1e4  # DP-AMBSSGD: public upper bound of the per-example gradient norms
+    noise: str = "independent"  # DP-SGD: "independent", "lambda" or "nu"
+    correlation: float = 0.5  # DP-SGD with noise="lambda"
+    nu: float = 0.01  # DP-SGD with noise="nu"
+    projection_radius: float | None = None  # DP-SGD, SRGD
+    row_norm_bound: float | None = None  # AdaSSP
+    label_bound: float = 1.0  # AdaSSP
+    intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
+
+
+def default_learning_rate(model: Any, dim: int) -> float:
+    """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
+    ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
+    return stable_learning_rate(model, dim) if getattr(model, "name", None) in ("linear", "logistic") else KAN_LEARNING_RATE
+
+
+def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, dim: int) -> tuple[str, Any]:
+    """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``dim`` parameters
+    trained on ``num_rows`` rows."""
+    name = choose_algorithm(spec.name, model, dim, num_steps=spec.num_steps, batch_size=spec.batch_size,
+                            learning_rate=spec.learning_rate)
+    learning_rate = spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, dim)
+    common = dict(relation=spec.relation)
+    if name == "ssp":
+        return name, AdaSSP(spec.epsilon, spec.delta, row_norm_bound=spec.row_norm_bound, label_bound=spec.label_bound,
+                            link="logistic" if model.name == "logistic" else "identity",
+                            intercept_index=spec.intercept_index, **common)
+    if name == "ambssgd":
+        return name, DPAMBSSGD(spec.epsilon, spec.delta, bound=spec.stat_bound, statistic="gradient_norm",
+                               num_steps=spec.num_steps, learning_rate=learning_rate, **common)
+    if name == "srgd":
+        return name, AcceleratedDPSRGD(spec.epsilon, spec.delta, clip_norm=spec.clip_norm, batch_size=spec.batch_size,
+                                       radius=spec.projection_radius, **common)
+    batch_size = spec.batch_size if spec.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
+    return name, DPSGD(spec.epsilon, spec.delta, clip_norm=spec.clip_norm, learning_rate=learning_rate,
+                       batch_size=batch_size, noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
+                       projection_radius=spec.projection_radius, averaging="tail", **common)

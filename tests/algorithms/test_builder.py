@@ -1,0 +1,44 @@
+"""One builder for the flows and the estimators: the same request gives the same algorithm object."""
+
+import pytest
+
+from dpstream.algorithms import DPSGD, AdaSSP
+from dpstream.algorithms.builder import KAN_LEARNING_RATE, AlgorithmSpec, build_algorithm
+from dpstream.estimators import DPLinearRegression
+from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+from flows.config import PipelineConfig
+from flows.flows import build_algorithm as build_for_config
+
+DIM, ROWS = 13, 16_512
+
+
+def config(**algorithm):
+    return PipelineConfig.model_validate({
+        "lake": {"url": "raw", "features": [f"x{j}" for j in range(DIM)], "label": "y", "shuffled_url": "shuffled"},
+        "algorithm": algorithm, "model": {"kind": "linear"},
+        "budget": {"epsilon": 1.0, "delta": 1e-6, "lifetime_epsilon": 4.0, "ledger_url": "ledger"},
+    })
+
+
+@pytest.mark.parametrize("settings", [{}, {"name": "dpsgd"}, {"name": "srgd", "batch_size": 128}, {"learning_rate": 0.05},
+                                      {"name": "ambssgd", "num_steps": 8}, {"name": "dpsgd", "noise": "nu", "nu": 0.05}],
+                         ids=["auto", "dpsgd", "srgd", "lr-selects-dpsgd", "ambssgd", "nu"])
+def test_config_and_estimator_build_the_same_algorithm(settings):
+    estimator = DPLinearRegression(epsilon=1.0, delta=1e-6, fit_intercept=False,
+                                   algorithm=settings.get("name", "auto"), clip_norm=1.0,
+                                   **{k: v for k, v in settings.items() if k != "name"})
+    from_estimator = estimator._build_algorithm(LinearRegressionModel(), ROWS, DIM)
+    assert build_for_config(config(**settings), ROWS, DIM) == from_estimator
+
+
+def test_defaults_resolved_in_one_place():
+    name, ssp = build_algorithm(AlgorithmSpec(), LogisticRegressionModel(), ROWS, DIM)
+    assert name == "ssp" and isinstance(ssp, AdaSSP) and ssp.link == "logistic"
+    name, sgd = build_algorithm(AlgorithmSpec(name="dpsgd"), LogisticRegressionModel(), ROWS, DIM)
+    assert sgd.learning_rate == pytest.approx(4.0 / DIM)  # stable 1/(L·R²), L = 1/4, R² = d
+    assert sgd.batch_size == 64  # max(64, N/1000)
+    assert build_algorithm(AlgorithmSpec(name="dpsgd"), LinearRegressionModel(), 10, DIM)[1].batch_size == 10  # ≤ N
+    name, kan = build_algorithm(AlgorithmSpec(), KANModel(num_hidden=4, grid_size=3), ROWS, 100)
+    assert name == "dpsgd" and isinstance(kan, DPSGD) and kan.learning_rate == KAN_LEARNING_RATE
+    with pytest.raises(ValueError, match="algorithm='ssp' has no steps; learning_rate"):
+        build_algorithm(AlgorithmSpec(name="ssp", learning_rate=0.1), LinearRegressionModel(), ROWS, DIM)
