@@ -29,6 +29,7 @@ shown outside the data owner's trust boundary.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from numbers import Integral, Real
 from typing import Any, Iterator
 
@@ -38,7 +39,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_algorithm, default_learning_rate
 from dpstream.algorithms.choice import ALGORITHMS
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
@@ -154,13 +155,19 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _stable_learning_rate(self) -> float:
         return default_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))
 
+    def _given_hyperparameters(self) -> frozenset[str]:
+        """The hyperparameters set to other than their default: the builder refuses those the chosen
+        algorithm ignores."""
+        defaults = {name: parameter.default for name, parameter in inspect.signature(type(self).__init__).parameters.items()}
+        return frozenset(name for name in HYPERPARAMETERS if name in defaults and getattr(self, name) != defaults[name])
+
     def _build_algorithm(self, model: Any, num_rows: int, dim: int):
         spec = AlgorithmSpec(
             name=self.algorithm, epsilon=self.epsilon, delta=self.delta, relation=self.relation, clip_norm=self.clip_norm,
             learning_rate=self.learning_rate, batch_size=self.batch_size, num_steps=getattr(self, "num_steps", None),
             stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound), noise=self.noise,
             correlation=self.correlation, nu=self.nu, projection_radius=self.projection_radius,
-            intercept_index=dim - 1 if self.fit_intercept else None,
+            intercept_index=dim - 1 if self.fit_intercept else None, given=self._given_hyperparameters(),
         )
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
         return algorithm

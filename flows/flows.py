@@ -20,7 +20,7 @@ import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-from dpstream.algorithms.builder import AlgorithmSpec
+from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.checkpoint import CheckpointStore
@@ -41,6 +41,7 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
         name=a.name, epsilon=b.epsilon, delta=b.delta, relation=b.relation, clip_norm=a.clip_norm,
         learning_rate=a.learning_rate, batch_size=a.batch_size, num_steps=a.num_steps, stat_bound=a.stat_bound,
         noise=a.noise, correlation=a.correlation, nu=a.nu, row_norm_bound=a.row_norm_bound, label_bound=a.label_bound,
+        given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, config.model.build(), num_rows, dim)[1]
 

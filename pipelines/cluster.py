@@ -21,12 +21,9 @@ def connect(address: str | None = None, *, n_workers: int = 2, memory_limit: str
         return Client(address, timeout=60)
     # A client given no address starts its own LocalCluster and shuts it down on close().
     cluster_kwargs.setdefault("silence_logs", logging.WARNING)
-    return Client(
-        n_workers=n_workers,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=memory_limit,
-        dashboard_address=None,
-        host="127.0.0.1",
-        **cluster_kwargs,
-    )
+    # A free port for the dashboard: the default 8787 warns on stderr whenever another cluster holds it.
+    cluster_kwargs.setdefault("dashboard_address", "127.0.0.1:0")
+    client = Client(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+                    host="127.0.0.1", **cluster_kwargs)
+    logging.getLogger(__name__).info("LocalCluster of %d workers; Dask dashboard at %s", n_workers, client.dashboard_link)
+    return client

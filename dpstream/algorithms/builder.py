@@ -9,6 +9,9 @@ and model", resolved here:
   the number of parameters on the public scale), ``KAN_LEARNING_RATE`` for the KAN;
 - ``batch_size`` (DP-SGD): max(64, N/1000) rows, at most N;
 - ``row_norm_bound`` (AdaSSP): sqrt(d), the bound of features on the public scale [−1, 1].
+
+``AlgorithmSpec.given`` names the hyperparameters the user set explicitly; one the chosen algorithm
+does not use is refused (``USES``), naming those it does use, instead of being silently ignored.
 """
 
 from __future__ import annotations
@@ -26,6 +29,16 @@ from dpstream.noise import make_noise_process
 __all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "KAN_LEARNING_RATE"]
 
 KAN_LEARNING_RATE = 0.5  # the flows' KAN step; the KAN estimator sets its own (learning_rate=2.0)
+
+# The hyperparameters each algorithm reads (DP-SGD reads correlation only with noise="lambda", nu only
+# with noise="nu").
+USES: dict[str, tuple[str, ...]] = {
+    "ssp": ("row_norm_bound", "label_bound"),
+    "ambssgd": ("learning_rate", "num_steps", "stat_bound"),
+    "dpsgd": ("clip_norm", "learning_rate", "batch_size", "noise", "correlation", "nu", "projection_radius"),
+    "srgd": ("clip_norm", "batch_size", "projection_radius"),
+}
+HYPERPARAMETERS = frozenset(name for names in USES.values() for name in names)
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,13 @@ class AlgorithmSpec:
     row_norm_bound: float | None = None  # AdaSSP
     label_bound: float = 1.0  # AdaSSP
     intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
+    given: frozenset[str] = frozenset()  # hyperparameters set explicitly: refused where the algorithm ignores them
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.given) - HYPERPARAMETERS)
+        if unknown:
+            raise ValueError(f"given names {', '.join(unknown)}, which are not hyperparameters; expected some of "
+                             f"{', '.join(sorted(HYPERPARAMETERS))}")
 
 
 def default_learning_rate(model: Any, dim: int) -> float:
@@ -59,6 +79,7 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, dim: int) ->
     trained on ``num_rows`` rows."""
     name = choose_algorithm(spec.name, model, dim, num_steps=spec.num_steps, batch_size=spec.batch_size,
                             learning_rate=spec.learning_rate)
+    _refuse_ignored(spec, name)
     learning_rate = spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, dim)
     common = dict(relation=spec.relation)
     if name == "ssp":
@@ -75,3 +96,19 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, dim: int) ->
     return name, DPSGD(spec.epsilon, spec.delta, clip_norm=spec.clip_norm, learning_rate=learning_rate,
                        batch_size=batch_size, noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
                        projection_radius=spec.projection_radius, averaging="tail", **common)
+
+
+def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
+    used = set(USES[name])
+    if name == "dpsgd":
+        used -= {"correlation"} if spec.noise != "lambda" else set()
+        used -= {"nu"} if spec.noise != "nu" else set()
+    ignored = sorted(set(spec.given) - used)
+    if ignored:
+        chosen = f"{name!r}" + (" (what \"auto\" chose)" if spec.name == "auto" else "")
+        users = sorted(other for other, names in USES.items() if set(ignored) & set(names) and other != name)
+        raise ValueError(
+            f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used by algorithm {chosen}, which uses "
+            f"{', '.join(sorted(used))}; remove {'it' if len(ignored) == 1 else 'them'}, or name an algorithm that uses "
+            f"{'it' if len(ignored) == 1 else 'them'} ({', '.join(map(repr, users))})"
+        )

@@ -42,3 +42,29 @@ def test_defaults_resolved_in_one_place():
     assert name == "dpsgd" and isinstance(kan, DPSGD) and kan.learning_rate == KAN_LEARNING_RATE
     with pytest.raises(ValueError, match="algorithm='ssp' has no steps; learning_rate"):
         build_algorithm(AlgorithmSpec(name="ssp", learning_rate=0.1), LinearRegressionModel(), ROWS, DIM)
+
+
+def test_a_parameter_the_algorithm_ignores_is_refused():
+    """Never silently ignored: the error names what the chosen algorithm uses and what would use it."""
+    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ambssgd', which uses learning_rate, "
+                                         r"num_steps, stat_bound; remove it, or name an algorithm that uses it \('dpsgd', 'srgd'\)"):
+        build_algorithm(AlgorithmSpec(name="ambssgd", given=frozenset({"clip_norm"})), LinearRegressionModel(), ROWS, DIM)
+    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\)"):
+        DPLinearRegression(clip_norm=2.0).fit(*_data())
+    with pytest.raises(ValueError, match=r"^correlation is not used by algorithm 'dpsgd'"):  # only with noise="lambda"
+        DPLinearRegression(algorithm="dpsgd", noise="nu", correlation=0.3).fit(*_data())
+    with pytest.raises(ValueError, match=r"^stat_bound is not used by algorithm 'dpsgd'"):
+        build_for_config(config(name="dpsgd", stat_bound=10.0), ROWS, DIM)
+    # Set to its default value, a parameter counts as not given; used ones pass.
+    assert DPLinearRegression(clip_norm=1.0).fit(*_data()).algorithm_ == "ssp"
+    assert build_for_config(config(name="dpsgd", noise="lambda", correlation=0.3), ROWS, DIM).noise.correlation == 0.3
+    with pytest.raises(ValueError, match="given names colour, which are not hyperparameters"):
+        AlgorithmSpec(given=frozenset({"colour"}))
+
+
+def _data():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (2_000, 3))
+    return X, X @ np.array([0.3, -0.2, 0.1])

@@ -33,7 +33,7 @@ rows_per_file = 4000
 
 [algorithm]
 name = "{algorithm}"
-clip_norm = 4.0
+{"clip_norm = 4.0" if algorithm in ("dpsgd", "srgd") else "# DP-AMBSSGD picks its clip norms by DP-STAT"}
 learning_rate = {learning_rate}  # isotropic N(0, I) features: ‖H‖ = 1, so η = 0.5 is stable (the default 1/d is slow here)
 
 [budget]
