@@ -20,6 +20,7 @@ MODULES = [
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
+    "benchmarks.cli_startup",
     "benchmarks.opacus_compare",
 ]
 

@@ -25,13 +25,15 @@ import os
 import sys
 from typing import Sequence
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
-from dpstream.privacy import BudgetExceededError, Ledger, gdp
-from flows.config import ConfigError, delta_warning, load_config
 from flows.logs import capture_logs, new_log_file, quiet_dask
-from pipelines import LakeError, shuffle_once
-from pipelines.convert import ConvertSpec, csv_to_parquet
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# Each command imports what it needs when it runs: `dpstream --help` and argument errors answer without
+# loading NumPy, SciPy, pyarrow, pydantic, Prefect or Dask (BENCHMARKS.md, CLI start-up).
 
 __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
 
@@ -39,6 +41,8 @@ EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 
 
 def _validate(args, console: Console) -> int:
+    from flows.config import delta_warning, load_config
+
     config = load_config(args.config)
     summary = config.validate_lake()
     files, training, held_out = config.training_split(summary.num_rows)
@@ -64,6 +68,8 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 
 def _convert(args, console: Console) -> int:
+    from pipelines.convert import ConvertSpec, csv_to_parquet
+
     impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
     categorical = {column: tuple(v for v in values.split(",") if v) for column, values in _parse_pairs(args.categorical, "--categorical").items()}
     bounds = {}
@@ -83,9 +89,10 @@ def _convert(args, console: Console) -> int:
 
 
 def _shuffle(args, console: Console) -> int:
-    from flows.progress import RunProgress
-
+    from flows.config import load_config
     from flows.interrupt import exit_on_interrupt
+    from flows.progress import RunProgress
+    from pipelines import shuffle_once
 
     config = load_config(args.config)
     summary = config.validate_lake()
@@ -103,6 +110,8 @@ def _shuffle(args, console: Console) -> int:
 
 
 def _budget(args, console: Console) -> int:
+    from dpstream.privacy import Ledger, gdp
+
     ledger = Ledger(args.ledger)
     lake = ledger.lake(args.lake)
     if args.action == "show":
@@ -134,6 +143,7 @@ def _budget(args, console: Console) -> int:
 def _train(args, console: Console) -> int:
     import uuid
 
+    from flows.config import load_config
     from flows.flows import train_flow
     from flows.interrupt import exit_on_interrupt
 
@@ -163,6 +173,7 @@ def _serve(args, console: Console) -> int:
     from prefect.client.schemas.schedules import CronSchedule
     from pydantic import ValidationError
 
+    from flows.config import load_config
     from flows.flows import train_flow
 
     config = load_config(args.config)
@@ -341,19 +352,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     # every run of a machine without internet access).
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     quiet_dask(verbose=args.verbose)
+    from rich.console import Console
+
     console = Console(soft_wrap=True)  # one record per line, whatever the terminal width
     args.log_file = None  # set by the commands that run flows (_log_to_file)
     try:
         return args.handler(args, console)
-    except BudgetExceededError as error:
+    except Exception as error:  # noqa: BLE001 - the CLI's contract is one line and an exit code
+        return _refuse(error, args)
+
+
+def _refuse(error: Exception, args) -> int:
+    """One line on stderr and the exit code for ``error``. ConfigError and LakeError are ValueErrors; a
+    BudgetExceededError can only come from the ledger module if that was imported, so nothing is loaded
+    just to classify an error."""
+    ledger = sys.modules.get("dpstream.privacy.ledger")
+    if ledger is not None and isinstance(error, ledger.BudgetExceededError):
         print(f"dpstream: budget refused: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BUDGET
-    except (ConfigError, LakeError, ValueError, FileNotFoundError) as error:
+    if isinstance(error, (ValueError, FileNotFoundError)):
         print(f"dpstream: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except Exception as error:  # noqa: BLE001 - the CLI's contract is one line and exit code 1
-        print(f"dpstream: {type(error).__name__}: {error}{_log_note(args)}", file=sys.stderr)
-        return EXIT_OTHER
+    print(f"dpstream: {type(error).__name__}: {error}{_log_note(args)}", file=sys.stderr)
+    return EXIT_OTHER
 
 
 def _log_note(args) -> str:

@@ -47,3 +47,12 @@ def test_top_level_estimators_are_the_estimators_module_classes_and_load_lazily(
             "import pytest\nwith pytest.raises(AttributeError, match='no attribute'): dpstream.DPForest")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_cli_help_loads_no_heavy_library():
+    """`dpstream --help` and argument errors answer at once: each command imports its libraries when it runs."""
+    code = ("import sys, contextlib, io\nfrom flows.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('numpy', 'scipy', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
