@@ -6,10 +6,10 @@ import sys
 import pytest
 
 PATHS = [
-    "from dpstream.kan_estimator import DPKANClassifier",
+    "from dpstream.estimators.kan import DPKANClassifier",
     "from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression",
-    "from dpstream.estimators import DPLogisticRegression; from dpstream.kan_estimator import DPKANClassifier",
-    "import dpstream.kan_estimator, dpstream.estimators",
+    "from dpstream.estimators.glm import DPLogisticRegression; from dpstream.estimators.kan import DPKANClassifier",
+    "import dpstream.estimators.kan, dpstream.estimators.glm, dpstream.estimators.support",
     "from dpstream import DPLinearRegression, DPLogisticRegression, DPKANClassifier",
     "from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP",
     "from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm",
@@ -34,7 +34,7 @@ def test_public_import_in_fresh_interpreter(statement):
 
 
 def test_kan_estimator_is_the_same_class_from_both_paths():
-    code = ("from dpstream.kan_estimator import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
+    code = ("from dpstream.estimators.kan import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
             "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from dpstream.estimators import DPKANClassifier, DPLogisticRegression
-from dpstream.kan_estimator import theorem_f12_noise_multiplier
+from dpstream.estimators.kan import theorem_f12_noise_multiplier
 from dpstream.noise import NoiseKey
 from dpstream.privacy import epsilon_for_delta
 

@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.estimators import DPLogisticRegression
+from dpstream.estimators.glm import DPLogisticRegression
 from dpstream.models import KANModel
 from dpstream.noise import NoiseKey
 

@@ -1,5 +1,5 @@
 """scikit-learn-style estimators: ``DPLinearRegression``, ``DPLogisticRegression`` and ``DPKANClassifier``
-(the last defined in ``dpstream.kan_estimator``).
+(the last in ``dpstream.estimators.kan``).
 
 They accept NumPy arrays, pandas objects and Dask arrays or dataframes. Dask inputs are streamed one
 block at a time through a single pass (duck-typed through ``to_delayed``: ``dpstream`` does not import
@@ -43,12 +43,12 @@ from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_al
 from dpstream.algorithms.choice import ALGORITHMS
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
-from dpstream.estimator_support import FitWarnings, PublicScale, is_dask
+from dpstream.estimators.support import FitWarnings, PublicScale, is_dask
 from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey
 from dpstream.scaling import unmap_linear
 
-__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"]
+__all__ = ["DPLinearRegression", "DPLogisticRegression"]
 
 
 def _as_2d_float(X: Any, name: str = "X") -> np.ndarray:
@@ -349,13 +349,3 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
     def predict(self, X: Any) -> np.ndarray:
         positive = self._decision(X) > 0  # checks fitted before classes_ is read
         return self.classes_[positive.astype(int)]
-
-
-def __getattr__(name: str) -> Any:
-    # DPKANClassifier subclasses DPLogisticRegression, so it lives in its own module that imports this one;
-    # resolving it lazily keeps both import orders working (no import cycle).
-    if name == "DPKANClassifier":
-        from dpstream.kan_estimator import DPKANClassifier
-
-        return DPKANClassifier
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
