@@ -157,3 +157,17 @@ def test_wrong_shapes():
         model.predict(X[:, :3])
     with pytest.raises(ValueError, match="Only binary classification is supported.*got 3 classes"):
         DPLogisticRegression().fit(X, np.arange(2000) % 3)
+
+
+def test_every_parameter_is_documented_with_the_algorithms_that_use_it():
+    from dpstream.algorithms.builder import USES
+
+    for estimator in (DPLinearRegression, DPLogisticRegression):
+        section = estimator.__doc__.split("Parameters\n    ----------", 1)[1]
+        documented = {name.strip() for line in section.splitlines() if " : " in line and not line.startswith("        ")
+                      for name in line.split(" : ")[0].split(",")}
+        assert set(estimator().get_params()) == documented, set(estimator().get_params()) ^ documented
+        for algorithm, names in USES.items():  # each hyperparameter's entry names the algorithms using it
+            for name in set(names) & documented:
+                entry = section.split(f"    {name} : ", 1)[1].split("\n    ", 2)[1]
+                assert f'"{algorithm}"' in entry, (name, algorithm, entry)

@@ -288,12 +288,55 @@ def _dask_partitions(collection: Any) -> Iterator[Any]:
     return iter(np.asarray(delayed, dtype=object).ravel())
 
 
+_PARAMETERS = """
+    Parameters
+    ----------
+    epsilon, delta : float, default 1.0, 1e-6
+        The run's (ε, δ)-DP guarantee under ``relation``; noise is calibrated with exact Gaussian DP.
+    algorithm : {"auto", "ssp", "ambssgd", "dpsgd", "srgd"}, default "auto"
+        "auto": AdaSSP ("ssp") for at most 256 inputs, else "dpsgd"; naming ``num_steps`` selects
+        "ambssgd", ``batch_size`` or ``learning_rate`` selects "dpsgd" (``dpstream.algorithms.choice``).
+    noise : {"independent", "lambda", "nu"}, default "independent"
+        Used by "dpsgd": the increment noise process (DP-λCGD, ν-DP-FTRL).
+    correlation : float, default 0.5
+        Used by "dpsgd" with ``noise="lambda"``: λ in [0, 1).
+    nu : float, default 0.01
+        Used by "dpsgd" with ``noise="nu"``: ν in (0, 1].
+    clip_norm : float, default 1.0
+        Used by "dpsgd" and "srgd": per-example gradient clip norm.
+    batch_size : int or None, default None
+        Used by "dpsgd" (None: max(64, N/1000)) and "srgd" (None: sqrt(N)).
+    learning_rate : float or None, default None
+        Used by "dpsgd" and "ambssgd"; None: the stable step 1/(L·R²) on the public scale.
+    num_steps : int or None, default None
+        Used by "ambssgd"; None: about 4 ln N steps.
+    stat_bound : float, default 1e4
+        Used by "ambssgd": public upper bound of the per-example gradient norms (DP-STAT's range).
+    projection_radius : float or None, default None
+        Used by "dpsgd" and "srgd": project the iterate onto a ball of this radius.
+    relation : {"replace-one", "zero-out"}, default "replace-one"
+        The neighbouring relation the guarantee is stated under.
+    fit_intercept : bool, default True
+        Adds a public constant feature (unpenalised by AdaSSP's ridge).
+    feature_bounds, label_bounds : (low, high), "private" or None, default None
+        Public bounds (per column or one pair) to clip into and map onto [-1, 1]; "private" spends a
+        share of the budget on DP bounds (``dpstream.bounds``); None assumes the public scale.
+    noise_key : NoiseKey or None, default None
+        None draws a fresh key from OS entropy at each fit; a key reproduces a fit bit for bit.
+    block_rows : int, default 65536
+        Rows per block streamed through the single pass.
+    backend : {"numpy", "cupy", "auto"}, default "numpy"
+        Where the batch statistics are computed.
+
+    A hyperparameter set to other than its default that the chosen algorithm does not use is refused.
+"""
+
+
 class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
     """Differentially private linear regression (squared loss) trained in one pass.
 
-    ``algorithm="ambssgd"`` (default) runs DP-AMBSSGD with DP-STAT adaptive clipping on per-example
-    gradient norms; ``"dpsgd"`` runs one-pass DP-SGD with ``noise`` = "independent", "lambda"
-    (λ = ``correlation``) or "nu" (ν-DP-FTRL); ``"srgd"`` runs Accelerated-DP-SRGD.
+    With the defaults, AdaSSP: one release of noisy XᵀX, Xᵀy and λ_min of rows on the public scale,
+    then ridge regression with the privately chosen λ (Wang 2018); see ``algorithm`` for the others.
     """
 
     _model = LinearRegressionModel()
@@ -304,6 +347,9 @@ class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
 
 class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
     """Differentially private binary logistic regression trained in one pass.
+
+    With the defaults, AdaSSP on the degree-2 approximation of the logistic loss (PASS-GLM); see
+    ``algorithm`` for the iterative algorithms.
 
     Labels may be any two values; the larger is the positive class (+1). If the classes are not
     given through ``fit(X, y)`` with both present, ``classes_`` is read from the data: a non-private
@@ -349,3 +395,7 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
     def predict(self, X: Any) -> np.ndarray:
         positive = self._decision(X) > 0  # checks fitted before classes_ is read
         return self.classes_[positive.astype(int)]
+
+
+DPLinearRegression.__doc__ += _PARAMETERS
+DPLogisticRegression.__doc__ += _PARAMETERS
