@@ -17,7 +17,7 @@ import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore, config_fingerprint, new_checkpoint
-from dpstream.models import GLM, BatchStats, StatsRequest
+from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger, RunIdReusedError
 
@@ -68,7 +68,7 @@ class RowStream:
 
 
 class InMemoryExecutor:
-    def __init__(self, model: GLM, blocks: Iterable[tuple[Any, Any]]):
+    def __init__(self, model: Model, blocks: Iterable[tuple[Any, Any]]):
         self.model = model
         self.stream = RowStream(blocks)
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dpstream.algorithms.base import StepSpan
-from dpstream.models import GLM, BatchStats, StatsRequest
+from dpstream.models import BatchStats, Model, StatsRequest
 from pipelines.lake import LakeSpec, read_row_group
 from pipelines.shuffle import Manifest
 
@@ -49,7 +49,7 @@ def _block_arrays(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np
     return arrays
 
 
-def slice_stats(path: str, group: int, spec: LakeSpec, start: int, stop: int, model: GLM, request: StatsRequest, role: str) -> BatchStats:
+def slice_stats(path: str, group: int, spec: LakeSpec, start: int, stop: int, model: Model, request: StatsRequest, role: str) -> BatchStats:
     """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker)."""
     X, y = _block_arrays(path, group, spec)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
@@ -64,7 +64,7 @@ def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = Non
 
 
 class DaskExecutor:
-    def __init__(self, client: Any, manifest: Manifest, model: GLM, storage_options: dict[str, Any] | None = None):
+    def __init__(self, client: Any, manifest: Manifest, model: Model, storage_options: dict[str, Any] | None = None):
         self.client = client
         self.manifest = manifest
         self.model = model

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from dpstream.algorithms.base import Plan
-from dpstream.models import GLM, StatsRequest
+from dpstream.models import Model, StatsRequest
 from pipelines.lake import LakeSpec, aligned, read_row_group
 from pipelines.shuffle import Manifest
 
@@ -58,7 +58,7 @@ def _noop() -> None:
     return None
 
 
-def choose_mode(client: Any, plan: Plan, model: GLM, request: StatsRequest, num_features: int, samples: int = 5) -> str:
+def choose_mode(client: Any, plan: Plan, model: Model, request: StatsRequest, num_features: int, samples: int = 5) -> str:
     """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``.
 
     The probe block has the lake's ``num_features`` columns: ``plan.dim`` counts the model's parameters,

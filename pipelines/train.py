@@ -9,7 +9,7 @@ import numpy as np
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import FitResult, InMemoryExecutor, run
 from dpstream.privacy import LakeLedger
-from dpstream.models import GLM
+from dpstream.models import Model
 from dpstream.noise import NoiseKey
 from pipelines.executor import DaskExecutor
 from pipelines.shuffle import Manifest
@@ -23,7 +23,7 @@ MODES = ("auto", "scatter", "streaming")
 def train_on_lake(
     manifest: Manifest,
     algorithm: Any,
-    model: GLM,
+    model: Model,
     client: Any,
     key: NoiseKey | None = None,
     *,

@@ -121,3 +121,14 @@ def test_cupy_backend_without_a_gpu_says_why():
     auto = KANModel(num_hidden=6, grid_size=4, feature_low=-2.0, feature_high=(2.0, 3.0, 2.5), seed=1, backend="auto")
     np.testing.assert_array_equal(auto.block_stats(X, y, StatsRequest(params=W)).clipped_sums,
                                   model.block_stats(X, y, StatsRequest(params=W)).clipped_sums)  # falls back to NumPy
+
+
+def test_every_model_implements_the_model_protocol():
+    from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model
+
+    for model in (LinearRegressionModel(), LogisticRegressionModel(), KANModel(num_hidden=4, grid_size=3)):
+        assert isinstance(model, Model), type(model).__name__
+        params = model.init_params(3)
+        assert params.shape == (model.num_params(3),) and params.dtype == np.float64
+        assert model.predict_margin(np.zeros((5, 3)), params).shape == (5,)
+    assert not isinstance(object(), Model)
