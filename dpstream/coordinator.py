@@ -172,9 +172,7 @@ def run(
                 last_save = time.monotonic()
         if on_step is not None:
             on_step(span.step, state)
-    clip_history = getattr(state, "clip_history", ())
-    if clip_history:
-        report = algorithm.report(plan, clip_history)
+    report = algorithm.report(plan, state)
     if ledger is not None:
         ledger.commit(run_id)
     return FitResult(algorithm.result(state), report, state, losses)

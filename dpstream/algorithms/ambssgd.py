@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -229,7 +230,7 @@ class DPAMBSSGD:
             return DisjointUnionEvent((counts, gradient))
         return ComposedEvent((counts, gradient))
 
-    def report(self, plan: Plan, clip_history: tuple[float, ...] = ()) -> PrivacyReport:
+    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
         event = DisjointUnionEvent(tuple(self.step_event(plan) for _ in range(plan.num_steps)))
         accounting = (
             "stat and gradient rows disjoint and fixed in advance: each record pays for one mechanism (parallel composition)"
@@ -245,6 +246,6 @@ class DPAMBSSGD:
             noise_multiplier=plan.details["alpha"] * self.relation.clipped_sum_sensitivity(1.0),
             sensitivity=1.0,
             plan=plan,
-            clip_norms=clip_history,
+            clip_norms=tuple(state.clip_history) if state is not None else (),
             notes=(accounting,) + plan.details["notes"],
         )

@@ -117,7 +117,11 @@ class Algorithm(Protocol):
 
     def result(self, state: Any) -> np.ndarray: ...
 
-    def report(self, plan: Plan) -> PrivacyReport: ...
+    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
+        """The run's privacy report: before the run from the plan alone (the coordinator refuses an
+        over-budget plan with it), after it with the final ``state`` (DP-AMBSSGD quotes the clip norms
+        DP-STAT chose)."""
+        ...
 
 
 def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None) -> np.ndarray:

@@ -14,6 +14,7 @@ The projection onto B(w_0, R) (seed 004, optional) is post-processing.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class DPSGD:
             return state.average_sum / state.average_count
         return state.params
 
-    def report(self, plan: Plan) -> PrivacyReport:
+    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
         calibration = plan.details["calibration"]
         return build_report(
             mechanism=f"one-pass DP-SGD with {self.noise.describe()}",

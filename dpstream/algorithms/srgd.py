@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class AcceleratedDPSRGD:
     def result(self, state: SRGDState) -> np.ndarray:
         return state.y
 
-    def report(self, plan: Plan) -> PrivacyReport:
+    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
         calibration = plan.details["calibration"]
         return build_report(
             mechanism="Accelerated-DP-SRGD with binary-tree noise on prefix sums of clipped gradient differences",

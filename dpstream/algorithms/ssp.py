@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -183,7 +184,7 @@ class AdaSSP:
             GaussianEvent(self.relation.moment_sensitivity(bound, self.label_bound), details["moment_std"], self.relation, "Xᵀy"),
         ))
 
-    def report(self, plan: Plan, clip_history: tuple[float, ...] = ()) -> PrivacyReport:
+    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
         event = self.event(plan)
         target = "logistic loss, PASS-GLM degree-2" if self.link == "logistic" else "least squares"
         return build_report(
