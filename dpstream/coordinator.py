@@ -25,6 +25,11 @@ __all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
 
 
 class Executor(Protocol):
+    """Computes a step's batch statistics over the rows of ``span``; ``model`` is the model whose
+    ``block_stats`` it runs (part of a checkpoint's identity)."""
+
+    model: Model
+
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats: ...
 
 
@@ -135,7 +140,7 @@ def run(
     state, start, losses, store, fingerprint, saved_step = None, 0, [], None, "", None
     if checkpoint is not None:
         store = CheckpointStore(checkpoint)
-        fingerprint = config_fingerprint(algorithm, getattr(executor, "model", None), num_rows, dim, lake)
+        fingerprint = config_fingerprint(algorithm, executor.model, num_rows, dim, lake)
         saved = store.load(run_id)
         if saved is not None:
             if saved.fingerprint != fingerprint:
