@@ -28,6 +28,7 @@ from scipy.special import expit, log1p
 from threadpoolctl import ThreadpoolController
 
 from dpstream.backend import array_module, to_device, to_host
+from dpstream.models.clipping import clip_factors
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 
@@ -39,13 +40,6 @@ DEVICE_CHUNK_ROWS = 65536  # GPU path: rows per float32 product before accumulat
 # thread count, and the statistics must be bit-for-bit identical on a 1-thread Dask worker and a
 # many-core coordinator. Parallelism comes from processing blocks concurrently instead.
 _BLAS = ThreadpoolController()
-
-
-def _clip_factors(norms: np.ndarray, clip_norms: np.ndarray) -> np.ndarray:
-    """(rows, len(clip_norms)) factors min(1, C_k / ‖g_i‖), 1 where ‖g_i‖ = 0."""
-    with np.errstate(divide="ignore"):
-        ratio = clip_norms[None, :] / norms[:, None]
-    return np.minimum(1.0, ratio)
 
 
 @dataclass(frozen=True)
@@ -159,8 +153,7 @@ class GLM:
                 values = xp.abs(margins - labels) if request.statistic == "residual" else gradient_norms
                 stats.histogram += _cumulative_counts(to_host(values), request.thresholds)
                 continue
-            with np.errstate(divide="ignore"):
-                factors = xp.minimum(1.0, clip_norms[None, :] / gradient_norms[:, None])
+            factors = clip_factors(gradient_norms, clip_norms, xp)
             stats.clipped_sums += to_host((chunk.T @ (scalars[:, None] * factors).astype(dtype)).T.astype(xp.float64))
             stats.clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
 
@@ -200,7 +193,7 @@ class GLM:
                     stats.clipped_rows[0] += int(np.count_nonzero(clipped))
                 stats.clipped_sums[0] += chunk.T @ scalars.astype(dtype)
             else:
-                factors = _clip_factors(gradient_norms, clip_norms)
+                factors = clip_factors(gradient_norms, clip_norms)
                 stats.clipped_sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T
                 stats.clipped_rows += np.count_nonzero(factors < 1.0, axis=0)
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from dpstream.backend import array_module, to_device, to_host
 from dpstream.models.bspline import dense_basis, num_basis
+from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _BLAS, _cumulative_counts
 from dpstream.models.stats import BatchStats, StatsRequest
 
@@ -186,8 +187,7 @@ class KANModel:
                 if role == "stat":
                     histogram += _cumulative_counts(to_host(norms), request.thresholds)
                     continue
-                with np.errstate(divide="ignore"):
-                    factors = xp.minimum(1.0, clip_norms[None, :] / norms[:, None])  # (rows, K); 1 where the norm is 0
+                factors = clip_factors(norms, clip_norms, xp)  # (rows, K); 1 where the norm is 0
                 clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
                 for k in range(factors.shape[1]):
                     sums[k] += ((a * (beta * factors[:, k])[:, None]).T @ H).ravel() * scale

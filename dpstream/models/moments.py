@@ -5,7 +5,7 @@ For rows x_i and labels y_i of one block, with public bounds B_x and B_y,
     x̄_i = x_i · min(1, B_x / ‖x_i‖),   ȳ_i = clip(y_i, −B_y, B_y),
     XᵀX = Σ_i x̄_i x̄_iᵀ,   Xᵀy = Σ_i x̄_i ȳ_i.
 
-The clipping is what bounds one record's contribution, so these sums carry the sensitivities of
+The clipping (``dpstream.models.clipping``) is what bounds one record's contribution, so these sums carry the sensitivities of
 ``NeighbouringRelation.gram_sensitivity`` / ``moment_sensitivity``. Both are plain sums: statistics of
 disjoint blocks add, in any grouping (``BatchStats`` is a monoid), so the whole lake is one map-reduce.
 
@@ -19,21 +19,11 @@ from typing import Any
 import numpy as np
 
 from dpstream.backend import to_host
+from dpstream.models.clipping import clip_labels, clip_rows
 
-__all__ = ["clip_rows", "moment_sums"]
+__all__ = ["moment_sums"]
 
 CHUNK_ROWS = 16384
-
-
-def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
-    """(x_i · min(1, B/‖x_i‖) for every row, number of rows that were scaled down)."""
-    norms = xp.sqrt((X.astype(xp.float64) ** 2).sum(axis=1))
-    with np.errstate(divide="ignore"):
-        factors = xp.minimum(1.0, row_norm_bound / norms)  # inf → 1 for a zero row
-    clipped = int((factors < 1.0).sum())
-    if clipped == 0:  # rows within the bound, the usual case on the public scale: no scaled copy
-        return X, 0
-    return X * factors[:, None].astype(X.dtype), clipped
 
 
 def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np) -> tuple[np.ndarray, np.ndarray, int]:
@@ -42,7 +32,7 @@ def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, 
     gram, moment, clipped = np.zeros((dim, dim)), np.zeros(dim), 0
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
-        targets = xp.clip(labels[start : start + CHUNK_ROWS], -label_bound, label_bound).astype(rows.dtype)
+        targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)
         gram += to_host(rows.T @ rows).astype(np.float64)
         moment += to_host(rows.T @ targets).astype(np.float64)
         clipped += count

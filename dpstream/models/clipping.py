@@ -1,0 +1,46 @@
+"""Clipping: the code every sensitivity in dpstream rests on. PRIVACY-CRITICAL.
+
+Each released sum is Σ_i v_i with one record's contribution v_i scaled into a ball of public radius
+C, so a record changes the sum by at most 2C (replace-one) or C (zero-out):
+``NeighbouringRelation.clipped_sum_sensitivity``, ``gram_sensitivity``, ``moment_sensitivity``.
+
+    clip_factors:  f_i = min(1, C / ‖v_i‖), 1 where ‖v_i‖ = 0   (so ‖f_i v_i‖ ≤ C)
+    clip_rows:     x̄_i = f_i x_i with C = B_x                  (AdaSSP's rows, dpstream.models.moments)
+    clip_labels:   ȳ_i = clip(y_i, −B_y, B_y)                  (AdaSSP's labels)
+
+The GLMs (NumPy and CuPy paths) and the KAN compute their per-example gradient norms ‖g_i‖ without
+forming g_i (rank-one gradients) and scale each row's term by ``clip_factors``; AdaSSP clips rows and
+labels here. Every function takes the array module ``xp`` (NumPy or CuPy). A change here changes the
+privacy guarantee: ``tests/models/test_clipping.py`` checks the bound directly, and the audit
+(``dpstream audit``, ``tests/test_audit.py``) checks the whole mechanisms empirically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["clip_factors", "clip_rows", "clip_labels"]
+
+
+def clip_factors(norms: Any, clip_norms: Any, xp: Any = np) -> Any:
+    """(rows, K) factors min(1, C_k / ‖v_i‖) for K candidate clip norms; 1 where ‖v_i‖ = 0 (C/0 = inf)."""
+    with np.errstate(divide="ignore"):
+        return xp.minimum(1.0, xp.asarray(clip_norms)[None, :] / norms[:, None])
+
+
+def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
+    """(x_i · min(1, B/‖x_i‖) for every row, number of rows that were scaled down). Rows already within
+    the bound (the usual case on the public scale) are returned as they are, without a copy."""
+    norms = xp.sqrt((X.astype(xp.float64) ** 2).sum(axis=1))
+    factors = clip_factors(norms, np.array([row_norm_bound]), xp)[:, 0]
+    clipped = int((factors < 1.0).sum())
+    if clipped == 0:
+        return X, 0
+    return X * factors[:, None].astype(X.dtype), clipped
+
+
+def clip_labels(labels: Any, label_bound: float, xp: Any = np) -> Any:
+    """Labels clipped into [−B_y, B_y]."""
+    return xp.clip(labels, -label_bound, label_bound)
