@@ -117,7 +117,7 @@ def _budget(args, console: Console) -> int:
     if args.action == "show":
         console.print(lake.statement())
         for entry in lake.entries():
-            console.print(f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}")
+            console.print(_entry_line(entry))
         for tag, entries in lake.archives():
             spent = math.sqrt(sum(entry.mu**2 for entry in entries))
             console.print(f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
@@ -125,7 +125,7 @@ def _budget(args, console: Console) -> int:
                           f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
                           "data those runs read")
             for entry in entries:
-                console.print(f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}")
+                console.print(_entry_line(entry))
         return EXIT_OK
     if not args.confirm:
         raise ValueError(
@@ -138,6 +138,10 @@ def _budget(args, console: Console) -> int:
                   f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
                   f"{args.ledger}` lists the archive")
     return EXIT_OK
+
+
+def _entry_line(entry) -> str:
+    return f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}"
 
 
 def _train(args, console: Console) -> int:
