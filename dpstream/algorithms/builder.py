@@ -60,6 +60,7 @@ class AlgorithmSpec:
     label_bound: float = 1.0  # AdaSSP
     intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
     given: frozenset[str] = frozenset()  # hyperparameters set explicitly: refused where the algorithm ignores them
+    known: frozenset[str] = HYPERPARAMETERS  # those the caller exposes (an error names only these)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.given) - HYPERPARAMETERS)
@@ -106,9 +107,10 @@ def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
     ignored = sorted(set(spec.given) - used)
     if ignored:
         chosen = f"{name!r}" + (" (what \"auto\" chose)" if spec.name == "auto" else "")
+        shown = sorted(used & set(spec.known))
+        uses = f"which uses {', '.join(shown)}" if shown else "which has none of these settings"
         users = sorted(other for other, names in USES.items() if set(ignored) & set(names) and other != name)
         raise ValueError(
-            f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used by algorithm {chosen}, which uses "
-            f"{', '.join(sorted(used))}; remove {'it' if len(ignored) == 1 else 'them'}, or name an algorithm that uses "
+            f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used by algorithm {chosen}, {uses}; remove {'it' if len(ignored) == 1 else 'them'}, or name an algorithm that uses "
             f"{'it' if len(ignored) == 1 else 'them'} ({', '.join(map(repr, users))})"
         )

@@ -161,6 +161,9 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         defaults = {name: parameter.default for name, parameter in inspect.signature(type(self).__init__).parameters.items()}
         return frozenset(name for name in HYPERPARAMETERS if name in defaults and getattr(self, name) != defaults[name])
 
+    def _known_hyperparameters(self) -> frozenset[str]:
+        return frozenset(self.get_params()) & HYPERPARAMETERS
+
     def _build_algorithm(self, model: Any, num_rows: int, dim: int):
         spec = AlgorithmSpec(
             name=self.algorithm, epsilon=self.epsilon, delta=self.delta, relation=self.relation, clip_norm=self.clip_norm,
@@ -168,6 +171,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound), noise=self.noise,
             correlation=self.correlation, nu=self.nu, projection_radius=self.projection_radius,
             intercept_index=dim - 1 if self.fit_intercept else None, given=self._given_hyperparameters(),
+            known=self._known_hyperparameters(),
         )
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
         return algorithm

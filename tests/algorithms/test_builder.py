@@ -49,7 +49,8 @@ def test_a_parameter_the_algorithm_ignores_is_refused():
     with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ambssgd', which uses learning_rate, "
                                          r"num_steps, stat_bound; remove it, or name an algorithm that uses it \('dpsgd', 'srgd'\)"):
         build_algorithm(AlgorithmSpec(name="ambssgd", given=frozenset({"clip_norm"})), LinearRegressionModel(), ROWS, DIM)
-    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\)"):
+    # An estimator has no row_norm_bound / label_bound: the error does not send its user there.
+    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\), which has none "):
         DPLinearRegression(clip_norm=2.0).fit(*_data())
     with pytest.raises(ValueError, match=r"^correlation is not used by algorithm 'dpsgd'"):  # only with noise="lambda"
         DPLinearRegression(algorithm="dpsgd", noise="nu", correlation=0.3).fit(*_data())
