@@ -147,12 +147,13 @@ def _entry_line(entry) -> str:
 def _train(args, console: Console) -> int:
     import uuid
 
-    from flows.config import load_config
+    from flows.config import load_config, run_locations
     from flows.flows import train_flow
     from flows.interrupt import exit_on_interrupt
 
-    load_config(args.config)  # a bad config is refused at once, before the Prefect API starts
+    config = load_config(args.config)  # a bad config or output folder is refused at once, before the Prefect API starts
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
+    run_locations(config, args.config, run_id, args.output)
     _log_to_file(args, "train", run_id)
     resume = f"dpstream train {args.config} --run-id {run_id}" + (f" --output {args.output}" if args.output else "")
     with exit_on_interrupt(f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "

@@ -191,3 +191,15 @@ def test_serve_refuses_a_missing_or_bad_schedule(tmp_path):
     bad = dpstream("serve", config, "--cron", "61 * * * *")
     assert bad.returncode == 2 and "--cron '61 * * * *'" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_train_output_inside_the_lake_is_refused_before_anything_starts(tmp_path):
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw)
+    before = sorted(p.name for p in raw.iterdir())
+    refused = dpstream("train", config, "--run-id", "r", "--output", raw / "out", "--quiet")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1 and "overlaps the source lake" in lines[0], refused.stderr[-2000:]
+    assert "full log" not in lines[0]  # refused before the flow (and its log) started
+    assert sorted(p.name for p in raw.iterdir()) == before and not (tmp_path / "ledger").exists()
