@@ -218,7 +218,7 @@ def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
         names = []
     if not names:
         return
-    ours = MARKER_NAME in names and all(name in (MARKER_NAME, SCRATCH) or _PART.match(name) for name in names)
+    ours = MARKER_NAME in names and all(_written_by_shuffle(name) and name != MANIFEST_NAME for name in names)
     if not ours:
         shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
         raise LakeError(f"lake.shuffled_url {out_url} is not empty ({shown}) and holds no dpstream shuffle manifest; "
@@ -228,12 +228,17 @@ def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
             _remove(fs, f"{root}/{name}")
 
 
+def _written_by_shuffle(name: str) -> bool:
+    """Whether a name in the shuffled folder is one a shuffle writes (what it may delete)."""
+    return name in (MANIFEST_NAME, MARKER_NAME, SCRATCH) or bool(_PART.match(name))
+
+
 def _remove_shuffle(fs: Any, root: str, out_url: str) -> None:
     """Delete a committed shuffle before shuffling again: its manifest first (so a crash leaves an
     uncommitted shuffle, which the next run clears), then its parts. Refused, deleting nothing, when the
     folder holds any file a shuffle does not write."""
     names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
-    foreign = sorted(name for name in names if name not in (MANIFEST_NAME, MARKER_NAME, SCRATCH) and not _PART.match(name))
+    foreign = sorted(name for name in names if not _written_by_shuffle(name))
     if foreign:
         raise LakeError(f"lake.shuffled_url {out_url} holds files a shuffle did not write ({', '.join(foreign[:5])}); "
                         "nothing was deleted. Move them away, or point lake.shuffled_url at a new folder")
