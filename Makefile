@@ -30,8 +30,9 @@ test: $(STAMP)
 bench: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks
 
-# The CuPy backend on a CUDA machine: installs the gpu extra, runs tests/gpu (a skip fails there) and
-# benchmarks/gpu_speed.py (markdown table in .bench/gpu.md). DPSTREAM_PYTHON=python3 uses a prepared image.
+# The CuPy backend on a CUDA machine: installs the gpu extra, runs tests/gpu (a skip fails there), the
+# fused kernel's launch sweep and benchmarks/gpu_speed.py (markdown in .bench/). DPSTREAM_PYTHON=python3
+# uses a prepared image.
 bench-gpu:
 	bash .ci/bench-gpu
 

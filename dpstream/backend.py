@@ -59,13 +59,14 @@ def array_module(backend: str) -> Any:
 
 
 def to_device(block: np.ndarray, xp: Any) -> Any:
-    """The block on ``xp``'s device; for CuPy copied once per host block and reused."""
+    """The block on ``xp``'s device; for CuPy copied once per host block, row-major (the GPU kernels
+    read a row per warp; blocks decoded from Parquet are often column-major), and reused."""
     if xp is np:
         return block
     key = id(block)
     copy = _DEVICE_COPIES.get(key)
     if copy is None:
-        copy = xp.asarray(block)
+        copy = xp.ascontiguousarray(xp.asarray(block))
         _DEVICE_COPIES[key] = copy
         weakref.finalize(block, _DEVICE_COPIES.pop, key, None)
     return copy

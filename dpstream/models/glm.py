@@ -28,6 +28,7 @@ from scipy.special import expit, log1p
 from threadpoolctl import ThreadpoolController
 
 from dpstream.backend import array_module, to_device, to_host
+from dpstream.models import glm_cuda
 from dpstream.models.clipping import clip_factors
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
@@ -35,7 +36,7 @@ from dpstream.models.stats import BatchStats, StatsRequest
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
 CHUNK_ROWS = 4096
-DEVICE_CHUNK_ROWS = 65536  # GPU path: rows per float32 product before accumulating in float64
+DEVICE_CHUNK_ROWS = 262_144  # GPU fallback path: rows per float32 product before accumulating in float64
 # One BLAS thread inside the kernel: a multi-threaded BLAS splits reductions differently with the
 # thread count, and the statistics must be bit-for-bit identical on a 1-thread Dask worker and a
 # many-core coordinator. Parallelism comes from processing blocks concurrently instead.
@@ -131,18 +132,36 @@ class GLM:
         return derivatives, self.loss(margins, y).sum()
 
     def _accumulate_on_device(self, X, y, request, role, stats, xp, chunk_rows: int = DEVICE_CHUNK_ROWS) -> None:
-        """The statistics of ``_accumulate`` with array module ``xp`` (CuPy on a GPU), ``chunk_rows`` rows at a time."""
+        """The statistics of ``_accumulate`` with array module ``xp`` (CuPy on a GPU): the fused one-pass
+        kernel (``dpstream.models.glm_cuda``) where it covers the shape, else ``chunk_rows`` rows at a time."""
         X = to_device(X, xp)
+        y_device = to_device(np.asarray(y, dtype=np.float64), xp)
+        loss_kind = glm_cuda.LOSS_KINDS.get(self.name)
+        if xp is not np and loss_kind is not None and glm_cuda.supports(X.shape[1], len(request.clip_norms), X.dtype):
+            statistic_kind = -1 if role == "gradient" else (1 if request.statistic == "residual" else 0)
+            sums, loss_sum, clipped_rows, values = glm_cuda.fused_glm_stats(
+                X, y_device, request.params, request.clip_norms, loss_kind, request.previous_params, request.weight,
+                request.previous_weight, statistic_kind)
+            stats.loss_sum += loss_sum
+            if role == "stat":
+                stats.histogram += _cumulative_counts(to_host(values), request.thresholds)
+                return
+            stats.clipped_sums += sums
+            stats.clipped_rows += clipped_rows
+            return
         dtype = X.dtype
-        labels_all = self.targets(xp.asarray(y, dtype=xp.float64))
+        labels_all = self.targets(y_device)
         params = xp.asarray(request.params, dtype=dtype)
         previous = None if request.previous_params is None else xp.asarray(request.previous_params, dtype=dtype)
         clip_norms = xp.asarray(request.clip_norms)
+        sums = xp.zeros(stats.clipped_sums.shape)
+        clipped_rows = xp.zeros(len(request.clip_norms), dtype=xp.int64)
+        loss_total = xp.zeros(())
         for start in range(0, X.shape[0], chunk_rows):
             chunk, labels = X[start : start + chunk_rows], labels_all[start : start + chunk_rows]
             margins = (chunk @ params).astype(xp.float64)
             scalars, loss_sum = self.device_terms(margins, labels, xp)
-            stats.loss_sum += float(loss_sum)
+            loss_total += loss_sum
             if previous is not None and request.previous_weight != 0.0:
                 previous_scalars, _ = self.device_terms((chunk @ previous).astype(xp.float64), labels, xp)
                 scalars = request.weight * (scalars - previous_scalars) + (request.weight - request.previous_weight) * previous_scalars
@@ -154,8 +173,12 @@ class GLM:
                 stats.histogram += _cumulative_counts(to_host(values), request.thresholds)
                 continue
             factors = clip_factors(gradient_norms, clip_norms, xp)
-            stats.clipped_sums += to_host((chunk.T @ (scalars[:, None] * factors).astype(dtype)).T.astype(xp.float64))
-            stats.clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
+            sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T.astype(xp.float64)
+            clipped_rows += (factors < 1.0).sum(axis=0)
+        # One transfer per block, not per chunk: each would synchronise the device.
+        stats.loss_sum += float(loss_total)
+        stats.clipped_sums += to_host(sums)
+        stats.clipped_rows += to_host(clipped_rows).astype(np.int64)
 
     def _accumulate(self, X, y, request, role, dtype, params, previous, stats) -> None:
         clip_norms = request.clip_norms

@@ -42,6 +42,33 @@ __all__ = ["KANModel", "CHUNK_ELEMENTS"]
 # b_r(s) = Σ_e BLENDING[r, e] s^e: the uniform cubic B-spline pieces of dpstream.models.bspline
 BLENDING = np.array([[1.0, -3.0, 3.0, -1.0], [4.0, 0.0, -6.0, 3.0], [1.0, 3.0, 3.0, -3.0], [0.0, 0.0, 0.0, 1.0]]) / 6.0
 CHUNK_ELEMENTS = 1 << 19  # rows × hidden units per chunk: ~4 MiB per (rows, m) float64 temporary
+# On a GPU each chunk costs ~40 kernel launches whatever its size: 128 MiB temporaries keep them busy
+# (a 256-row chunk ran at 90k rows/s on an H100, launch-bound).
+DEVICE_CHUNK_ELEMENTS = 1 << 24
+
+# The output layer per (row, hidden unit) in one pass on a GPU, the same arithmetic as ``_forward``'s
+# NumPy lines: activation, spline interval, Horner value and derivative (a_j without the row sum).
+_OUTPUT_LAYER_SOURCE = r"""
+double u, slope;
+if (sigmoid) { u = 0.5 * (1.0 + tanh(0.5 * z)); slope = u * (1.0 - u); }
+else { u = tanh(z); slope = 1.0 - u * u; }
+const double half_grid = grid / 2.0;
+const double position = (fmin(fmax(u, -1.0), 1.0) + 1.0) * half_grid;
+const double first = fmin(floor(position), (double)(grid - 1));
+const double s = position - first;
+const long long index = (long long)first + unit * grid;
+const double p0 = P[index], p1 = P[total + index], p2 = P[2 * total + index], p3 = P[3 * total + index];
+value = ((p3 * s + p2) * s + p1) * s + p0;
+a = slope * ((3.0 * p3 * s + 2.0 * p2) * s + p1) * half_grid;
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _output_layer_kernel() -> Any:
+    import cupy
+
+    return cupy.ElementwiseKernel("float64 z, int64 unit, raw float64 P, int64 grid, int64 total, int32 sigmoid",
+                                  "float64 value, float64 a", _OUTPUT_LAYER_SOURCE, "dpstream_kan_output_layer")
 
 
 @functools.lru_cache(maxsize=8)
@@ -120,6 +147,10 @@ class KANModel:
         n, d = X.shape
         m, G = self.num_hidden, self.grid_size
         H = dense_basis(self.map_inputs(X.astype(xp.float64), xp), G, xp).reshape(n, -1)
+        if xp is not np:
+            values, a = _output_layer_kernel()((H @ W.T) / math.sqrt(d), xp.arange(m), polynomials, np.int64(G),
+                                               np.int64(m * G), np.int32(self.activation == "sigmoid"))
+            return values.sum(axis=1) / math.sqrt(m), H, a if gradient else None
         u, slope = self._activation((H @ W.T) / math.sqrt(d), xp)
         position = (xp.clip(u, -1.0, 1.0) + 1.0) * (G / 2.0)
         first = xp.minimum(xp.floor(position), G - 1)
@@ -133,14 +164,14 @@ class KANModel:
         a = slope * ((3.0 * P[3] * s + 2.0 * P[2]) * s + P[1]) * (G / 2.0)
         return margins, H, a
 
-    def _chunk_rows(self) -> int:
-        return max(16, CHUNK_ELEMENTS // self.num_hidden)
+    def _chunk_rows(self, xp: Any = np) -> int:
+        return max(16, (CHUNK_ELEMENTS if xp is np else DEVICE_CHUNK_ELEMENTS) // self.num_hidden)
 
     def predict_margin(self, X: np.ndarray, params: np.ndarray) -> np.ndarray:
         xp = array_module(self.backend)
         X = to_device(np.asarray(X), xp)
         W, c = self._device_params(params, X.shape[1], xp)
-        step = self._chunk_rows()
+        step = self._chunk_rows(xp)
         return np.concatenate([to_host(self._forward(X[i : i + step], W, c, xp, False)[0]) for i in range(0, X.shape[0], step)])
 
     def _device_params(self, params: np.ndarray, num_features: int, xp: Any) -> tuple[Any, Any]:
@@ -176,7 +207,7 @@ class KANModel:
         histogram = None if role == "gradient" else np.zeros(len(request.thresholds), dtype=np.int64)
         clipped_rows, loss_sum = np.zeros(len(request.clip_norms), dtype=np.int64), 0.0
         X_device, y_device = to_device(X, xp), (xp.asarray(y) > 0) * 2.0 - 1.0  # label > 0 is +1, else −1
-        step = self._chunk_rows()
+        step = self._chunk_rows(xp)
         with _BLAS.limit(limits=1, user_api="blas"):  # identical sums on any worker (see glm._BLAS)
             for start in range(0, n, step):
                 labels = y_device[start : start + step]

@@ -34,6 +34,58 @@ def test_glm_statistics_match_numpy(model_class):
     assert np.abs(gpu.clipped_rows - cpu.clipped_rows).max() <= 2  # rows at the clip boundary may flip
 
 
+FUSED_CASES = [  # (features, clip norms, dtype, column-major, fused): the kernel's shapes and one it does not cover
+    (64, 31, np.float32, False, True), (32, 8, np.float64, False, True), (8, 1, np.float32, True, True),
+    (200, 3, np.float32, False, True), (256, 1, np.float64, True, True), (300, 2, np.float32, False, False),
+    (64, 31, np.float64, False, False),
+]
+
+
+@pytest.mark.parametrize("features, norms, dtype, fortran, fused", FUSED_CASES, ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("model_class", [LinearRegressionModel, LogisticRegressionModel], ids=lambda c: c.name)
+def test_fused_glm_kernel_matches_numpy_for_every_shape_and_request(model_class, features, norms, dtype, fortran, fused):
+    from dpstream.models import glm_cuda
+
+    rng = np.random.default_rng(features + norms)
+    rows = 70_001  # not a multiple of any tile: the ragged last thread block
+    X = rng.standard_normal((rows, features)).astype(dtype)
+    X = np.asfortranarray(X) if fortran else X
+    y = rng.standard_normal(rows) if model_class is LinearRegressionModel else (rng.random(rows) > 0.5).astype(float)
+    assert glm_cuda.supports(features, norms, X.dtype) == fused
+    clip_norms = np.geomspace(0.05, 50.0, norms) * np.sqrt(features)
+    params, previous = rng.standard_normal(features) * 0.1, rng.standard_normal(features) * 0.1
+    requests = [StatsRequest(params=params, clip_norms=clip_norms),
+                StatsRequest(params=params, clip_norms=clip_norms, weight=0.3),
+                StatsRequest(params=params, clip_norms=clip_norms, previous_params=previous, weight=0.5, previous_weight=0.4)]
+    for request in requests:
+        cpu = model_class().block_stats(X, y, request)
+        gpu = model_class(backend="cupy").block_stats(X, y, request)
+        scale = np.abs(cpu.clipped_sums).max()
+        np.testing.assert_allclose(gpu.clipped_sums, cpu.clipped_sums, atol=2e-5 * scale if dtype == np.float32 else 1e-10 * scale)
+        assert gpu.loss_sum == pytest.approx(cpu.loss_sum, rel=1e-5 if dtype == np.float32 else 1e-10)
+        assert np.abs(gpu.clipped_rows - cpu.clipped_rows).max() <= 3
+        again = model_class(backend="cupy").block_stats(X, y, request)
+        np.testing.assert_array_equal(again.clipped_sums, gpu.clipped_sums)  # a retried step releases the same bits
+    thresholds = np.geomspace(0.01, 10.0, 20)
+    for statistic in ("residual", "gradient_norm"):
+        request = StatsRequest(params=params, clip_norms=clip_norms, thresholds=thresholds, statistic=statistic)
+        cpu, gpu = model_class().block_stats(X, y, request, "stat"), model_class(backend="cupy").block_stats(X, y, request, "stat")
+        assert np.abs(gpu.histogram - cpu.histogram).max() <= 3  # rows at a threshold may flip in float32
+
+
+def test_fused_glm_kernel_clips_every_row_into_the_ball():
+    """n copies of one row with a tiny clip norm: the clipped sum is exactly n·C along the gradient."""
+    features, rows, clip_norm = 40, 100_003, 1e-3
+    x = np.linspace(-1.0, 2.0, features)
+    X, y = np.tile(x, (rows, 1)), np.full(rows, 50.0)
+    request = StatsRequest(params=np.zeros(features), clip_norms=np.array([clip_norm, np.inf]))
+    gpu = LinearRegressionModel(backend="cupy").block_stats(X, y, request)
+    direction = -x / np.linalg.norm(x)  # φ' = m − y = −50 < 0
+    np.testing.assert_allclose(gpu.clipped_sums[0], rows * clip_norm * direction, rtol=1e-9)
+    np.testing.assert_allclose(gpu.clipped_sums[1], rows * -50.0 * x, rtol=1e-9)  # C = inf: no clipping
+    assert list(gpu.clipped_rows) == [rows, 0]
+
+
 def test_kan_statistics_match_numpy():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, (20_000, 16)).astype(np.float32)
