@@ -286,7 +286,7 @@ class Launch:
     group: int | None = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel(type_name: str, lanes: int, norms: int, group: int, warps: int, rows_per_warp: int) -> Any:
     import cupy
 
