@@ -35,10 +35,10 @@ def nonprivate_same_schedule(plan, blocks) -> np.ndarray:
     from dpstream.coordinator import RowStream
 
     stream = RowStream(blocks)
-    w, tail, count = np.zeros(plan.dim), np.zeros(plan.dim), 0
-    eta, b = plan.details["learning_rate"], plan.details["gradient_rows"]
+    w, tail, count = np.zeros(plan.num_params), np.zeros(plan.num_params), 0
+    eta, b = plan.learning_rate, plan.gradient_rows
     for span in plan.spans:
-        gradient = np.zeros(plan.dim)
+        gradient = np.zeros(plan.num_params)
         for X, y in stream.take(*span.gradient_rows):
             gradient += X.T @ (X @ w - y)
         w = w - eta * gradient / b
@@ -48,7 +48,7 @@ def nonprivate_same_schedule(plan, blocks) -> np.ndarray:
 
 
 def predictor(result, plan, sigma: float) -> float:
-    T, b, alpha = plan.num_steps, plan.details["gradient_rows"], plan.details["alpha"]
+    T, b, alpha = plan.num_steps, plan.gradient_rows, plan.alpha
     tail = np.array(result.report.clip_norms[T // 2 :])
     return D / T * (sigma**2 / b + 4 * alpha**2 * np.mean(tail**2) / b**2)
 
@@ -80,8 +80,8 @@ def main() -> None:
             results["ols"].append(excess(np.linalg.lstsq(X, y, rcond=None)[0], w_star))
             results["sgd"].append(excess(nonprivate_same_schedule(plan, [(X, y)]), w_star))
             fixed_clip = math.sqrt(D) * math.sqrt(1 + sigma**2) * math.log(N)
-            fixed = DPSGD(EPSILON, DELTA, clip_norm=fixed_clip, learning_rate=plan.details["learning_rate"],
-                          batch_size=plan.details["gradient_rows"] + plan.details["stat_rows"], averaging="tail")
+            fixed = DPSGD(EPSILON, DELTA, clip_norm=fixed_clip, learning_rate=plan.learning_rate,
+                          batch_size=plan.gradient_rows + plan.stat_rows, averaging="tail")
             results["fixed"].append(excess(train(fixed, X, y).params, w_star))
             results["diffprivlib"].append(diffprivlib_excess(X, y, w_star))
         med = {k: float(np.median(v)) for k, v in results.items()}

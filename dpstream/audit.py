@@ -175,7 +175,7 @@ def audit_algorithm(algorithm: Any, *, trials: int = 500, num_rows: int = 2_000,
     if num_features < 2:
         raise ValueError(f"num_features must be at least 2 (one background feature and the canary's), got {num_features!r}")
     relation = NeighbouringRelation.parse(algorithm.relation)
-    plan = algorithm.plan(num_rows, num_features)
+    plan = algorithm.plan(num_rows, num_features)  # the audit's models are linear: num_params = num_features
     canary_row = plan.spans[0].gradient_rows[0]
     X, y_in, X_out, y_out = canary_datasets(num_rows, num_features, canary_row, relation, seed)
     with_canary = np.array([_step_zero_statistic(algorithm, X, y_in, _trial_key(seed, "in", t)) for t in range(trials)])
@@ -220,21 +220,18 @@ class NoiseScaledDown:
         self._algorithm, self._factor = algorithm, factor
         self.epsilon, self.delta, self.relation, self.name = algorithm.epsilon, algorithm.delta, algorithm.relation, algorithm.name
 
-    def plan(self, num_rows: int, dim: int) -> Any:
+    def plan(self, num_rows: int, num_params: int) -> Any:
         from dataclasses import replace as _replace
 
-        plan = self._algorithm.plan(num_rows, dim)
-        details = dict(plan.details)
-        # DP-SGD's step noise; DP-AMBSSGD's noise per unit sensitivity; AdaSSP's three releases
-        for name in ("noise_std", "alpha", "eigenvalue_std", "gram_std", "moment_std"):
-            if name in details:
-                details[name] = details[name] / self._factor
-        if "calibration" in details:
-            details["calibration"] = _replace(details["calibration"], noise_std=details["calibration"].noise_std / self._factor)
-        return _replace(plan, details=details)
+        plan = self._algorithm.plan(num_rows, num_params)
+        scaled = {}
+        for name in plan.NOISE_FIELDS:  # every noise scale the plan states (DP-SGD's and SRGD's calibration,
+            value = getattr(plan, name)  # DP-AMBSSGD's α and count noise, AdaSSP's three releases)
+            scaled[name] = _replace(value, noise_std=value.noise_std / self._factor) if hasattr(value, "noise_std") else value / self._factor
+        return _replace(plan, **scaled)
 
     def report(self, plan: Any) -> Any:  # the broken mechanism still claims the honest report
-        return self._algorithm.report(self._algorithm.plan(plan.num_rows, plan.dim))
+        return self._algorithm.report(self._algorithm.plan(plan.num_rows, plan.num_params))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._algorithm, name)

@@ -61,7 +61,7 @@ def _noop() -> None:
 def choose_mode(client: Any, plan: Plan, model: Model, request: StatsRequest, num_features: int, samples: int = 5) -> str:
     """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``.
 
-    The probe block has the lake's ``num_features`` columns: ``plan.dim`` counts the model's parameters,
+    The probe block has the lake's ``num_features`` columns: ``plan.num_params`` counts the model's parameters,
     which differ from the features for the KAN (m·d·p) and for a model with an intercept."""
     latencies = []
     for _ in range(samples):

@@ -51,8 +51,9 @@ def test_stream_is_single_pass_and_reports_short_data():
 def test_over_budget_configuration_refused_before_reading_data():
     algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100)
     plan = algorithm.plan(10_000, 3)
-    weaker = replace(plan.details["calibration"], noise_std=plan.details["calibration"].noise_std / 2)
-    plan.details["calibration"] = weaker
+    with pytest.raises(AttributeError):  # a plan is frozen: its noise cannot be edited after calibration
+        plan.calibration = None
+    plan = replace(plan, calibration=replace(plan.calibration, noise_std=plan.calibration.noise_std / 2))
     with pytest.raises(ValueError, match="more than the requested epsilon=1"):
         algorithm.report(plan)
 
@@ -63,8 +64,7 @@ def test_over_budget_configuration_refused_before_reading_data():
     class HalfNoise(DPSGD):
         def plan(self, num_rows, dim):
             plan = super().plan(num_rows, dim)
-            plan.details["calibration"] = replace(plan.details["calibration"], noise_std=plan.details["calibration"].noise_std / 2)
-            return plan
+            return replace(plan, calibration=replace(plan.calibration, noise_std=plan.calibration.noise_std / 2))
 
     with pytest.raises(ValueError, match="more than the requested"):
         fit(HalfNoise(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100), exploding_blocks(), 10_000, 3)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -57,7 +57,25 @@ from dpstream.privacy import (
     mu_for_epsilon_delta,
 )
 
-__all__ = ["DPAMBSSGD", "AMBSSGDState", "dp_stat_threshold"]
+__all__ = ["DPAMBSSGD", "AMBSSGDPlan", "AMBSSGDState", "dp_stat_threshold"]
+
+
+@dataclass(frozen=True)
+class AMBSSGDPlan(Plan):
+    """T steps of s = ``stat_rows`` DP-STAT rows then b = ``gradient_rows`` gradient rows (Alg. 2, spec
+    §2.4). Per step: K Gaussian counts of std ``count_noise_std`` = sqrt(K)·α, the threshold slack θ,
+    the candidate clip norms ζ (one per DP-STAT outcome) and the gradient noise std α·Δ(ζ_t); η is the
+    step size."""
+
+    alpha: float
+    stat_rows: int
+    gradient_rows: int
+    count_noise_std: float
+    slack: float
+    learning_rate: float
+    clip_norms: np.ndarray
+    notes: tuple[str, ...] = ()
+    NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("alpha", "count_noise_std")
 
 
 def dp_stat_threshold(counts: np.ndarray, noise: np.ndarray, stat_rows: int, slack: float) -> int:
@@ -128,7 +146,7 @@ class DPAMBSSGD:
             return self.feature_norm * gammas * math.log(num_rows) ** self.tail_exponent
         return self.clip_safety * gammas
 
-    def plan(self, num_rows: int, dim: int) -> Plan:
+    def plan(self, num_rows: int, num_params: int) -> AMBSSGDPlan:
         if num_rows < 2:
             raise ValueError(f"too few rows for the plan: n_samples={num_rows}; DP-AMBSSGD needs at least 2 rows")
         # Default T = round(4 ln N) (spec §2.4, c₁ = 4), but fewer when N is small: DP-STAT needs
@@ -159,7 +177,7 @@ class DPAMBSSGD:
         count_noise = math.sqrt(self.levels) * alpha
         learning_rate = self.learning_rate
         if learning_rate is None:
-            radius2 = (self.feature_norm if self.feature_norm is not None else math.sqrt(dim + 2)) ** 2
+            radius2 = (self.feature_norm if self.feature_norm is not None else math.sqrt(num_params + 2)) ** 2
             hessian = radius2 if self.hessian_norm is None else self.hessian_norm
             learning_rate = grad / (radius2 + (grad - 1) * hessian)
         notes = []
@@ -168,44 +186,41 @@ class DPAMBSSGD:
                 f"warning: s={stat} stat rows per step is below 10·sqrt(K)·α={10 * count_noise:.0f}; DP-STAT "
                 "counts will be noisy (spec §1.6 #6); use more rows, fewer steps or fewer levels"
             )
-        return Plan(
+        return AMBSSGDPlan(
             num_rows,
-            dim,
+            num_params,
             spans,
             per_step,
-            {
-                "alpha": alpha,
-                "stat_rows": stat,
-                "gradient_rows": grad,
-                "count_noise_std": count_noise,
-                "slack": self.stat_slack * count_noise,
-                "learning_rate": learning_rate,
-                "clip_norms": self.clip_norms(num_rows, dim),
-                "notes": tuple(notes),
-            },
+            alpha=alpha,
+            stat_rows=stat,
+            gradient_rows=grad,
+            count_noise_std=count_noise,
+            slack=self.stat_slack * count_noise,
+            learning_rate=learning_rate,
+            clip_norms=self.clip_norms(num_rows, num_params),
+            notes=tuple(notes),
         )
 
-    def init(self, plan: Plan, params: np.ndarray) -> AMBSSGDState:
+    def init(self, plan: AMBSSGDPlan, params: np.ndarray) -> AMBSSGDState:
         params = np.array(params, dtype=np.float64)
         return AMBSSGDState(0, params, np.zeros_like(params), 0)
 
-    def request(self, state: AMBSSGDState, span: StepSpan, plan: Plan) -> StatsRequest:
+    def request(self, state: AMBSSGDState, span: StepSpan, plan: AMBSSGDPlan) -> StatsRequest:
         return StatsRequest(
             params=state.params,
-            clip_norms=plan.details["clip_norms"],
+            clip_norms=plan.clip_norms,
             thresholds=self.thresholds(),
             statistic=self.statistic,
         )
 
-    def apply(self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> AMBSSGDState:
-        details = plan.details
-        count_noise = details["count_noise_std"] * gaussian(key, span.step, "dpstat", self.levels)
-        index = dp_stat_threshold(stats.histogram, count_noise, details["stat_rows"], details["slack"])
-        clip_norm = float(details["clip_norms"][index])
-        noise_std = details["alpha"] * self.relation.clipped_sum_sensitivity(clip_norm)
+    def apply(self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan) -> AMBSSGDState:
+        count_noise = plan.count_noise_std * gaussian(key, span.step, "dpstat", self.levels)
+        index = dp_stat_threshold(stats.histogram, count_noise, plan.stat_rows, plan.slack)
+        clip_norm = float(plan.clip_norms[index])
+        noise_std = plan.alpha * self.relation.clipped_sum_sensitivity(clip_norm)
         noise = gaussian(key, span.step, "gradient", state.params.size)
-        grad_rows = details["gradient_rows"]
-        params = state.params - details["learning_rate"] * (stats.clipped_sums[index] + noise_std * noise) / grad_rows
+        released = stats.clipped_sums[index] + noise_std * noise
+        params = state.params - plan.learning_rate * released / plan.gradient_rows
         average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
         return AMBSSGDState(
             step=state.step + 1,
@@ -218,11 +233,9 @@ class DPAMBSSGD:
     def result(self, state: AMBSSGDState) -> np.ndarray:
         return state.average_sum / state.average_count if state.average_count else state.params
 
-    def step_event(self, plan: Plan) -> ComposedEvent | DisjointUnionEvent:
-        alpha = plan.details["alpha"]
-        counts = SelfComposedEvent(
-            GaussianEvent(1.0, math.sqrt(self.levels) * alpha, self.relation, "DP-STAT count"), self.levels
-        )
+    def step_event(self, plan: AMBSSGDPlan) -> ComposedEvent | DisjointUnionEvent:
+        alpha = plan.alpha
+        counts = SelfComposedEvent(GaussianEvent(1.0, plan.count_noise_std, self.relation, "DP-STAT count"), self.levels)
         # Gradient step: sensitivity Δ(ζ), std αΔ(ζ) whatever ζ_t is; stated for ζ = 1.
         unit = self.relation.clipped_sum_sensitivity(1.0)
         gradient = GaussianEvent(unit, alpha * unit, self.relation, "clipped gradient sum")
@@ -230,7 +243,7 @@ class DPAMBSSGD:
             return DisjointUnionEvent((counts, gradient))
         return ComposedEvent((counts, gradient))
 
-    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
+    def report(self, plan: AMBSSGDPlan, state: Any = None) -> PrivacyReport:
         event = DisjointUnionEvent(tuple(self.step_event(plan) for _ in range(plan.num_steps)))
         accounting = (
             "stat and gradient rows disjoint and fixed in advance: each record pays for one mechanism (parallel composition)"
@@ -243,9 +256,9 @@ class DPAMBSSGD:
             relation=self.relation,
             epsilon=self.epsilon,
             delta=self.delta,
-            noise_multiplier=plan.details["alpha"] * self.relation.clipped_sum_sensitivity(1.0),
+            noise_multiplier=plan.alpha * self.relation.clipped_sum_sensitivity(1.0),
             sensitivity=1.0,
             plan=plan,
             clip_norms=tuple(state.clip_history) if state is not None else (),
-            notes=(accounting,) + plan.details["notes"],
+            notes=(accounting,) + plan.notes,
         )

@@ -2,7 +2,9 @@
 
 An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 
-* ``plan(num_rows, dim)``: the steps and the disjoint row span of each (one pass, each row once);
+* ``plan(num_rows, num_params)``: the steps, the disjoint row span of each (one pass, each row once)
+  and every noise scale, as a frozen plan class of the algorithm's own (the plan is the privacy
+  argument: its ``NOISE_FIELDS`` are what the report's events are computed from);
 * ``init(plan)``: the initial state;
 * ``request(state, span, plan)``: what the workers must compute for that step (``StatsRequest``);
 * ``apply(state, span, stats, key, plan)``: the DP update from the merged statistics, adding the step's
@@ -12,8 +14,8 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -49,11 +51,19 @@ class StepSpan:
 
 @dataclass(frozen=True)
 class Plan:
+    """What every algorithm's plan states; each algorithm subclasses it with its noise scales as typed,
+    frozen fields (``DPSGDPlan``, ``AMBSSGDPlan``, ``SRGDPlan``, ``SSPPlan``).
+
+    ``num_params`` is the length of the parameter vector the noise is drawn for (the model's
+    ``num_params(num_features)``: the feature count for the linear models, m·d·p for the KAN).
+    ``NOISE_FIELDS`` names the fields holding noise standard deviations or ``NoiseCalibration``s: the
+    audit's broken-mechanism check scales exactly these."""
+
     num_rows: int
-    dim: int
+    num_params: int
     spans: tuple[StepSpan, ...]
     rows_per_step: int
-    details: dict[str, Any] = field(default_factory=dict)
+    NOISE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     @property
     def num_steps(self) -> int:
@@ -107,7 +117,7 @@ class PrivacyReport:
 class Algorithm(Protocol):
     name: str
 
-    def plan(self, num_rows: int, dim: int) -> Plan: ...
+    def plan(self, num_rows: int, num_params: int) -> Plan: ...
 
     def init(self, plan: Plan, params: np.ndarray) -> Any: ...
 

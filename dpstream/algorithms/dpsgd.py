@@ -14,7 +14,7 @@ The projection onto B(w_0, R) (seed 004, optional) is post-processing.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,9 +29,22 @@ from dpstream.algorithms.base import (
 from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
-from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum
+from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
 
-__all__ = ["DPSGD", "DPSGDState"]
+__all__ = ["DPSGD", "DPSGDPlan", "DPSGDState"]
+
+
+@dataclass(frozen=True)
+class DPSGDPlan(Plan):
+    """T = ⌊N/b⌋ disjoint batches and the noise std s = ``calibration.noise_std`` on each clipped sum,
+    calibrated so that the process with sensitivity γ_T (``calibration.max_column_norm``) is (ε, δ)-DP."""
+
+    calibration: NoiseCalibration
+    NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("calibration",)
+
+    @property
+    def noise_std(self) -> float:
+        return self.calibration.noise_std
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ class DPSGD:
         if self.noise.target != "increment":
             raise ValueError(f"DP-SGD adds noise to each step; {self.noise.describe()} adds it to prefix sums")
 
-    def plan(self, num_rows: int, dim: int) -> Plan:
+    def plan(self, num_rows: int, num_params: int) -> DPSGDPlan:
         batch = int(self.batch_size)
         if batch > num_rows:
             raise ValueError(f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N")
@@ -78,18 +91,18 @@ class DPSGD:
         calibration = calibrate_clipped_sum(
             self.epsilon, self.delta, self.clip_norm, max_column_norm=self.noise.sensitivity(steps), relation=self.relation
         )
-        return Plan(num_rows, dim, spans, batch, {"noise_std": calibration.noise_std, "calibration": calibration})
+        return DPSGDPlan(num_rows, num_params, spans, batch, calibration)
 
-    def init(self, plan: Plan, params: np.ndarray) -> DPSGDState:
+    def init(self, plan: DPSGDPlan, params: np.ndarray) -> DPSGDState:
         params = np.array(params, dtype=np.float64)
         return DPSGDState(0, params, params.copy(), self.noise.init(params.size), np.zeros_like(params), 0)
 
-    def request(self, state: DPSGDState, span: StepSpan, plan: Plan) -> StatsRequest:
+    def request(self, state: DPSGDState, span: StepSpan, plan: DPSGDPlan) -> StatsRequest:
         return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
 
-    def apply(self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> DPSGDState:
+    def apply(self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan) -> DPSGDState:
         noise, noise_state = self.noise.next(key, state.noise_state)
-        released = stats.clipped_sums[0] + plan.details["noise_std"] * noise
+        released = stats.clipped_sums[0] + plan.noise_std * noise
         params = state.params - (self.learning_rate / self.batch_size) * released
         params = project_to_ball(params, state.initial_params, self.projection_radius)
         average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
@@ -107,8 +120,8 @@ class DPSGD:
             return state.average_sum / state.average_count
         return state.params
 
-    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
-        calibration = plan.details["calibration"]
+    def report(self, plan: DPSGDPlan, state: Any = None) -> PrivacyReport:
+        calibration = plan.calibration
         return build_report(
             mechanism=f"one-pass DP-SGD with {self.noise.describe()}",
             event=calibration.event(plan.num_steps, label=self.noise.describe()),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,9 +38,20 @@ from dpstream.algorithms.base import (
 from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
-from dpstream.privacy import NeighbouringRelation, calibrate_clipped_sum
+from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
 
-__all__ = ["AcceleratedDPSRGD", "SRGDState"]
+__all__ = ["AcceleratedDPSRGD", "SRGDPlan", "SRGDState"]
+
+
+@dataclass(frozen=True)
+class SRGDPlan(Plan):
+    """T = ⌊N/B⌋ disjoint batches, the tree noise process on the T prefix sums, its std
+    ``calibration.noise_std`` for γ_T = sqrt(⌊log₂T⌋ + 1), and the step parameter β."""
+
+    calibration: NoiseCalibration
+    beta: float
+    tree: TreeNoise
+    NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("calibration",)
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,7 @@ class AcceleratedDPSRGD:
         check_positive("smoothness", self.smoothness)
         check_positive("radius", self.radius, optional=True)
 
-    def plan(self, num_rows: int, dim: int) -> Plan:
+    def plan(self, num_rows: int, num_params: int) -> SRGDPlan:
         batch = int(self.batch_size) if self.batch_size is not None else math.ceil(math.sqrt(num_rows))
         if batch > num_rows:
             raise ValueError(f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N")
@@ -86,14 +97,13 @@ class AcceleratedDPSRGD:
         )
         beta = float(self.beta) if self.beta is not None else 2.0 * self.smoothness * steps
         spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
-        return Plan(num_rows, dim, spans, batch, {"calibration": calibration, "beta": beta, "tree": tree})
+        return SRGDPlan(num_rows, num_params, spans, batch, calibration, beta, tree)
 
-    def init(self, plan: Plan, params: np.ndarray) -> SRGDState:
+    def init(self, plan: SRGDPlan, params: np.ndarray) -> SRGDState:
         x = project_to_ball(np.array(params, dtype=np.float64), np.zeros(len(params)), self.radius)
-        tree: TreeNoise = plan.details["tree"]
-        return SRGDState(0, x, x.copy(), x.copy(), x.copy(), np.zeros_like(x), tree.init(x.size))
+        return SRGDState(0, x, x.copy(), x.copy(), x.copy(), np.zeros_like(x), plan.tree.init(x.size))
 
-    def request(self, state: SRGDState, span: StepSpan, plan: Plan) -> StatsRequest:
+    def request(self, state: SRGDState, span: StepSpan, plan: SRGDPlan) -> StatsRequest:
         t = state.step
         return StatsRequest(
             params=state.x,
@@ -103,12 +113,11 @@ class AcceleratedDPSRGD:
             previous_weight=float(t),
         )
 
-    def apply(self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> SRGDState:
-        t, beta, batch = state.step, plan.details["beta"], plan.rows_per_step
-        tree: TreeNoise = plan.details["tree"]
+    def apply(self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan) -> SRGDState:
+        t, beta, batch = state.step, plan.beta, plan.rows_per_step
         prefix_sum = state.prefix_sum + stats.clipped_sums[0]
-        noise, noise_state = tree.next(key, state.noise_state)
-        released = (prefix_sum + plan.details["calibration"].noise_std * noise) / batch  # ĝ_t, the only release
+        noise, noise_state = plan.tree.next(key, state.noise_state)
+        released = (prefix_sum + plan.calibration.noise_std * noise) / batch  # ĝ_t, the only release
         center = np.zeros_like(state.x)
         z = project_to_ball(state.z - released / beta, center, self.radius)
         y = project_to_ball(state.x - released / (beta * (t + 1)), center, self.radius)
@@ -127,8 +136,8 @@ class AcceleratedDPSRGD:
     def result(self, state: SRGDState) -> np.ndarray:
         return state.y
 
-    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
-        calibration = plan.details["calibration"]
+    def report(self, plan: SRGDPlan, state: Any = None) -> PrivacyReport:
+        calibration = plan.calibration
         return build_report(
             mechanism="Accelerated-DP-SRGD with binary-tree noise on prefix sums of clipped gradient differences",
             event=calibration.event(plan.num_steps, label="binary tree over T prefix sums"),
@@ -139,5 +148,5 @@ class AcceleratedDPSRGD:
             sensitivity=calibration.max_column_norm,
             plan=plan,
             clip_norms=(float(self.clip_norm),),
-            notes=(f"beta={plan.details['beta']:.6g}, batch={plan.rows_per_step}, steps={plan.num_steps}",),
+            notes=(f"beta={plan.beta:.6g}, batch={plan.rows_per_step}, steps={plan.num_steps}",),
         )

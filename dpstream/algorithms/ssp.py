@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,7 +45,19 @@ from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
 
-__all__ = ["AdaSSP", "SSPState", "symmetric_noise"]
+__all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
+
+
+@dataclass(frozen=True)
+class SSPPlan(Plan):
+    """One step over all N rows: rows clipped to ``row_norm_bound`` B_x, and the three Gaussian
+    releases' stds for λ_min(XᵀX), the upper triangle of XᵀX and Xᵀy (each sensitivity / (μ·sqrt(share)))."""
+
+    row_norm_bound: float
+    eigenvalue_std: float
+    gram_std: float
+    moment_std: float
+    NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("eigenvalue_std", "gram_std", "moment_std")
 
 
 @dataclass(frozen=True)
@@ -109,82 +121,74 @@ class AdaSSP:
         )
         return tuple(s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split))  # type: ignore[return-value]
 
-    def plan(self, num_rows: int, dim: int) -> Plan:
+    def plan(self, num_rows: int, num_params: int) -> SSPPlan:
         check_positive("n_samples", num_rows, integer=True)
-        check_positive("dim", dim, integer=True)
-        eigen_std, gram_std, moment_std = self.noise_stds(dim)
-        return Plan(
-            num_rows,
-            dim,
-            (StepSpan(0, (0, num_rows)),),
-            num_rows,
-            {"row_norm_bound": self.bound(dim), "eigenvalue_std": eigen_std, "gram_std": gram_std, "moment_std": moment_std},
-        )
+        check_positive("num_params", num_params, integer=True)
+        eigen_std, gram_std, moment_std = self.noise_stds(num_params)
+        return SSPPlan(num_rows, num_params, (StepSpan(0, (0, num_rows)),), num_rows,
+                       row_norm_bound=self.bound(num_params), eigenvalue_std=eigen_std, gram_std=gram_std, moment_std=moment_std)
 
-    def init(self, plan: Plan, params: np.ndarray) -> SSPState:
-        return SSPState(np.zeros(plan.dim))
+    def init(self, plan: SSPPlan, params: np.ndarray) -> SSPState:
+        return SSPState(np.zeros(plan.num_params))
 
-    def request(self, state: SSPState, span: StepSpan, plan: Plan) -> StatsRequest:
-        return StatsRequest(
-            params=state.params, kind="moments", row_norm_bound=plan.details["row_norm_bound"], label_bound=self.label_bound
-        )
+    def request(self, state: SSPState, span: StepSpan, plan: SSPPlan) -> StatsRequest:
+        return StatsRequest(params=state.params, kind="moments", row_norm_bound=plan.row_norm_bound, label_bound=self.label_bound)
 
-    def ridge(self, smallest_eigenvalue: float, eigen_draw: float, plan: Plan) -> float:
+    def ridge(self, smallest_eigenvalue: float, eigen_draw: float, plan: SSPPlan) -> float:
         """λ = max(0, σ_G·sqrt(d ln(2d²/ρ)) − λ̃_min) from the exact λ_min and its noise draw (Wang 2018, Alg. 2)."""
-        details, rho, dim = plan.details, self.failure_probability, plan.dim
-        eigen_std = details["eigenvalue_std"]
+        rho, dim, eigen_std = self.failure_probability, plan.num_params, plan.eigenvalue_std
         lower = max(0.0, smallest_eigenvalue + eigen_std * eigen_draw - eigen_std * math.sqrt(2 * math.log(1 / rho)))
-        return max(0.0, details["gram_std"] * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
+        return max(0.0, plan.gram_std * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
 
-    def apply(self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> SSPState:
+    def apply(self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan) -> SSPState:
         if stats.gram is None or stats.moment is None:
             raise ValueError("AdaSSP needs the statistics of kind='moments' (XᵀX and Xᵀy); the executor returned gradient sums")
-        details, dim = plan.details, plan.dim
+        dim = plan.num_params
         ridge = self.ridge(float(np.linalg.eigvalsh(stats.gram)[0]), float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]), plan)
-        noisy_gram = stats.gram + details["gram_std"] * symmetric_noise(gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim)
-        noisy_moment = stats.moment + details["moment_std"] * gaussian(key, span.step, "ssp-moment", dim)
+        noisy_gram = stats.gram + plan.gram_std * symmetric_noise(gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim)
+        noisy_moment = stats.moment + plan.moment_std * gaussian(key, span.step, "ssp-moment", dim)
         params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params
         penalised = self._penalised(noisy_gram, plan)[2]
         return SSPState(params, ridge, max(0.0, float(np.trace(penalised)) / penalised.shape[0]))
 
-    def _penalised(self, gram: np.ndarray, plan: Plan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _penalised(self, gram: np.ndarray, plan: SSPPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(penalised columns, their sums with the intercept column, the matrix the ridge is added to): all of
         XᵀX without an intercept; with one, the centred C = (XᵀX)_{−k,−k} − s sᵀ/N (module docstring)."""
         k = self.intercept_index
         if k is None:
-            return np.arange(plan.dim), np.zeros(plan.dim), gram
-        if not 0 <= k < plan.dim:
-            raise ValueError(f"intercept_index={k} is outside the {plan.dim} columns")
-        rest = np.delete(np.arange(plan.dim), k)
+            return np.arange(plan.num_params), np.zeros(plan.num_params), gram
+        if not 0 <= k < plan.num_params:
+            raise ValueError(f"intercept_index={k} is outside the {plan.num_params} columns")
+        rest = np.delete(np.arange(plan.num_params), k)
         sums = gram[rest, k]
         return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / float(plan.num_rows)
 
-    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: Plan) -> np.ndarray:
+    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: SSPPlan) -> np.ndarray:
         """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""
         rest, sums, matrix = self._penalised(gram, plan)
         label_sum = 0.0 if self.intercept_index is None else moment[self.intercept_index]
         weights = _clamped_solve(matrix + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / plan.num_rows,
-                                 plan.details["gram_std"])
+                                 plan.gram_std)
         if self.intercept_index is None:
             return weights
-        params = np.empty(plan.dim)
+        params = np.empty(plan.num_params)
         params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / plan.num_rows
         return params
 
     def result(self, state: SSPState) -> np.ndarray:
         return state.params
 
-    def event(self, plan: Plan) -> ComposedEvent:
-        details, bound = plan.details, plan.details["row_norm_bound"]
+    def event(self, plan: SSPPlan) -> ComposedEvent:
+        bound = plan.row_norm_bound
         return ComposedEvent((
-            GaussianEvent(self.relation.eigenvalue_sensitivity(bound), details["eigenvalue_std"], self.relation, "λ_min(XᵀX)"),
-            GaussianEvent(self.relation.gram_sensitivity(bound), details["gram_std"], self.relation, "XᵀX upper triangle"),
-            GaussianEvent(self.relation.moment_sensitivity(bound, self.label_bound), details["moment_std"], self.relation, "Xᵀy"),
+            GaussianEvent(self.relation.eigenvalue_sensitivity(bound), plan.eigenvalue_std, self.relation, "λ_min(XᵀX)"),
+            GaussianEvent(self.relation.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"),
+            GaussianEvent(self.relation.moment_sensitivity(bound, self.label_bound), plan.moment_std, self.relation, "Xᵀy"),
         ))
 
-    def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
+    def report(self, plan: SSPPlan, state: Any = None) -> PrivacyReport:
         event = self.event(plan)
         target = "logistic loss, PASS-GLM degree-2" if self.link == "logistic" else "least squares"
         return build_report(
@@ -196,9 +200,9 @@ class AdaSSP:
             noise_multiplier=1.0 / math.sqrt(sum(part.mu**2 for part in event.events)),  # std / sensitivity of the equivalent single Gaussian
             sensitivity=1.0,
             plan=plan,
-            clip_norms=(plan.details["row_norm_bound"],),
+            clip_norms=(plan.row_norm_bound,),
             notes=(
-                f"rows clipped to ‖x‖ ≤ {plan.details['row_norm_bound']:.6g} and labels to |y| ≤ {self.label_bound:.6g} "
+                f"rows clipped to ‖x‖ ≤ {plan.row_norm_bound:.6g} and labels to |y| ≤ {self.label_bound:.6g} "
                 "(public bounds); one pass, one release of XᵀX, Xᵀy and λ_min",
             ),
         )

@@ -29,7 +29,7 @@ def test_plan_is_single_pass_with_disjoint_stat_and_gradient_rows():
             assert not seen[lo:hi].any()
             seen[lo:hi] = True
     assert plan.rows_used <= 10**6
-    assert plan.details["stat_rows"] == 1653 and plan.details["gradient_rows"] == 16528  # spec §2.4: s, b
+    assert plan.stat_rows == 1653 and plan.gradient_rows == 16528  # spec §2.4: s, b
 
 
 def test_too_few_rows_refused():
@@ -39,7 +39,7 @@ def test_too_few_rows_refused():
         paper_config(100, num_steps=30).plan(40, D)
     # Small N: fewer steps so DP-STAT keeps s ≥ 10·sqrt(K)·α stat rows (spec §1.6 #6).
     plan = paper_config(100).plan(100_000, D)
-    assert plan.details["stat_rows"] >= 10 * plan.details["count_noise_std"]
+    assert plan.stat_rows >= 10 * plan.count_noise_std
 
 
 @pytest.mark.parametrize("disjoint", [False, True])
@@ -47,7 +47,7 @@ def test_report_matches_accountant(disjoint):
     algorithm = paper_config(10**5, disjoint_accounting=disjoint)
     plan = algorithm.plan(10**5, D)
     report = algorithm.report(plan)
-    alpha = plan.details["alpha"]
+    alpha = plan.alpha
     expected_mu = (1.0 if disjoint else math.sqrt(2)) / alpha
     assert report.mu == pytest.approx(expected_mu, rel=1e-12)
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)
@@ -70,7 +70,7 @@ def test_parallel_composition_is_the_default():
     algorithm = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm")
     plan = algorithm.plan(10**5, D)
     assert algorithm.disjoint_accounting
-    assert plan.details["alpha"] == pytest.approx(1 / mu_for_epsilon_delta(1.0, 1e-6))
+    assert plan.alpha == pytest.approx(1 / mu_for_epsilon_delta(1.0, 1e-6))
     assert algorithm.report(plan).epsilon == pytest.approx(1.0, rel=1e-9)
     assert "parallel composition" in algorithm.report(plan).notes[0]
     # Less noise than the conservative charge at the same ε, by exactly sqrt(2).
@@ -82,10 +82,10 @@ def test_default_step_is_stable_for_any_distribution_with_the_row_bound():
     # η = 1/R² when ‖H‖ is not declared: η·λ_max ≤ 1 < 2 for every x with ‖x‖ ≤ R.
     algorithm = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0)
     plan = algorithm.plan(10**5, D)
-    assert plan.details["learning_rate"] == pytest.approx(1 / 9.0)
+    assert plan.learning_rate == pytest.approx(1 / 9.0)
     paper = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0, hessian_norm=1.0).plan(10**5, D)
-    grad = paper.details["gradient_rows"]
-    assert paper.details["learning_rate"] == pytest.approx(grad / (9.0 + grad - 1))
+    grad = paper.gradient_rows
+    assert paper.learning_rate == pytest.approx(grad / (9.0 + grad - 1))
 
 
 def test_dpstat_zero_noise_returns_smallest_covering_level():
@@ -143,7 +143,7 @@ def test_tail_average_and_clip_history():
 
 def _predicted(result, plan, sigma):
     """Spec §2.4 heuristic: (d/T)(σ²/b + 4α²·mean(ζ_t²)/b²) over the tail window."""
-    T, b, alpha = plan.num_steps, plan.details["gradient_rows"], plan.details["alpha"]
+    T, b, alpha = plan.num_steps, plan.gradient_rows, plan.alpha
     tail = np.array(result.report.clip_norms[T // 2 :])
     return D / T * (sigma**2 / b + 4 * alpha**2 * np.mean(tail**2) / b**2)
 
@@ -166,6 +166,6 @@ def test_utility_claims_small_scale():
     # Fixed-clip one-pass DP-SGD at the same ε plateaus at σ = 0.1 (spec §2.3 separation).
     X, y, w_star = gaussian_regression(rows, D, 0.1, seed=11)
     fixed_clip = math.sqrt(D) * math.sqrt(1 + 0.1**2) * math.log(rows)
-    fixed = DPSGD(1.0, 1e-6, clip_norm=fixed_clip, learning_rate=1.0, batch_size=plan.details["gradient_rows"], averaging="tail")
+    fixed = DPSGD(1.0, 1e-6, clip_norm=fixed_clip, learning_rate=1.0, batch_size=plan.gradient_rows, averaging="tail")
     fixed_excess = excess_risk(train(fixed, X, y).params, w_star)
     assert fixed_excess >= 10 * excess[0.1]

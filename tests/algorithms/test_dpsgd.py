@@ -23,7 +23,7 @@ def test_noise_is_exactly_the_calibrated_process():
     result = train(algorithm, X, y)
     plan = algorithm.plan(5000, 4)
     noise = LambdaCorrelatedNoise(0.6).noise_matrix(10) @ np.stack([gaussian(fixed_key(), t, "gradient", 4) for t in range(10)])
-    expected = -(0.5 / 500) * plan.details["noise_std"] * noise.sum(axis=0)
+    expected = -(0.5 / 500) * plan.noise_std * noise.sum(axis=0)
     np.testing.assert_allclose(result.params, expected, rtol=1e-12, atol=1e-15)
 
 
@@ -43,7 +43,7 @@ def test_report_matches_accountant(kind, params, relation):
     plan = algorithm.plan(100_000, 5)
     report = algorithm.report(plan)
     sensitivity = (2.0 if relation == "replace-one" else 1.0) * 2.0 * noise.sensitivity(plan.num_steps)
-    assert report.mu == pytest.approx(sensitivity / plan.details["noise_std"], rel=1e-12)
+    assert report.mu == pytest.approx(sensitivity / plan.noise_std, rel=1e-12)
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)
     assert report.epsilon == pytest.approx(epsilon_for_delta(1e-6, report.mu), rel=1e-12)
     assert report.sensitivity == pytest.approx(noise.sensitivity(200))

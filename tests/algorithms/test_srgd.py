@@ -18,10 +18,10 @@ def test_plan_and_report():
     algorithm = AcceleratedDPSRGD(1.0, 1e-6, clip_norm=3.0)
     plan = algorithm.plan(10**6, 8)
     assert plan.rows_per_step == 1000 and plan.num_steps == 1000
-    assert plan.details["beta"] == 2000.0
+    assert plan.beta == 2000.0
     report = algorithm.report(plan)
     # μ = 2C·sqrt(⌊log₂T⌋ + 1)/std, calibrated to ε = 1 exactly (spec §3.4 recipe).
-    assert report.mu == pytest.approx(2 * 3.0 * math.sqrt(10) / plan.details["calibration"].noise_std, rel=1e-12)
+    assert report.mu == pytest.approx(2 * 3.0 * math.sqrt(10) / plan.calibration.noise_std, rel=1e-12)
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)
     assert report.epsilon == pytest.approx(epsilon_for_delta(1e-6, report.mu), rel=1e-12)
 
@@ -36,7 +36,7 @@ def test_printed_corollary_sigma_is_too_small():
 
 def run_noiseless(algorithm, X, y, model):
     plan = algorithm.plan(X.shape[0], X.shape[1])
-    plan.details["calibration"] = replace(plan.details["calibration"], noise_std=0.0)
+    plan = replace(plan, calibration=replace(plan.calibration, noise_std=0.0))
     state = algorithm.init(plan, np.zeros(X.shape[1]))
     executor = InMemoryExecutor(model, [(X, y)])
     states = []

@@ -107,8 +107,8 @@ def test_release_is_the_exact_statistics_plus_the_keyed_noise():
                  initial_params=np.zeros(3), key=KEY)
     plan = algorithm.plan(3000, 3)
     gram, moment = X.T @ X, X.T @ y  # rows inside the bound: nothing clipped
-    noisy_gram = gram + plan.details["gram_std"] * symmetric_noise(gaussian(KEY, 0, "ssp-gram", 6), 3)
-    noisy_moment = moment + plan.details["moment_std"] * gaussian(KEY, 0, "ssp-moment", 3)
+    noisy_gram = gram + plan.gram_std * symmetric_noise(gaussian(KEY, 0, "ssp-gram", 6), 3)
+    noisy_moment = moment + plan.moment_std * gaussian(KEY, 0, "ssp-moment", 3)
     ridge = algorithm.ridge(np.linalg.eigvalsh(gram)[0], gaussian(KEY, 0, "ssp-eigenvalue", 1)[0], plan)
     assert result.state.ridge == pytest.approx(ridge)
     assert result.state.curvature == pytest.approx(np.trace(noisy_gram) / 3)  # no intercept: the whole noisy XᵀX

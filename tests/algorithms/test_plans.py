@@ -1,0 +1,31 @@
+"""Each algorithm states its plan as a frozen, typed class of its own: the noise scales the privacy
+report is computed from are named fields, not entries of a mutable dict."""
+
+import dataclasses
+
+import pytest
+
+from dpstream.algorithms import Plan
+from dpstream.audit import NoiseScaledDown, audited_algorithms
+
+ALGORITHMS = audited_algorithms(1.0, 1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_plans_are_frozen_typed_subclasses_naming_their_noise(name):
+    algorithm = ALGORITHMS[name]
+    plan = algorithm.plan(2_000, 4)
+    assert isinstance(plan, Plan) and type(plan) is not Plan and not hasattr(plan, "details")
+    assert plan.num_params == 4 and plan.NOISE_FIELDS
+    field_names = {field.name for field in dataclasses.fields(plan)}
+    assert set(plan.NOISE_FIELDS) <= field_names
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(plan, plan.NOISE_FIELDS[0], None)
+    # The report is computed from the plan's fields: scaling them down raises the ε it states.
+    weaker = NoiseScaledDown(algorithm, factor=2.0).plan(2_000, 4)
+    for field in plan.NOISE_FIELDS:
+        before, after = getattr(plan, field), getattr(weaker, field)
+        before, after = getattr(before, "noise_std", before), getattr(after, "noise_std", after)
+        assert after == pytest.approx(before / 2.0)
+    with pytest.raises(ValueError, match="more than the requested epsilon"):
+        algorithm.report(weaker)
