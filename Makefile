@@ -24,7 +24,10 @@ demo: $(STAMP)
 california: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m examples.california
 
+# Lint and format check first (rules and their reasons in pyproject.toml), then the suite.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	. ./.ci/env.sh && $(BIN)/python -m pytest -q tests
 
 bench: $(STAMP)

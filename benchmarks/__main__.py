@@ -28,6 +28,8 @@ if __name__ == "__main__":
     for name in MODULES:
         print(f"\n## {name}\n", flush=True)
         if name.endswith("opacus_compare") and importlib.util.find_spec("opacus") is None:
-            print("skipped: Opacus is not installed; run `make bench-peers` (installs torch 2.13.0 CPU and opacus)")
+            print(
+                "skipped: Opacus is not installed; run `make bench-peers` (installs torch 2.13.0 CPU and opacus)"
+            )
             continue
         importlib.import_module(name).main()

@@ -34,7 +34,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for label, sigma, count, delta in CASES:
         exact_t, exact = median_seconds(
-            lambda: GdpAccountant(ZERO).compose(GaussianEvent(1.0, sigma, ZERO), count=count).get_epsilon(delta)
+            lambda: (
+                GdpAccountant(ZERO).compose(GaussianEvent(1.0, sigma, ZERO), count=count).get_epsilon(delta)
+            )
         )
 
         def pld():

@@ -10,7 +10,7 @@ Run: ``python -m benchmarks.ambssgd_scale`` (about 3 minutes).
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -36,7 +36,9 @@ def main() -> None:
     variants = {
         "paper clip (residual)": lambda n: ambssgd("residual", n, disjoint_accounting=False),
         "gradient-norm DP-STAT": lambda n: ambssgd("gradient_norm", n, disjoint_accounting=False),
-        "gradient-norm + disjoint accounting": lambda n: ambssgd("gradient_norm", n, disjoint_accounting=True),
+        "gradient-norm + disjoint accounting": lambda n: ambssgd(
+            "gradient_norm", n, disjoint_accounting=True
+        ),
     }
     table, crossover = [], {name: None for name in variants}
     for rows in SIZES:
@@ -52,8 +54,12 @@ def main() -> None:
     print(f"d = {D}, σ = {SIGMA}, ε = 1, δ = 1e-6; excess risk and its ratio to (b), one seed per N\n")
     print(markdown_table(["N", "(b) non-private one-pass SGD"] + list(variants), table))
     print()
-    print(markdown_table(["variant", "smallest N within 2× of (b)"],
-                         [[name, f"{n:,}" if n else f"> {SIZES[-1]:,}"] for name, n in crossover.items()]))
+    print(
+        markdown_table(
+            ["variant", "smallest N within 2× of (b)"],
+            [[name, f"{n:,}" if n else f"> {SIZES[-1]:,}"] for name, n in crossover.items()],
+        )
+    )
 
 
 def _train_blocks(algorithm, rows: int, w_star: np.ndarray) -> np.ndarray:
@@ -62,8 +68,14 @@ def _train_blocks(algorithm, rows: int, w_star: np.ndarray) -> np.ndarray:
     from dpstream.noise import NoiseKey
 
     model = LinearRegressionModel()
-    return run(algorithm, InMemoryExecutor(model, blocks(rows, w_star, rows)), num_rows=rows, dim=D,
-               initial_params=np.zeros(D), key=NoiseKey.generate()).params
+    return run(
+        algorithm,
+        InMemoryExecutor(model, blocks(rows, w_star, rows)),
+        num_rows=rows,
+        dim=D,
+        initial_params=np.zeros(D),
+        key=NoiseKey.generate(),
+    ).params
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ SIGMAS = (1.0, 0.1, 0.0)
 def ambssgd(statistic: str, rows: int = N, **extra) -> DPAMBSSGD:
     r_x = math.sqrt(D + 2)
     if statistic == "residual":
-        return DPAMBSSGD(EPSILON, DELTA, bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0, **extra)
+        return DPAMBSSGD(
+            EPSILON, DELTA, bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0, **extra
+        )
     return DPAMBSSGD(EPSILON, DELTA, bound=1e4, statistic="gradient_norm", hessian_norm=1.0, **extra)
 
 
@@ -60,7 +62,10 @@ def diffprivlib_excess(X, y, w_star) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = LinearRegression(
-            epsilon=EPSILON, bounds_X=(-bound, bound), bounds_y=(-bound * 1.5, bound * 1.5), fit_intercept=False
+            epsilon=EPSILON,
+            bounds_X=(-bound, bound),
+            bounds_y=(-bound * 1.5, bound * 1.5),
+            fit_intercept=False,
         ).fit(np.clip(X, -bound, bound), np.clip(y, -1.5 * bound, 1.5 * bound))
     return excess(model.coef_, w_star)
 
@@ -68,7 +73,9 @@ def diffprivlib_excess(X, y, w_star) -> float:
 def main() -> None:
     rows, figures = [], {}
     for sigma in SIGMAS:
-        results: dict[str, list[float]] = {k: [] for k in ("paper", "gradnorm", "ols", "sgd", "fixed", "diffprivlib", "predicted")}
+        results: dict[str, list[float]] = {
+            k: [] for k in ("paper", "gradnorm", "ols", "sgd", "fixed", "diffprivlib", "predicted")
+        }
         for seed in SEEDS:
             X, y, w_star = gaussian_regression(N, D, sigma, seed)
             paper_alg = ambssgd("residual")
@@ -80,24 +87,55 @@ def main() -> None:
             results["ols"].append(excess(np.linalg.lstsq(X, y, rcond=None)[0], w_star))
             results["sgd"].append(excess(nonprivate_same_schedule(plan, [(X, y)]), w_star))
             fixed_clip = math.sqrt(D) * math.sqrt(1 + sigma**2) * math.log(N)
-            fixed = DPSGD(EPSILON, DELTA, clip_norm=fixed_clip, learning_rate=plan.learning_rate,
-                          batch_size=plan.gradient_rows + plan.stat_rows, averaging="tail")
+            fixed = DPSGD(
+                EPSILON,
+                DELTA,
+                clip_norm=fixed_clip,
+                learning_rate=plan.learning_rate,
+                batch_size=plan.gradient_rows + plan.stat_rows,
+                averaging="tail",
+            )
             results["fixed"].append(excess(train(fixed, X, y).params, w_star))
             results["diffprivlib"].append(diffprivlib_excess(X, y, w_star))
         med = {k: float(np.median(v)) for k, v in results.items()}
         figures[sigma] = med
         ratio = med["paper"] / med["predicted"] if med["predicted"] > 0 else float("nan")
-        rows.append([
-            f"{sigma:g}", f"{med['paper']:.3g}", f"{med['gradnorm']:.3g}", f"{med['predicted']:.3g}", f"{ratio:.2f}",
-            f"{med['ols']:.3g}", f"{med['sgd']:.3g}", f"{med['fixed']:.3g}", f"{med['diffprivlib']:.3g}",
-            f"{med['fixed'] / med['paper']:.3g}", f"{med['diffprivlib'] / med['paper']:.3g}",
-        ])
-    print(f"d = {D}, N = {N:,}, ε = {EPSILON}, δ = {DELTA:g}, replace-one; excess risk, median of {len(SEEDS)} seeds\n")
-    print(markdown_table(
-        ["σ", "AMBSSGD (paper clip)", "AMBSSGD (grad-norm DP-STAT)", "(e) predictor", "paper / (e)", "(a) OLS",
-         "(b) one-pass SGD", "(c) fixed-clip DP-SGD", "(d) diffprivlib", "(c) / paper", "(d) / paper"],
-        rows,
-    ))
+        rows.append(
+            [
+                f"{sigma:g}",
+                f"{med['paper']:.3g}",
+                f"{med['gradnorm']:.3g}",
+                f"{med['predicted']:.3g}",
+                f"{ratio:.2f}",
+                f"{med['ols']:.3g}",
+                f"{med['sgd']:.3g}",
+                f"{med['fixed']:.3g}",
+                f"{med['diffprivlib']:.3g}",
+                f"{med['fixed'] / med['paper']:.3g}",
+                f"{med['diffprivlib'] / med['paper']:.3g}",
+            ]
+        )
+    print(
+        f"d = {D}, N = {N:,}, ε = {EPSILON}, δ = {DELTA:g}, replace-one; excess risk, median of {len(SEEDS)} seeds\n"
+    )
+    print(
+        markdown_table(
+            [
+                "σ",
+                "AMBSSGD (paper clip)",
+                "AMBSSGD (grad-norm DP-STAT)",
+                "(e) predictor",
+                "paper / (e)",
+                "(a) OLS",
+                "(b) one-pass SGD",
+                "(c) fixed-clip DP-SGD",
+                "(d) diffprivlib",
+                "(c) / paper",
+                "(d) / paper",
+            ],
+            rows,
+        )
+    )
     plot(figures)
 
 
@@ -107,8 +145,14 @@ def plot(figures) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [("paper", "DP-AMBSSGD (paper clip)"), ("gradnorm", "DP-AMBSSGD (grad-norm DP-STAT)"), ("ols", "(a) OLS"),
-              ("sgd", "(b) one-pass SGD"), ("fixed", "(c) fixed-clip DP-SGD"), ("diffprivlib", "(d) diffprivlib")]
+    labels = [
+        ("paper", "DP-AMBSSGD (paper clip)"),
+        ("gradnorm", "DP-AMBSSGD (grad-norm DP-STAT)"),
+        ("ols", "(a) OLS"),
+        ("sgd", "(b) one-pass SGD"),
+        ("fixed", "(c) fixed-clip DP-SGD"),
+        ("diffprivlib", "(d) diffprivlib"),
+    ]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = np.arange(len(SIGMAS))
     width = 0.13

@@ -34,8 +34,11 @@ def median_seconds(command: list[str]) -> float:
 def main() -> None:
     reference = median_seconds([sys.executable, "-c", "pass"])
     rows = [["python -c pass (reference)", f"{reference:.3f}", "1.0"]]
-    for label, arguments in (("dpstream --help", ["--help"]), ("dpstream train --help", ["train", "--help"]),
-                             ("dpstream validate missing.toml (exit 2)", ["validate", "missing.toml"])):
+    for label, arguments in (
+        ("dpstream --help", ["--help"]),
+        ("dpstream train --help", ["train", "--help"]),
+        ("dpstream validate missing.toml (exit 2)", ["validate", "missing.toml"]),
+    ):
         seconds = median_seconds([str(DPSTREAM), *arguments])
         rows.append([label, f"{seconds:.3f}", f"{seconds / reference:.1f}"])
     print(markdown_table(["command", "median seconds", "× python -c pass"], rows))

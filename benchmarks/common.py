@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,7 +25,9 @@ def median_time(function: Callable[[], object], repeats: int = 7) -> float:
     return statistics.median(times)
 
 
-def gaussian_regression(rows: int, dim: int, sigma: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gaussian_regression(
+    rows: int, dim: int, sigma: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     w_star = rng.standard_normal(dim)
     w_star /= np.linalg.norm(w_star)
@@ -70,6 +72,7 @@ def import_diffprivlib():
             setattr(tree, name, np.float64 if name == "DOUBLE" else np.float32)
     original = _logistic.LogisticRegression.__init__
     if not getattr(original, "_dpstream_shim", False):
+
         @functools.wraps(original)  # keeps the signature scikit-learn's get_params reads
         def accepting_multi_class(self, *args, multi_class="ovr", **kwargs):
             original(self, *args, **kwargs)

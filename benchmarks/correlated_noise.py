@@ -63,16 +63,30 @@ def main() -> None:
     predicted_ftrl = lti_error(ftrl.beta(TAPS), ftrl.sensitivity(rows))
     ratio = np.mean(measured["sgd"]) / np.mean(measured["ftrl"])
     predicted = predicted_sgd / predicted_ftrl
-    print(f"Seed 001 Figure 2 (cheaper setting): d = {D}, η = {ETA}, ν = {NU:.4g}, {TAPS} taps, batch 1, "
-          f"{BURN:,} + {AVERAGED:,} steps, {len(SEEDS)} seeds (errors per unit of σ²Δ² scale)\n")
-    print(markdown_table(
-        ["", "Noisy-SGD F̂", "ν-Noisy-FTRL F̂", "ratio SGD / FTRL"],
-        [
-            ["measured", f"{np.mean(measured['sgd']):.4g}", f"{np.mean(measured['ftrl']):.4g}", f"{ratio:.2f}"],
-            ["LTI prediction (spec §3.5)", f"{predicted_sgd:.4g}", f"{predicted_ftrl:.4g}", f"{predicted:.2f}"],
-            ["measured / predicted", "", "", f"{ratio / predicted:.3f} (target within ±20 %)"],
-        ],
-    ))
+    print(
+        f"Seed 001 Figure 2 (cheaper setting): d = {D}, η = {ETA}, ν = {NU:.4g}, {TAPS} taps, batch 1, "
+        f"{BURN:,} + {AVERAGED:,} steps, {len(SEEDS)} seeds (errors per unit of σ²Δ² scale)\n"
+    )
+    print(
+        markdown_table(
+            ["", "Noisy-SGD F̂", "ν-Noisy-FTRL F̂", "ratio SGD / FTRL"],
+            [
+                [
+                    "measured",
+                    f"{np.mean(measured['sgd']):.4g}",
+                    f"{np.mean(measured['ftrl']):.4g}",
+                    f"{ratio:.2f}",
+                ],
+                [
+                    "LTI prediction (spec §3.5)",
+                    f"{predicted_sgd:.4g}",
+                    f"{predicted_ftrl:.4g}",
+                    f"{predicted:.2f}",
+                ],
+                ["measured / predicted", "", "", f"{ratio / predicted:.3f} (target within ±20 %)"],
+            ],
+        )
+    )
     lambda_table()
 
 
@@ -85,12 +99,27 @@ def lambda_table() -> None:
         values = []
         for seed in SEEDS:
             X, y, w_star = gaussian_regression(500_000, 20, 1.0, seed)
-            algorithm = DPSGD(1.0, 1e-6, clip_norm=8.0, learning_rate=0.3, batch_size=256,
-                              noise=LambdaCorrelatedNoise(correlation), averaging="last")
+            algorithm = DPSGD(
+                1.0,
+                1e-6,
+                clip_norm=8.0,
+                learning_rate=0.3,
+                batch_size=256,
+                noise=LambdaCorrelatedNoise(correlation),
+                averaging="last",
+            )
             values.append(excess(train(algorithm, X, y).params, w_star))
-        rows.append([f"{correlation:g}", f"{LambdaCorrelatedNoise(correlation).sensitivity(1953):.4f}", f"{np.mean(values):.4g}"])
-    print("\nλ-CGD vs independent noise: d = 20, N = 500,000, σ = 1, ε = 1, δ = 1e-6, batch 256, clip 8, "
-          "η = 0.3, last iterate, mean of 2 seeds\n")
+        rows.append(
+            [
+                f"{correlation:g}",
+                f"{LambdaCorrelatedNoise(correlation).sensitivity(1953):.4f}",
+                f"{np.mean(values):.4g}",
+            ]
+        )
+    print(
+        "\nλ-CGD vs independent noise: d = 20, N = 500,000, σ = 1, ε = 1, δ = 1e-6, batch 256, clip 8, "
+        "η = 0.3, last iterate, mean of 2 seeds\n"
+    )
     print(markdown_table(["λ", "sensitivity γ_T", "excess risk"], rows))
 
 

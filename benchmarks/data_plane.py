@@ -45,7 +45,9 @@ def write_source(files: int = FILES, name: str = "raw") -> str:
         rng = np.random.default_rng(i)
         X = rng.standard_normal((ROWS, DIM), dtype=np.float32)
         y = X.astype(np.float64) @ w + rng.standard_normal(ROWS)
-        table = pa.table({**{name: X[:, j] for j, name in enumerate(SPEC_COLUMNS)}, "y": y, "day": np.full(ROWS, i // 4)})
+        table = pa.table(
+            {**{name: X[:, j] for j, name in enumerate(SPEC_COLUMNS)}, "y": y, "day": np.full(ROWS, i // 4)}
+        )
         pq.write_table(table, os.path.join(source, f"f{i:02d}.parquet"), use_dictionary=False)
     return source
 
@@ -97,7 +99,12 @@ def main() -> None:
         copy_dir = os.path.join(ROOT, "copy")
         os.makedirs(copy_dir, exist_ok=True)
         start = time.perf_counter()
-        client.gather([client.submit(_copy, os.path.join(source, f), os.path.join(copy_dir, f), pure=False) for f in sorted(os.listdir(source))])
+        client.gather(
+            [
+                client.submit(_copy, os.path.join(source, f), os.path.join(copy_dir, f), pure=False)
+                for f in sorted(os.listdir(source))
+            ]
+        )
         copy_seconds = time.perf_counter() - start
         shuffled = os.path.join(ROOT, f"shuffled-{int(time.time())}")
         start = time.perf_counter()
@@ -108,29 +115,71 @@ def main() -> None:
         scans = []
         for _ in range(3):  # the reference is noisy on this machine: median of 3 scans
             start = time.perf_counter()
-            client.gather([client.submit(_scan, path, group, shuffled_spec, pure=False) for _, path, group, _ in manifest.blocks()])
+            client.gather(
+                [
+                    client.submit(_scan, path, group, shuffled_spec, pure=False)
+                    for _, path, group, _ in manifest.blocks()
+                ]
+            )
             scans.append(time.perf_counter() - start)
         scan_seconds = float(np.median(scans))
         rows = manifest.num_rows
         results = []
         for label, algorithm, mode in (
-            ("DP-AMBSSGD, scatter-gather", DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"), "scatter"),
-            ("DP-λCGD batch 1,024, streaming", DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=1024,
-                                                      noise=make_noise_process("lambda", correlation=0.5)), "streaming"),
+            (
+                "DP-AMBSSGD, scatter-gather",
+                DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"),
+                "scatter",
+            ),
+            (
+                "DP-λCGD batch 1,024, streaming",
+                DPSGD(
+                    1.0,
+                    1e-6,
+                    clip_norm=4.0,
+                    learning_rate=0.5,
+                    batch_size=1024,
+                    noise=make_noise_process("lambda", correlation=0.5),
+                ),
+                "streaming",
+            ),
         ):
             start = time.perf_counter()
-            _, used = train_on_lake(manifest, algorithm, LinearRegressionModel(), client, NoiseKey.generate(), mode=mode)
+            _, used = train_on_lake(
+                manifest, algorithm, LinearRegressionModel(), client, NoiseKey.generate(), mode=mode
+            )
             seconds = time.perf_counter() - start
-            results.append([label, used, f"{rows / seconds:,.0f}", f"{rows / scan_seconds:,.0f}", f"{scan_seconds / seconds:.2f}"])
-        print(f"Lake: {rows:,} rows × {DIM} float32 in {len(paths)} files; 2 worker processes, 1 thread each\n")
+            results.append(
+                [
+                    label,
+                    used,
+                    f"{rows / seconds:,.0f}",
+                    f"{rows / scan_seconds:,.0f}",
+                    f"{scan_seconds / seconds:.2f}",
+                ]
+            )
+        print(
+            f"Lake: {rows:,} rows × {DIM} float32 in {len(paths)} files; 2 worker processes, 1 thread each\n"
+        )
         print(markdown_table(["training", "mode", "rows/s", "raw pyarrow scan rows/s", "ratio"], results))
         print()
-        print(markdown_table(["operation", "seconds", "ratio to copy"], [
-            ["plain read-and-write copy", f"{copy_seconds:.1f}", "1.00"],
-            ["shuffle once (two passes, manifest)", f"{shuffle_seconds:.1f}", f"{shuffle_seconds / copy_seconds:.2f}"],
-        ]))
+        print(
+            markdown_table(
+                ["operation", "seconds", "ratio to copy"],
+                [
+                    ["plain read-and-write copy", f"{copy_seconds:.1f}", "1.00"],
+                    [
+                        "shuffle once (two passes, manifest)",
+                        f"{shuffle_seconds:.1f}",
+                        f"{shuffle_seconds / copy_seconds:.2f}",
+                    ],
+                ],
+            )
+        )
         big_spec = LakeSpec(write_source(60, "raw12m"), SPEC_COLUMNS, "y")
-        big = shuffle_once(big_spec, os.path.join(ROOT, f"shuffled12m-{int(time.time())}"), rows_per_file=ROWS, client=client)
+        big = shuffle_once(
+            big_spec, os.path.join(ROOT, f"shuffled12m-{int(time.time())}"), rows_per_file=ROWS, client=client
+        )
     finally:
         client.close()
     memory_limit = 384 * 2**20
@@ -141,16 +190,30 @@ def main() -> None:
         lake_bytes = sum(os.path.getsize(p) for p in big.paths())
         manifest = big
         with RssSampler(pids) as sampler:
-            train_on_lake(manifest, DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"), LinearRegressionModel(),
-                          client, NoiseKey.generate(), mode="scatter")
+            train_on_lake(
+                manifest,
+                DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"),
+                LinearRegressionModel(),
+                client,
+                NoiseKey.generate(),
+                mode="scatter",
+            )
         after = [info["pid"] for info in client.run(lambda: {"pid": os.getpid()}).values()]
         restarts = len(set(pids) - set(after))
         print()
-        print(f"Memory: lake {lake_bytes / 2**30:.2f} GiB on disk = {lake_bytes / (2 * memory_limit):.1f}× the workers' "
-              f"total limit (2 × 384 MiB); worker restarts during training: {restarts}\n")
-        print(markdown_table(["worker", "peak RSS", "limit", "under the limit"], [
-            [str(i), f"{peak / 2**20:.0f} MiB", "384 MiB", str(peak < memory_limit)] for i, peak in enumerate(sampler.peaks)
-        ]))
+        print(
+            f"Memory: lake {lake_bytes / 2**30:.2f} GiB on disk = {lake_bytes / (2 * memory_limit):.1f}× the workers' "
+            f"total limit (2 × 384 MiB); worker restarts during training: {restarts}\n"
+        )
+        print(
+            markdown_table(
+                ["worker", "peak RSS", "limit", "under the limit"],
+                [
+                    [str(i), f"{peak / 2**20:.0f} MiB", "384 MiB", str(peak < memory_limit)]
+                    for i, peak in enumerate(sampler.peaks)
+                ],
+            )
+        )
     finally:
         client.close()
 

@@ -51,11 +51,17 @@ def main() -> list[str]:
     bytes_of_x = X.nbytes
     copy_rate = bytes_of_x / _event_median(lambda: cupy.copyto(copy_target, X))
     cublas_rate = bytes_of_x / _event_median(lambda: X.T @ (X @ w_device))
-    lines = [f"Fused GLM kernel sweep on {name}: X {ROWS:,} × {DIM} float32 ({bytes_of_x / 1e9:.2f} GB), peak {peak / 1e12:.2f} TB/s",
-             (f"device copy reads X at {copy_rate / 1e9:,.0f} GB/s ({copy_rate / peak:.2f} of peak); "
-              f"cuBLAS X.T@(X@w) {cublas_rate / 1e9:,.0f} GB/s of X"), "",
-             "| clip norms | group | warps/block | rows/warp | registers | spilled bytes | kernel GB/s of X | of peak | of copy | sums equal default's |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Fused GLM kernel sweep on {name}: X {ROWS:,} × {DIM} float32 ({bytes_of_x / 1e9:.2f} GB), peak {peak / 1e12:.2f} TB/s",
+        (
+            f"device copy reads X at {copy_rate / 1e9:,.0f} GB/s ({copy_rate / peak:.2f} of peak); "
+            f"cuBLAS X.T@(X@w) {cublas_rate / 1e9:,.0f} GB/s of X"
+        ),
+        "",
+        "| clip norms | group | warps/block | rows/warp | registers | spilled bytes | kernel GB/s of X "
+        "| of peak | of copy | sums equal default's |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     best = {}
     for norms in (1, 31):
         clip_norms = np.geomspace(0.01, 100.0, norms)
@@ -64,20 +70,28 @@ def main() -> list[str]:
         for group, warps, rows_per_warp in itertools.product((4, 8, 16), (4, 8), (512,)):
             launch = glm_cuda.Launch(warps_per_block=warps, rows_per_warp=rows_per_warp, group=group)
             try:
-                rate = bytes_of_x / _event_median(lambda c=clip_norms, s=launch: glm_cuda.launch_fused(X, y, w, c, 0, launch=s))
+                rate = bytes_of_x / _event_median(
+                    lambda c=clip_norms, s=launch: glm_cuda.launch_fused(X, y, w, c, 0, launch=s)
+                )
             except Exception as error:  # noqa: BLE001 - a shape that does not compile or launch: recorded, not fatal
-                lines.append(f"| {norms} | {group} | {warps} | {rows_per_warp} | - | - | failed: {type(error).__name__} | | |")
+                lines.append(
+                    f"| {norms} | {group} | {warps} | {rows_per_warp} | - | - | failed: {type(error).__name__} | | |"
+                )
                 continue
             sums = glm_cuda.launch_fused(X, y, w, clip_norms, 0, launch=launch)[0].sum(axis=0).get()
             equal = bool(np.allclose(sums, reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max()))
             kernel = glm_cuda._kernel("float", lanes, kmax, group, warps, rows_per_warp)
             registers, spilled = getattr(kernel, "num_regs", "?"), getattr(kernel, "local_size_bytes", "?")
             best[norms] = max(best.get(norms, (0.0, None)), (rate, launch), key=lambda item: item[0])
-            lines.append(f"| {norms} | {group} | {warps} | {rows_per_warp} | {registers} | {spilled} | {rate / 1e9:,.0f} | "
-                         f"{rate / peak:.3f} | {rate / copy_rate:.2f} | {'yes' if equal else 'NO'} |")
+            lines.append(
+                f"| {norms} | {group} | {warps} | {rows_per_warp} | {registers} | {spilled} | {rate / 1e9:,.0f} | "
+                f"{rate / peak:.3f} | {rate / copy_rate:.2f} | {'yes' if equal else 'NO'} |"
+            )
         whole = bytes_of_x / _event_median(lambda c=clip_norms: glm_cuda.fused_glm_stats(X, y, w, c, 0))
-        lines.append(f"| {norms} | default ({default_group}, {glm_cuda.WARPS_PER_BLOCK}, {glm_cuda.ROWS_PER_WARP}) whole call "
-                     f"| | | | | {whole / 1e9:,.0f} | {whole / peak:.3f} | {whole / copy_rate:.2f} |")
+        lines.append(
+            f"| {norms} | default ({default_group}, {glm_cuda.WARPS_PER_BLOCK}, {glm_cuda.ROWS_PER_WARP}) whole call "
+            f"| | | | | {whole / 1e9:,.0f} | {whole / peak:.3f} | {whole / copy_rate:.2f} |"
+        )
     lines.append("")
     for norms, (rate, launch) in best.items():
         lines.append(f"best for {norms} clip norm(s): {launch} at {rate / peak:.3f} of peak")

@@ -50,7 +50,9 @@ def _cpu_worker(args: tuple[str, int, int, int]) -> float:
         model = LinearRegressionModel()
         X = rng.standard_normal((rows, DIM)).astype(np.float32)
         y = rng.standard_normal(rows)
-        request = StatsRequest(params=rng.standard_normal(DIM) * 0.1, clip_norms=np.geomspace(0.01, 100, clip_norms))
+        request = StatsRequest(
+            params=rng.standard_normal(DIM) * 0.1, clip_norms=np.geomspace(0.01, 100, clip_norms)
+        )
     model.block_stats(X, y, request)  # warm-up
     return rows / _median(lambda: model.block_stats(X, y, request), repeats)
 
@@ -78,8 +80,11 @@ def glm_table(cores: int, peak: float) -> list[str]:
     from dpstream.backend import to_device
     from dpstream.models import LinearRegressionModel, StatsRequest
 
-    lines = ["| rows per block | clip norms | GPU rows/s | GPU GB/s of X | fraction of peak bandwidth | cuBLAS X.T@(X@w) rows/s | GPU / cuBLAS | NumPy 1 core rows/s | NumPy all cores rows/s | GPU / all cores |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rows per block | clip norms | GPU rows/s | GPU GB/s of X | fraction of peak bandwidth | cuBLAS X.T@(X@w) rows/s "
+        "| GPU / cuBLAS | NumPy 1 core rows/s | NumPy all cores rows/s | GPU / all cores |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     rng = np.random.default_rng(0)
     cpu_single = {c: _cpu_worker(("glm", 1_048_576, c, 3)) for c in (1, 31)}
     cpu_all = {c: cpu_rows_per_second("glm", 1_048_576, c, cores) for c in (1, 31)}
@@ -90,21 +95,25 @@ def glm_table(cores: int, peak: float) -> list[str]:
         X_device = to_device(X, cupy)
         w = cupy.asarray(rng.standard_normal(DIM).astype(np.float32) * 0.1)
 
-        def cublas():
+        def cublas(X_device=X_device, w=w):
             X_device.T @ (X_device @ w)
             cupy.cuda.Device().synchronize()
 
         cublas()
         reference = rows / _median(cublas, 10)
         for clip_norms in (1, 31):
-            request = StatsRequest(params=rng.standard_normal(DIM) * 0.1, clip_norms=np.geomspace(0.01, 100, clip_norms))
+            request = StatsRequest(
+                params=rng.standard_normal(DIM) * 0.1, clip_norms=np.geomspace(0.01, 100, clip_norms)
+            )
             gpu_model.block_stats(X, y, request)  # copies the block once, compiles kernels
             seconds = _median(lambda: gpu_model.block_stats(X, y, request), 10)
             rate = rows / seconds
             bandwidth = rate * DIM * 4
-            lines.append(f"| {rows:,} | {clip_norms} | {rate:,.0f} | {bandwidth / 1e9:,.1f} | {bandwidth / peak:.3f} | "
-                         f"{reference:,.0f} | {rate / reference:.2f} | {cpu_single[clip_norms]:,.0f} | {cpu_all[clip_norms]:,.0f} | "
-                         f"{rate / cpu_all[clip_norms]:.1f} |")
+            lines.append(
+                f"| {rows:,} | {clip_norms} | {rate:,.0f} | {bandwidth / 1e9:,.1f} | {bandwidth / peak:.3f} | "
+                f"{reference:,.0f} | {rate / reference:.2f} | {cpu_single[clip_norms]:,.0f} | {cpu_all[clip_norms]:,.0f} | "
+                f"{rate / cpu_all[clip_norms]:.1f} |"
+            )
         del X_device
     return lines
 
@@ -114,8 +123,10 @@ def kan_table(cores: int) -> list[str]:
 
     rng = np.random.default_rng(1)
     model = KANModel(num_hidden=KAN_HIDDEN, grid_size=KAN_GRID, input_map="cube", backend="cupy")
-    lines = ["| rows per block | parameters | GPU rows/s | NumPy 1 core rows/s | NumPy all cores rows/s | GPU / all cores |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| rows per block | parameters | GPU rows/s | NumPy 1 core rows/s | NumPy all cores rows/s | GPU / all cores |",
+        "|---|---|---|---|---|---|",
+    ]
     single = _cpu_worker(("kan", KAN_ROWS, 1, 3))
     everything = cpu_rows_per_second("kan", KAN_ROWS, 1, cores)
     for rows in (KAN_ROWS, 65_536):
@@ -124,7 +135,10 @@ def kan_table(cores: int) -> list[str]:
         request = StatsRequest(params=model.init_params(KAN_DIM), clip_norms=np.array([1.0]))
         model.block_stats(X, y, request)
         rate = rows / _median(lambda: model.block_stats(X, y, request), 5)
-        lines.append(f"| {rows:,} | {model.num_params(KAN_DIM):,} | {rate:,.0f} | {single:,.0f} | {everything:,.0f} | {rate / everything:.1f} |")
+        lines.append(
+            f"| {rows:,} | {model.num_params(KAN_DIM):,} | {rate:,.0f} | {single:,.0f} | {everything:,.0f} "
+            f"| {rate / everything:.1f} |"
+        )
     return lines
 
 
@@ -151,17 +165,33 @@ def pipeline_table() -> list[str]:
     manifest = shuffle_once(spec, f"{folder}/shuffled", rows_per_file=250_000)
     key = NoiseKey.from_secret(b"b" * 32)
     algorithm = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=131_072)
-    lines = ["| worker backend | rows | steps | seconds | rows/s | max |Δparams| vs NumPy |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| worker backend | rows | steps | seconds | rows/s | max |Δparams| vs NumPy |",
+        "|---|---|---|---|---|---|",
+    ]
     results = {}
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="32GiB") as cluster, Client(cluster) as client:
-        for backend in ("numpy", "cupy", "cupy"):  # the second CuPy run: blocks already decoded and on the device
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="32GiB"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        for backend in (
+            "numpy",
+            "cupy",
+            "cupy",
+        ):  # the second CuPy run: blocks already decoded and on the device
             start = time.perf_counter()
-            result, _ = train_on_lake(manifest, algorithm, LinearRegressionModel(backend=backend), client, key, mode="scatter")
+            result, _ = train_on_lake(
+                manifest, algorithm, LinearRegressionModel(backend=backend), client, key, mode="scatter"
+            )
             seconds = time.perf_counter() - start
             results.setdefault(backend, result.params)
             difference = float(np.abs(result.params - results["numpy"]).max())
-            lines.append(f"| {backend} | {manifest.num_rows:,} | {result.report.steps} | {seconds:.2f} | "
-                         f"{manifest.num_rows / seconds:,.0f} | {difference:.2e} |")
+            lines.append(
+                f"| {backend} | {manifest.num_rows:,} | {result.report.steps} | {seconds:.2f} | "
+                f"{manifest.num_rows / seconds:,.0f} | {difference:.2e} |"
+            )
     return lines
 
 
@@ -170,11 +200,19 @@ def main() -> None:
 
     cores = os.cpu_count() or 1
     name, peak = device_report()
-    report = [f"GPU benchmark on {name} (peak memory bandwidth {peak / 1e12:.2f} TB/s), {cores} CPU cores, "
-              f"{platform.processor() or platform.machine()}, CuPy {cupy.__version__}, NumPy {np.__version__}", "",
-              "### GLM statistics (linear model, d = 64, float32)", *glm_table(cores, peak), "",
-              f"### KAN statistics ({KAN_HIDDEN * KAN_DIM * (KAN_GRID + 3):,} parameters)", *kan_table(cores), "",
-              "### Data plane: train_on_lake (scatter-gather) with one Dask worker", *pipeline_table()]
+    report = [
+        f"GPU benchmark on {name} (peak memory bandwidth {peak / 1e12:.2f} TB/s), {cores} CPU cores, "
+        f"{platform.processor() or platform.machine()}, CuPy {cupy.__version__}, NumPy {np.__version__}",
+        "",
+        "### GLM statistics (linear model, d = 64, float32)",
+        *glm_table(cores, peak),
+        "",
+        f"### KAN statistics ({KAN_HIDDEN * KAN_DIM * (KAN_GRID + 3):,} parameters)",
+        *kan_table(cores),
+        "",
+        "### Data plane: train_on_lake (scatter-gather) with one Dask worker",
+        *pipeline_table(),
+    ]
     text = "\n".join(report)
     print(text, flush=True)
     if os.environ.get("BENCH_GPU_OUT"):

@@ -34,8 +34,12 @@ def load() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     frame["total_bedrooms"] = frame["total_bedrooms"].fillna(SPEC.impute_values["total_bedrooms"])
     columns = list(SPEC.columns)
     raw = frame[columns].to_numpy(dtype=np.float64)
-    onehot = np.column_stack([(frame["ocean_proximity"] == value).to_numpy(dtype=np.float64)
-                              for value in SPEC.categorical["ocean_proximity"]])
+    onehot = np.column_stack(
+        [
+            (frame["ocean_proximity"] == value).to_numpy(dtype=np.float64)
+            for value in SPEC.categorical["ocean_proximity"]
+        ]
+    )
     X = np.hstack([raw, onehot])
     low = np.array([SPEC.bounds[c][0] for c in columns] + [0.0] * onehot.shape[1])
     high = np.array([SPEC.bounds[c][1] for c in columns] + [1.0] * onehot.shape[1])
@@ -55,24 +59,54 @@ def main() -> None:
     X_train, y_train, X_test, y_test = X[:cut], y[:cut], X[cut:], y[cut:]
     scaled = lambda A: (np.clip(A, low, high) - low) / (high - low)  # noqa: E731 - public-bounds scaling
     references = {
-        "logistic regression (non-private, sklearn)": LogisticRegression(max_iter=2000).fit(scaled(X_train), y_train).score(scaled(X_test), y_test),
-        "gradient boosting (non-private, sklearn)": HistGradientBoostingClassifier(random_state=0).fit(X_train, y_train).score(X_test, y_test),
+        "logistic regression (non-private, sklearn)": LogisticRegression(max_iter=2000)
+        .fit(scaled(X_train), y_train)
+        .score(scaled(X_test), y_test),
+        "gradient boosting (non-private, sklearn)": HistGradientBoostingClassifier(random_state=0)
+        .fit(X_train, y_train)
+        .score(X_test, y_test),
         "majority class": max(np.mean(y_test), 1 - np.mean(y_test)),
     }
     rows = [[name, "–", "–", f"{value:.3f}"] for name, value in references.items()]
     start = time.perf_counter()
     for epsilon in EPSILONS:
         for correlation in CORRELATIONS:
-            noise = dict(noise="lambda", correlation=correlation) if correlation else dict(noise="independent")
-            kan = [DPKANClassifier(epsilon=epsilon, feature_low=low, feature_high=high, **KAN, **noise).fit(X_train, y_train).score(X_test, y_test)
-                   for _ in range(SEEDS)]
-            linear = [DPLogisticRegression(epsilon=epsilon, **LOGISTIC, **noise).fit(scaled(X_train), y_train).score(scaled(X_test), y_test)
-                      for _ in range(SEEDS)]
-            rows.append(["DP KAN", f"{epsilon:g}", f"{correlation:g}", f"{np.median(kan):.3f} ({min(kan):.3f}–{max(kan):.3f})"])
-            rows.append(["DP logistic regression", f"{epsilon:g}", f"{correlation:g}", f"{np.median(linear):.3f} ({min(linear):.3f}–{max(linear):.3f})"])
+            noise = (
+                dict(noise="lambda", correlation=correlation) if correlation else dict(noise="independent")
+            )
+            kan = [
+                DPKANClassifier(epsilon=epsilon, feature_low=low, feature_high=high, **KAN, **noise)
+                .fit(X_train, y_train)
+                .score(X_test, y_test)
+                for _ in range(SEEDS)
+            ]
+            linear = [
+                DPLogisticRegression(epsilon=epsilon, **LOGISTIC, **noise)
+                .fit(scaled(X_train), y_train)
+                .score(scaled(X_test), y_test)
+                for _ in range(SEEDS)
+            ]
+            rows.append(
+                [
+                    "DP KAN",
+                    f"{epsilon:g}",
+                    f"{correlation:g}",
+                    f"{np.median(kan):.3f} ({min(kan):.3f}–{max(kan):.3f})",
+                ]
+            )
+            rows.append(
+                [
+                    "DP logistic regression",
+                    f"{epsilon:g}",
+                    f"{correlation:g}",
+                    f"{np.median(linear):.3f} ({min(linear):.3f}–{max(linear):.3f})",
+                ]
+            )
     print(markdown_table(["model", "ε", "λ", f"held-out accuracy, median of {SEEDS} (min–max)"], rows))
-    print(f"\n{len(y_train):,} training rows, {len(y_test):,} held out, positive rate {np.mean(y_test):.3f}; "
-          f"KAN {KAN}; logistic {LOGISTIC}; {time.perf_counter() - start:.0f} s for the DP fits")
+    print(
+        f"\n{len(y_train):,} training rows, {len(y_test):,} held out, positive rate {np.mean(y_test):.3f}; "
+        f"KAN {KAN}; logistic {LOGISTIC}; {time.perf_counter() - start:.0f} s for the DP fits"
+    )
 
 
 if __name__ == "__main__":

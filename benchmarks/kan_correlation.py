@@ -39,20 +39,51 @@ def main() -> None:
         accuracy, loss, seconds = [], [], []
         for _ in range(SEEDS):
             start = time.perf_counter()
-            model = DPKANClassifier(epsilon=1.0, num_hidden=32, grid_size=5, batch_size=1000, learning_rate=2.0, input_map="cube", **noise).fit(X, y)
+            model = DPKANClassifier(
+                epsilon=1.0,
+                num_hidden=32,
+                grid_size=5,
+                batch_size=1000,
+                learning_rate=2.0,
+                input_map="cube",
+                **noise,
+            ).fit(X, y)
             seconds.append(time.perf_counter() - start)
             probability = np.clip(model.predict_proba(X_test)[:, 1], 1e-12, 1 - 1e-12)
             accuracy.append(float(np.mean(model.predict(X_test) == y_test)))
-            loss.append(float(-np.mean(y_test * np.log(probability) + (1 - y_test) * np.log(1 - probability))))
+            loss.append(
+                float(-np.mean(y_test * np.log(probability) + (1 - y_test) * np.log(1 - probability)))
+            )
         results[correlation] = np.median(loss)
-        rows.append([f"{correlation:g}", f"{model.privacy_report_.noise_multiplier:.4g}", f"{model.privacy_report_.sensitivity:.4g}",
-                     f"{np.median(accuracy):.4f} ({min(accuracy):.4f}–{max(accuracy):.4f})", f"{np.median(loss):.4f}",
-                     f"{ROWS / np.median(seconds) / 1e3:.0f}"])
-    print(markdown_table(["λ", "noise multiplier", "sensitivity γ_T", "held-out accuracy (min–max)", "held-out log loss",
-                          "k rows/s"], rows))
+        rows.append(
+            [
+                f"{correlation:g}",
+                f"{model.privacy_report_.noise_multiplier:.4g}",
+                f"{model.privacy_report_.sensitivity:.4g}",
+                f"{np.median(accuracy):.4f} ({min(accuracy):.4f}–{max(accuracy):.4f})",
+                f"{np.median(loss):.4f}",
+                f"{ROWS / np.median(seconds) / 1e3:.0f}",
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "λ",
+                "noise multiplier",
+                "sensitivity γ_T",
+                "held-out accuracy (min–max)",
+                "held-out log loss",
+                "k rows/s",
+            ],
+            rows,
+        )
+    )
     best = min((c for c in CORRELATIONS if c > 0), key=results.get)
     gap = (results[0.0] - results[best]) / results[0.0]
-    print(f"\nbest λ = {best:g}: held-out log loss {results[best]:.4f} vs {results[0.0]:.4f} at λ = 0 ({100 * gap:+.1f} % lower is better)")
+    print(
+        f"\nbest λ = {best:g}: held-out log loss {results[best]:.4f} vs {results[0.0]:.4f} at λ = 0 "
+        f"({100 * gap:+.1f} % lower is better)"
+    )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,17 @@ def main() -> None:
 
     rows = []
     ours = median_time(lambda: model.block_stats(X, y, request), repeats=5)
-    for label, function in (("NumPy, default BLAS threads", reference), ("NumPy, 1 BLAS thread", reference_one_thread)):
+    for label, function in (
+        ("NumPy, default BLAS threads", reference),
+        ("NumPy, 1 BLAS thread", reference_one_thread),
+    ):
         ref = median_time(function, repeats=5)
         rows.append([label, f"{ROWS / ref:,.0f}", f"{ROWS / ours:,.0f}", f"{ref / ours:.2f}"])
-    print(markdown_table(["reference (H Wᵀ and Aᵀ H only)", "reference rows/s", "dpstream KAN stats rows/s", "ratio"], rows))
+    print(
+        markdown_table(
+            ["reference (H Wᵀ and Aᵀ H only)", "reference rows/s", "dpstream KAN stats rows/s", "ratio"], rows
+        )
+    )
     print(f"\n{model.num_params(DIM):,} parameters; {ROWS:,} rows per measurement, median of 5")
 
 

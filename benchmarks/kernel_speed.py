@@ -54,12 +54,23 @@ def main() -> None:
                 ref_times.append(median_time(ref, repeats=1))
                 our_times.append(median_time(lambda: ours(request), repeats=1))
             ratio = float(np.median(np.array(ref_times) / np.array(our_times)))
-            rows.append([
-                f"{block:,}", label, f"{TOTAL_ROWS / np.median(ref_times) / 1e6:.1f}",
-                f"{TOTAL_ROWS / np.median(our_times) / 1e6:.1f}", f"{ratio:.2f}",
-            ])
-    print(f"d = {DIM}, float32, {TOTAL_ROWS:,} rows per pass, median of 9 paired runs (3 for 31 clip norms)\n")
-    print(markdown_table(["block rows", "statistics", "NumPy X.T@(X@w) M rows/s", "dpstream M rows/s", "ratio"], rows))
+            rows.append(
+                [
+                    f"{block:,}",
+                    label,
+                    f"{TOTAL_ROWS / np.median(ref_times) / 1e6:.1f}",
+                    f"{TOTAL_ROWS / np.median(our_times) / 1e6:.1f}",
+                    f"{ratio:.2f}",
+                ]
+            )
+    print(
+        f"d = {DIM}, float32, {TOTAL_ROWS:,} rows per pass, median of 9 paired runs (3 for 31 clip norms)\n"
+    )
+    print(
+        markdown_table(
+            ["block rows", "statistics", "NumPy X.T@(X@w) M rows/s", "dpstream M rows/s", "ratio"], rows
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,9 @@ def table() -> str:
 
 
 def main() -> None:
-    print(f"ε at δ = {DELTA:g}, noise multiplier σ = {NOISE_MULTIPLIER:g}, T = {STEPS}, single participation\n")
+    print(
+        f"ε at δ = {DELTA:g}, noise multiplier σ = {NOISE_MULTIPLIER:g}, T = {STEPS}, single participation\n"
+    )
     print(table())
 
 

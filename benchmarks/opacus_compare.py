@@ -15,9 +15,9 @@ import warnings
 
 import numpy as np
 
+from benchmarks.ambssgd_utility import ambssgd
 from benchmarks.common import excess, gaussian_regression, markdown_table, train
 from dpstream.algorithms import DPSGD
-from benchmarks.ambssgd_utility import ambssgd
 
 N, D, EPSILON, DELTA, BATCH, CLIP, LR = 10**6, 20, 1.0, 1e-6, 1000, 8.0, 0.5
 
@@ -28,7 +28,9 @@ def opacus_run(X, y):
 
     torch.manual_seed(0)
     torch.set_num_threads(2)
-    dataset = torch.utils.data.TensorDataset(torch.from_numpy(X.astype(np.float32)), torch.from_numpy(y.astype(np.float32)))
+    dataset = torch.utils.data.TensorDataset(
+        torch.from_numpy(X.astype(np.float32)), torch.from_numpy(y.astype(np.float32))
+    )
     loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH)
     model = torch.nn.Linear(D, 1, bias=False)
     torch.nn.init.zeros_(model.weight)
@@ -37,8 +39,13 @@ def opacus_run(X, y):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model, optimizer, loader = engine.make_private_with_epsilon(
-            module=model, optimizer=optimizer, data_loader=loader, target_epsilon=EPSILON, target_delta=DELTA,
-            epochs=1, max_grad_norm=CLIP,
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=EPSILON,
+            target_delta=DELTA,
+            epochs=1,
+            max_grad_norm=CLIP,
         )
         start = time.perf_counter()
         for features, labels in loader:
@@ -55,20 +62,42 @@ def main() -> None:
     X, y, w_star = gaussian_regression(N, D, 1.0, seed=1)
     rows = []
     weights, seconds, sigma, claimed = opacus_run(X, y)
-    rows.append(["Opacus DP-SGD (Poisson, amplified, add/remove)", f"{excess(weights, w_star):.3g}", f"{N / seconds:,.0f}",
-                 f"{sigma:.3f}", f"{claimed:.3f} (PRV, Poisson sampling assumed)"])
+    rows.append(
+        [
+            "Opacus DP-SGD (Poisson, amplified, add/remove)",
+            f"{excess(weights, w_star):.3g}",
+            f"{N / seconds:,.0f}",
+            f"{sigma:.3f}",
+            f"{claimed:.3f} (PRV, Poisson sampling assumed)",
+        ]
+    )
     for label, algorithm in (
-        ("dpstream one-pass DP-SGD (replace-one, no amplification)",
-         DPSGD(EPSILON, DELTA, clip_norm=CLIP, learning_rate=LR, batch_size=BATCH, averaging="tail")),
+        (
+            "dpstream one-pass DP-SGD (replace-one, no amplification)",
+            DPSGD(EPSILON, DELTA, clip_norm=CLIP, learning_rate=LR, batch_size=BATCH, averaging="tail"),
+        ),
         ("dpstream DP-AMBSSGD (gradient-norm DP-STAT)", ambssgd("gradient_norm")),
     ):
         start = time.perf_counter()
         result = train(algorithm, X, y)
         seconds = time.perf_counter() - start
-        rows.append([label, f"{excess(result.params, w_star):.3g}", f"{N / seconds:,.0f}",
-                     f"{result.report.noise_multiplier:.3f}", f"{result.report.epsilon:.3f} (exact GDP, single pass)"])
-    print(f"N = {N:,}, d = {D}, σ = 1, target ε = {EPSILON}, δ = {DELTA:g}, batch {BATCH}, clip {CLIP}, lr {LR}\n")
-    print(markdown_table(["method", "excess risk", "rows/s (one pass)", "noise multiplier", "ε as reported"], rows))
+        rows.append(
+            [
+                label,
+                f"{excess(result.params, w_star):.3g}",
+                f"{N / seconds:,.0f}",
+                f"{result.report.noise_multiplier:.3f}",
+                f"{result.report.epsilon:.3f} (exact GDP, single pass)",
+            ]
+        )
+    print(
+        f"N = {N:,}, d = {D}, σ = 1, target ε = {EPSILON}, δ = {DELTA:g}, batch {BATCH}, clip {CLIP}, lr {LR}\n"
+    )
+    print(
+        markdown_table(
+            ["method", "excess risk", "rows/s (one pass)", "noise multiplier", "ε as reported"], rows
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,12 @@ SEED = 2026
 
 
 def main() -> None:
-    print(f"{TRIALS} trials per dataset, seed {SEED}, δ = {DELTA:g}, replace-one; lower bounds at 95 % confidence")
-    print("| claimed ε | configuration | μ of the run | ε lower bound, honest | TPR / FPR | ε lower bound, noise ÷ 10 | seconds |")
+    print(
+        f"{TRIALS} trials per dataset, seed {SEED}, δ = {DELTA:g}, replace-one; lower bounds at 95 % confidence"
+    )
+    print(
+        "| claimed ε | configuration | μ of the run | ε lower bound, honest | TPR / FPR | ε lower bound, noise ÷ 10 | seconds |"
+    )
     print("|---|---|---|---|---|---|---|")
     for epsilon in EPSILONS:
         for name, algorithm in audited_algorithms(epsilon, DELTA).items():
@@ -30,9 +34,12 @@ def main() -> None:
             broken = audit_algorithm(NoiseScaledDown(algorithm, 10.0), trials=TRIALS, seed=SEED)
             mu = gdp.mu_for_epsilon_delta(epsilon, DELTA)
             verdict = "" if broken.epsilon_lower_bound > epsilon else " (missed)"
-            print(f"| {epsilon:g} | {name} | {mu:.3f} | {honest.epsilon_lower_bound:.3f}"
-                  f"{'' if honest.passed else ' VIOLATED'} | {honest.true_positive_rate:.3f} / {honest.false_positive_rate:.3f} | "
-                  f"{broken.epsilon_lower_bound:.3f}{verdict} | {time.perf_counter() - start:.1f} |", flush=True)
+            print(
+                f"| {epsilon:g} | {name} | {mu:.3f} | {honest.epsilon_lower_bound:.3f}"
+                f"{'' if honest.passed else ' VIOLATED'} | {honest.true_positive_rate:.3f} / {honest.false_positive_rate:.3f} | "
+                f"{broken.epsilon_lower_bound:.3f}{verdict} | {time.perf_counter() - start:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

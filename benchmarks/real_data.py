@@ -54,7 +54,9 @@ def california(classify: bool):
     frame = pd.read_csv(HOUSING)
     frame["total_bedrooms"] = frame["total_bedrooms"].fillna(SPEC.impute_values["total_bedrooms"])
     columns = list(SPEC.columns)
-    onehot = np.column_stack([(frame["ocean_proximity"] == v).to_numpy(float) for v in SPEC.categorical["ocean_proximity"]])
+    onehot = np.column_stack(
+        [(frame["ocean_proximity"] == v).to_numpy(float) for v in SPEC.categorical["ocean_proximity"]]
+    )
     X = np.hstack([frame[columns].to_numpy(float), onehot])
     low = np.array([SPEC.bounds[c][0] for c in columns] + [0.0] * onehot.shape[1])
     high = np.array([SPEC.bounds[c][1] for c in columns] + [1.0] * onehot.shape[1])
@@ -96,14 +98,24 @@ def synthetic(rows: int, dim: int = 20, seed: int = 0):
 def dp_regression(algorithm, epsilon, Xtr, ytr, Xte, feature_bounds, label_bounds):
     from dpstream.estimators import DPLinearRegression
 
-    model = DPLinearRegression(epsilon=epsilon, delta=DELTA, algorithm=algorithm, feature_bounds=feature_bounds, label_bounds=label_bounds)
+    model = DPLinearRegression(
+        epsilon=epsilon,
+        delta=DELTA,
+        algorithm=algorithm,
+        feature_bounds=feature_bounds,
+        label_bounds=label_bounds,
+    )
     return model.fit(Xtr, ytr).predict(Xte)
 
 
 def dp_classifier(algorithm, epsilon, Xtr, ytr, Xte, feature_bounds):
     from dpstream.estimators import DPLogisticRegression
 
-    return DPLogisticRegression(epsilon=epsilon, delta=DELTA, algorithm=algorithm, feature_bounds=feature_bounds).fit(Xtr, ytr).predict(Xte)
+    return (
+        DPLogisticRegression(epsilon=epsilon, delta=DELTA, algorithm=algorithm, feature_bounds=feature_bounds)
+        .fit(Xtr, ytr)
+        .predict(Xte)
+    )
 
 
 def median_or_refusal(fit_score) -> float:
@@ -126,7 +138,9 @@ def regression_rows(name, data):
     Xtr, ytr, Xte, yte, fb, lb = data
     features = PublicBounds.parse(fb, Xtr.shape[1], "feature_bounds")
     labels = PublicBounds.parse(lb, 1, "label_bounds")
-    mse = lambda prediction: float(np.mean((labels.to_unit(np.asarray(prediction, float)) - labels.to_unit(yte)) ** 2))  # noqa: E731
+    mse = lambda prediction: float(
+        np.mean((labels.to_unit(np.asarray(prediction, float)) - labels.to_unit(yte)) ** 2)
+    )  # noqa: E731
     unit_train = features.to_unit(Xtr), labels.to_unit(ytr)
     ols = LinearRegression().fit(*unit_train).predict(features.to_unit(Xte))
     constant = mse(np.full(len(yte), labels.centre[0] + labels.half_width[0] * np.mean(unit_train[1])))
@@ -135,14 +149,25 @@ def regression_rows(name, data):
     for epsilon in EPSILONS:
         cells = {}
         for algorithm in REGRESSORS:
-            cells[algorithm] = median_or_refusal(lambda: mse(dp_regression(algorithm, epsilon, Xtr, ytr, Xte, fb, lb)))
+            cells[algorithm] = median_or_refusal(
+                lambda: mse(dp_regression(algorithm, epsilon, Xtr, ytr, Xte, fb, lb))
+            )
         peer = []
         for _ in range(REPEATS):
-            fitted = dpl.LinearRegression(epsilon=epsilon, bounds_X=(-1, 1), bounds_y=(-1, 1)).fit(*unit_train)
+            fitted = dpl.LinearRegression(epsilon=epsilon, bounds_X=(-1, 1), bounds_y=(-1, 1)).fit(
+                *unit_train
+            )
             peer.append(float(np.mean((fitted.predict(features.to_unit(Xte)) - labels.to_unit(yte)) ** 2)))
-        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [cell(cells[a], ".4g") for a in REGRESSORS] + [
-            f"{np.median(peer):.4g}", f"{float(np.mean((ols - labels.to_unit(yte)) ** 2)):.4g}", f"{constant:.4g}",
-            cell(cells["ambssgd"] / cells["auto"], ".2f")])
+        rows.append(
+            [name, f"{len(ytr):,}", f"{epsilon:g}"]
+            + [cell(cells[a], ".4g") for a in REGRESSORS]
+            + [
+                f"{np.median(peer):.4g}",
+                f"{float(np.mean((ols - labels.to_unit(yte)) ** 2)):.4g}",
+                f"{constant:.4g}",
+                cell(cells["ambssgd"] / cells["auto"], ".2f"),
+            ]
+        )
     return rows
 
 
@@ -152,42 +177,76 @@ def classification_rows(name, data, kan=False):
     Xtr, ytr, Xte, yte, fb, _ = data
     features = PublicBounds.parse(fb, Xtr.shape[1], "feature_bounds")
     accuracy = lambda prediction: float(np.mean(prediction == yte))  # noqa: E731
-    nonprivate = LogisticRegression(max_iter=5000).fit(features.to_unit(Xtr), ytr).score(features.to_unit(Xte), yte)
+    nonprivate = (
+        LogisticRegression(max_iter=5000).fit(features.to_unit(Xtr), ytr).score(features.to_unit(Xte), yte)
+    )
     majority = max(np.mean(yte), 1 - np.mean(yte))
     dpl = import_diffprivlib()
     rows = []
     for epsilon in EPSILONS:
-        cells = {a: median_or_refusal(lambda: accuracy(dp_classifier(a, epsilon, Xtr, ytr, Xte, fb))) for a in CLASSIFIERS}
-        peer = np.median([dpl.LogisticRegression(epsilon=epsilon, data_norm=np.sqrt(Xtr.shape[1])).fit(features.to_unit(Xtr), ytr)
-                          .score(features.to_unit(Xte), yte) for _ in range(REPEATS)])
+        cells = {
+            a: median_or_refusal(lambda: accuracy(dp_classifier(a, epsilon, Xtr, ytr, Xte, fb)))
+            for a in CLASSIFIERS
+        }
+        peer = np.median(
+            [
+                dpl.LogisticRegression(epsilon=epsilon, data_norm=np.sqrt(Xtr.shape[1]))
+                .fit(features.to_unit(Xtr), ytr)
+                .score(features.to_unit(Xte), yte)
+                for _ in range(REPEATS)
+            ]
+        )
         kan_cell = "–"
         if kan:
             from dpstream.estimators import DPKANClassifier
 
-            kan_cell = f"{np.median([DPKANClassifier(epsilon=epsilon, delta=DELTA, feature_low=features.low, feature_high=features.high).fit(Xtr, ytr).score(Xte, yte) for _ in range(REPEATS)]):.3f}"
-        rows.append([name, f"{len(ytr):,}", f"{epsilon:g}"] + [cell(cells[a], ".3f") for a in CLASSIFIERS] + [
-            kan_cell, f"{peer:.3f}", f"{nonprivate:.3f}", f"{majority:.3f}"])
+            kan = DPKANClassifier(
+                epsilon=epsilon, delta=DELTA, feature_low=features.low, feature_high=features.high
+            )
+            kan_cell = f"{np.median([kan.fit(Xtr, ytr).score(Xte, yte) for _ in range(REPEATS)]):.3f}"
+        rows.append(
+            [name, f"{len(ytr):,}", f"{epsilon:g}"]
+            + [cell(cells[a], ".3f") for a in CLASSIFIERS]
+            + [kan_cell, f"{peer:.3f}", f"{nonprivate:.3f}", f"{majority:.3f}"]
+        )
     return rows
 
 
 def main() -> None:
     start = time.perf_counter()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # diffprivlib's PrivacyLeakWarning / scale notes; tables carry the results
-        regression = regression_rows("California", california(False)) + regression_rows("diabetes", diabetes())
+        warnings.simplefilter(
+            "ignore"
+        )  # diffprivlib's PrivacyLeakWarning / scale notes; tables carry the results
+        regression = regression_rows("California", california(False)) + regression_rows(
+            "diabetes", diabetes()
+        )
         for rows in (10_000, 100_000, 1_000_000):
             regression += regression_rows("synthetic d=20", synthetic(rows))
-        print(markdown_table(
-            ["dataset", "train rows", "ε"] + [f"{a} (default)" for a in REGRESSORS]
-            + ["diffprivlib (ε-DP)", "OLS (non-private)", "constant", "ambssgd / auto"], regression), flush=True)
+        print(
+            markdown_table(
+                ["dataset", "train rows", "ε"]
+                + [f"{a} (default)" for a in REGRESSORS]
+                + ["diffprivlib (ε-DP)", "OLS (non-private)", "constant", "ambssgd / auto"],
+                regression,
+            ),
+            flush=True,
+        )
         classification = classification_rows("California > $200k", california(True), kan=True)
         classification += classification_rows("breast cancer", breast_cancer())
     print()
-    print(markdown_table(
-        ["dataset", "train rows", "ε"] + [f"logistic {a}" for a in CLASSIFIERS]
-        + ["KAN (default)", "diffprivlib (ε-DP)", "logistic (non-private)", "majority"], classification))
-    print(f"\nheld-out MSE on the label mapped to [-1, 1] / accuracy; medians of {REPEATS} fits; "
-          f"δ = {DELTA:g}, replace-one; {time.perf_counter() - start:.0f} s")
+    print(
+        markdown_table(
+            ["dataset", "train rows", "ε"]
+            + [f"logistic {a}" for a in CLASSIFIERS]
+            + ["KAN (default)", "diffprivlib (ε-DP)", "logistic (non-private)", "majority"],
+            classification,
+        )
+    )
+    print(
+        f"\nheld-out MSE on the label mapped to [-1, 1] / accuracy; medians of {REPEATS} fits; "
+        f"δ = {DELTA:g}, replace-one; {time.perf_counter() - start:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -55,16 +55,66 @@ def main() -> None:
                 from sklearn.linear_model import LogisticRegression
 
                 nonprivate = LogisticRegression(C=1e6, fit_intercept=False, max_iter=500).fit(X, y).coef_[0]
-            best["srgd"].append(min(score(train(AcceleratedDPSRGD(EPSILON, DELTA, clip_norm=c, smoothness=smoothness), X, y, model=model).params) for c in CLIPS))
-            best["dpsgd"].append(min(
-                score(train(DPSGD(EPSILON, DELTA, clip_norm=c, learning_rate=lr, batch_size=1000, averaging="tail"), X, y, model=model).params)
-                for c in CLIPS for lr in (0.25, 1.0)
-            ))
+            best["srgd"].append(
+                min(
+                    score(
+                        train(
+                            AcceleratedDPSRGD(EPSILON, DELTA, clip_norm=c, smoothness=smoothness),
+                            X,
+                            y,
+                            model=model,
+                        ).params
+                    )
+                    for c in CLIPS
+                )
+            )
+            best["dpsgd"].append(
+                min(
+                    score(
+                        train(
+                            DPSGD(
+                                EPSILON,
+                                DELTA,
+                                clip_norm=c,
+                                learning_rate=lr,
+                                batch_size=1000,
+                                averaging="tail",
+                            ),
+                            X,
+                            y,
+                            model=model,
+                        ).params
+                    )
+                    for c in CLIPS
+                    for lr in (0.25, 1.0)
+                )
+            )
             best["nonprivate"].append(score(nonprivate))
         med = {k: float(np.median(v)) for k, v in best.items()}
-        rows.append([task, f"{med['srgd']:.3g}", f"{med['dpsgd']:.3g}", f"{med['nonprivate']:.3g}", f"{med['dpsgd'] / med['srgd']:.2f}"])
-    print(f"n = {N:,}, d = {D}, ε = {EPSILON}, δ = {DELTA:g}; excess risk, median of {len(SEEDS)} seeds, best clip of {CLIPS}\n")
-    print(markdown_table(["task", "Accelerated-DP-SRGD", "one-pass DP-SGD (same batches)", "non-private (full-data ERM)", "DP-SGD / SRGD"], rows))
+        rows.append(
+            [
+                task,
+                f"{med['srgd']:.3g}",
+                f"{med['dpsgd']:.3g}",
+                f"{med['nonprivate']:.3g}",
+                f"{med['dpsgd'] / med['srgd']:.2f}",
+            ]
+        )
+    print(
+        f"n = {N:,}, d = {D}, ε = {EPSILON}, δ = {DELTA:g}; excess risk, median of {len(SEEDS)} seeds, best clip of {CLIPS}\n"
+    )
+    print(
+        markdown_table(
+            [
+                "task",
+                "Accelerated-DP-SRGD",
+                "one-pass DP-SGD (same batches)",
+                "non-private (full-data ERM)",
+                "DP-SGD / SRGD",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def main() -> None:
     for dim in DIMS:
         X, y = data(BLOCK, dim, 0)
         X32 = X.astype(np.float32)
-        moments = StatsRequest(params=np.zeros(dim), kind="moments", row_norm_bound=float(np.sqrt(dim)), label_bound=1.0)
+        moments = StatsRequest(
+            params=np.zeros(dim), kind="moments", row_norm_bound=float(np.sqrt(dim)), label_bound=1.0
+        )
         gradient = StatsRequest(params=np.zeros(dim), clip_norms=np.array([1.0]))
         with threadpool_limits(1, user_api="blas"):
             ssp_time = median_time(lambda: model.block_stats(X32, y, moments), repeats=5)
@@ -50,14 +52,45 @@ def main() -> None:
         ols = np.linalg.lstsq(np.hstack([X_train, np.ones((len(X_train), 1))]), y_train, rcond=None)[0]
         mse = {}
         for algorithm in ("ssp", "dpsgd"):  # noqa: B007 - the comprehension runs inside this iteration
-            scores = [np.mean((DPLinearRegression(algorithm=algorithm).fit(X_train, y_train).predict(X_test) - y_test) ** 2)
-                      for _ in range(3)]
+            scores = [
+                np.mean(
+                    (DPLinearRegression(algorithm=algorithm).fit(X_train, y_train).predict(X_test) - y_test)
+                    ** 2
+                )
+                for _ in range(3)
+            ]
             mse[algorithm] = float(np.median(scores))
-        rows.append([str(dim), f"{ssp_time * 1e3:.1f}", f"{sgd_time * 1e3:.1f}", f"{gemm_time * 1e3:.1f}",
-                     f"{ssp_time / sgd_time:.1f}", f"{ssp_time / gemm_time:.2f}", f"{mse['ssp']:.4f}", f"{mse['dpsgd']:.4f}",
-                     f"{np.mean((X_test @ ols[:-1] + ols[-1] - y_test) ** 2):.4f}", f"{np.mean((y_test - y_train.mean()) ** 2):.4f}"])
-    print(markdown_table(["d", "AdaSSP stats ms/block", "DP-SGD stats ms/block", "X.T@X ms/block", "AdaSSP / DP-SGD",
-                          "AdaSSP / X.T@X", "AdaSSP MSE (ε=1)", "DP-SGD MSE (ε=1)", "OLS MSE", "constant MSE"], rows))
+        rows.append(
+            [
+                str(dim),
+                f"{ssp_time * 1e3:.1f}",
+                f"{sgd_time * 1e3:.1f}",
+                f"{gemm_time * 1e3:.1f}",
+                f"{ssp_time / sgd_time:.1f}",
+                f"{ssp_time / gemm_time:.2f}",
+                f"{mse['ssp']:.4f}",
+                f"{mse['dpsgd']:.4f}",
+                f"{np.mean((X_test @ ols[:-1] + ols[-1] - y_test) ** 2):.4f}",
+                f"{np.mean((y_test - y_train.mean()) ** 2):.4f}",
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "d",
+                "AdaSSP stats ms/block",
+                "DP-SGD stats ms/block",
+                "X.T@X ms/block",
+                "AdaSSP / DP-SGD",
+                "AdaSSP / X.T@X",
+                "AdaSSP MSE (ε=1)",
+                "DP-SGD MSE (ε=1)",
+                "OLS MSE",
+                "constant MSE",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,14 @@ from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey
 from dpstream.privacy import NeighbouringRelation
 
-__all__ = ["AuditResult", "audit_algorithm", "epsilon_lower_bound", "canary_datasets", "audited_algorithms", "NoiseScaledDown"]
+__all__ = [
+    "AuditResult",
+    "audit_algorithm",
+    "epsilon_lower_bound",
+    "canary_datasets",
+    "audited_algorithms",
+    "NoiseScaledDown",
+]
 
 CANARY_SCALE = 10.0  # B: the canary's feature value along e
 CANARY_LABEL = 1e6  # Y: its residual keeps the clipped gradient at +C·e whatever the current model
@@ -71,10 +78,15 @@ class AuditResult:
 
     def to_row(self) -> dict[str, Any]:
         return {
-            "mechanism": self.mechanism, "relation": self.relation, "claimed ε": self.claimed_epsilon,
-            "δ": self.delta, "trials per dataset": self.trials, "TPR": round(self.true_positive_rate, 4),
-            "FPR": round(self.false_positive_rate, 4), f"ε lower bound ({self.confidence:.0%})":
-            round(self.epsilon_lower_bound, 3), "verdict": "consistent" if self.passed else "VIOLATED",
+            "mechanism": self.mechanism,
+            "relation": self.relation,
+            "claimed ε": self.claimed_epsilon,
+            "δ": self.delta,
+            "trials per dataset": self.trials,
+            "TPR": round(self.true_positive_rate, 4),
+            "FPR": round(self.false_positive_rate, 4),
+            f"ε lower bound ({self.confidence:.0%})": round(self.epsilon_lower_bound, 3),
+            "verdict": "consistent" if self.passed else "VIOLATED",
         }
 
 
@@ -89,8 +101,13 @@ def _clopper_pearson(successes: np.ndarray, trials: int, alpha: float) -> tuple[
     return low, high
 
 
-def _bounds(with_canary: np.ndarray, without_canary: np.ndarray, thresholds: np.ndarray, delta: float,
-            confidence: float) -> np.ndarray:
+def _bounds(
+    with_canary: np.ndarray,
+    without_canary: np.ndarray,
+    thresholds: np.ndarray,
+    delta: float,
+    confidence: float,
+) -> np.ndarray:
     """The ε lower bound of the test "statistic > threshold means the canary is present", per threshold."""
     alpha = (1.0 - confidence) / 2  # two rates, each interval at 1 − alpha: both hold with ≥ confidence
     n_in, n_out = len(with_canary), len(without_canary)
@@ -105,8 +122,13 @@ def _bounds(with_canary: np.ndarray, without_canary: np.ndarray, thresholds: np.
     return np.maximum(bounds, 0.0)
 
 
-def epsilon_lower_bound(with_canary: np.ndarray, without_canary: np.ndarray, threshold: float, delta: float,
-                        confidence: float = 0.95) -> tuple[float, float, float]:
+def epsilon_lower_bound(
+    with_canary: np.ndarray,
+    without_canary: np.ndarray,
+    threshold: float,
+    delta: float,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
     """(ε lower bound, TPR, FPR) of the test "statistic > threshold" on these trials:
     max(ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)) with Clopper–Pearson bounds, holding with
     probability ≥ ``confidence``."""
@@ -114,14 +136,19 @@ def epsilon_lower_bound(with_canary: np.ndarray, without_canary: np.ndarray, thr
     return bound, float(np.mean(with_canary > threshold)), float(np.mean(without_canary > threshold))
 
 
-def _best_threshold(with_canary: np.ndarray, without_canary: np.ndarray, delta: float, confidence: float) -> float:
+def _best_threshold(
+    with_canary: np.ndarray, without_canary: np.ndarray, delta: float, confidence: float
+) -> float:
     """The threshold whose lower bound is largest on the selection half (never the evaluation half)."""
     candidates = np.unique(np.concatenate([with_canary, without_canary]))
-    return float(candidates[int(np.argmax(_bounds(with_canary, without_canary, candidates, delta, confidence)))])
+    return float(
+        candidates[int(np.argmax(_bounds(with_canary, without_canary, candidates, delta, confidence)))]
+    )
 
 
-def canary_datasets(num_rows: int, num_features: int, canary_row: int, relation: NeighbouringRelation,
-                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def canary_datasets(
+    num_rows: int, num_features: int, canary_row: int, relation: NeighbouringRelation, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(X, y) with the canary and (X', y') of its neighbour; background rows have x_e = 0 (last feature)."""
     rng = np.random.default_rng(seed)
     X = np.zeros((num_rows, num_features))
@@ -151,19 +178,35 @@ def _step_zero_statistic(algorithm: Any, X: np.ndarray, y: np.ndarray, key: Nois
         raise _StepZeroDone
 
     try:
-        run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=X.shape[0], dim=X.shape[1],
-            initial_params=np.zeros(X.shape[1]), key=key, on_step=after_step)
+        run(
+            algorithm,
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            num_rows=X.shape[0],
+            dim=X.shape[1],
+            initial_params=np.zeros(X.shape[1]),
+            key=key,
+            on_step=after_step,
+        )
     except _StepZeroDone:
         pass
     return captured[0]
 
 
 def _trial_key(seed: int, label: str, trial: int) -> NoiseKey:
-    return NoiseKey.from_secret(hashlib.blake2b(f"audit/{seed}/{label}/{trial}".encode(), digest_size=32).digest())
+    return NoiseKey.from_secret(
+        hashlib.blake2b(f"audit/{seed}/{label}/{trial}".encode(), digest_size=32).digest()
+    )
 
 
-def audit_algorithm(algorithm: Any, *, trials: int = 500, num_rows: int = 2_000, num_features: int = 4,
-                    confidence: float = 0.95, seed: int = 0) -> AuditResult:
+def audit_algorithm(
+    algorithm: Any,
+    *,
+    trials: int = 500,
+    num_rows: int = 2_000,
+    num_features: int = 4,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> AuditResult:
     """Audit ``algorithm`` (any dpstream algorithm, as configured, at its claimed ε and δ).
 
     ``trials`` runs on each of the two neighbouring datasets (half select the threshold, half measure);
@@ -171,23 +214,40 @@ def audit_algorithm(algorithm: Any, *, trials: int = 500, num_rows: int = 2_000,
     and the lower bound on ε; ``result.passed`` is False when the bound exceeds the claimed ε.
     """
     if trials < 20:
-        raise ValueError(f"trials must be at least 20 (half select the threshold, half measure), got {trials!r}")
+        raise ValueError(
+            f"trials must be at least 20 (half select the threshold, half measure), got {trials!r}"
+        )
     if num_features < 2:
-        raise ValueError(f"num_features must be at least 2 (one background feature and the canary's), got {num_features!r}")
+        raise ValueError(
+            f"num_features must be at least 2 (one background feature and the canary's), got {num_features!r}"
+        )
     relation = NeighbouringRelation.parse(algorithm.relation)
     plan = algorithm.plan(num_rows, num_features)  # the audit's models are linear: num_params = num_features
     canary_row = plan.spans[0].gradient_rows[0]
     X, y_in, X_out, y_out = canary_datasets(num_rows, num_features, canary_row, relation, seed)
-    with_canary = np.array([_step_zero_statistic(algorithm, X, y_in, _trial_key(seed, "in", t)) for t in range(trials)])
-    without = np.array([_step_zero_statistic(algorithm, X_out, y_out, _trial_key(seed, "out", t)) for t in range(trials)])
+    with_canary = np.array(
+        [_step_zero_statistic(algorithm, X, y_in, _trial_key(seed, "in", t)) for t in range(trials)]
+    )
+    without = np.array(
+        [_step_zero_statistic(algorithm, X_out, y_out, _trial_key(seed, "out", t)) for t in range(trials)]
+    )
     half = trials // 2
     threshold = _best_threshold(with_canary[:half], without[:half], algorithm.delta, confidence)
-    bound, tpr, fpr = epsilon_lower_bound(with_canary[half:], without[half:], threshold, algorithm.delta, confidence)
+    bound, tpr, fpr = epsilon_lower_bound(
+        with_canary[half:], without[half:], threshold, algorithm.delta, confidence
+    )
     report = algorithm.report(plan)
     return AuditResult(
-        mechanism=report.mechanism, relation=relation.value, claimed_epsilon=float(algorithm.epsilon),
-        delta=float(algorithm.delta), trials=trials, threshold=threshold, true_positive_rate=tpr,
-        false_positive_rate=fpr, epsilon_lower_bound=bound, confidence=confidence,
+        mechanism=report.mechanism,
+        relation=relation.value,
+        claimed_epsilon=float(algorithm.epsilon),
+        delta=float(algorithm.delta),
+        trials=trials,
+        threshold=threshold,
+        true_positive_rate=tpr,
+        false_positive_rate=fpr,
+        epsilon_lower_bound=bound,
+        confidence=confidence,
     )
 
 
@@ -197,15 +257,24 @@ def audited_algorithms(epsilon: float, delta: float, relation: str = "replace-on
     from dpstream.noise import make_noise_process
 
     def dpsgd(noise: str, **options: float) -> Any:
-        return DPSGD(epsilon, delta, clip_norm=1.0, learning_rate=0.5, batch_size=100, relation=relation,
-                     noise=make_noise_process(noise, **options))
+        return DPSGD(
+            epsilon,
+            delta,
+            clip_norm=1.0,
+            learning_rate=0.5,
+            batch_size=100,
+            relation=relation,
+            noise=make_noise_process(noise, **options),
+        )
 
     return {
         "dpsgd": dpsgd("independent"),
         "dpsgd-lambda": dpsgd("lambda", correlation=0.5),
         "dpsgd-nu": dpsgd("nu", nu=0.01),
         # One step: at N = 2,000 the default plan would refuse DP-STAT's minimum rows; privacy is the same.
-        "ambssgd": DPAMBSSGD(epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation, num_steps=1),
+        "ambssgd": DPAMBSSGD(
+            epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation, num_steps=1
+        ),
         "ssp": AdaSSP(epsilon, delta, relation=relation),
         "srgd": AcceleratedDPSRGD(epsilon, delta, clip_norm=1.0, relation=relation),
     }
@@ -218,7 +287,12 @@ class NoiseScaledDown:
 
     def __init__(self, algorithm: Any, factor: float = 10.0):
         self._algorithm, self._factor = algorithm, factor
-        self.epsilon, self.delta, self.relation, self.name = algorithm.epsilon, algorithm.delta, algorithm.relation, algorithm.name
+        self.epsilon, self.delta, self.relation, self.name = (
+            algorithm.epsilon,
+            algorithm.delta,
+            algorithm.relation,
+            algorithm.name,
+        )
 
     def plan(self, num_rows: int, num_params: int) -> Any:
         from dataclasses import replace as _replace
@@ -227,7 +301,11 @@ class NoiseScaledDown:
         scaled = {}
         for name in plan.NOISE_FIELDS:  # every noise scale the plan states (DP-SGD's and SRGD's calibration,
             value = getattr(plan, name)  # DP-AMBSSGD's α and count noise, AdaSSP's three releases)
-            scaled[name] = _replace(value, noise_std=value.noise_std / self._factor) if hasattr(value, "noise_std") else value / self._factor
+            scaled[name] = (
+                _replace(value, noise_std=value.noise_std / self._factor)
+                if hasattr(value, "noise_std")
+                else value / self._factor
+            )
         return _replace(plan, **scaled)
 
     def report(self, plan: Any) -> Any:  # the broken mechanism still claims the honest report

@@ -26,7 +26,10 @@ def gpu_status() -> tuple[bool, str]:
     try:
         import cupy
     except Exception as error:  # ImportError, or a CUDA library that fails to load
-        return False, f"CuPy is not installed or fails to import ({type(error).__name__}); pip install 'dpstream[gpu]'"
+        return (
+            False,
+            f"CuPy is not installed or fails to import ({type(error).__name__}); pip install 'dpstream[gpu]'",
+        )
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:
@@ -37,7 +40,7 @@ def gpu_status() -> tuple[bool, str]:
 
 
 def resolve_backend(backend: str) -> str:
-    """"numpy" or "cupy"; "auto" picks CuPy when a GPU is usable. "cupy" without one is an error."""
+    """ "numpy" or "cupy"; "auto" picks CuPy when a GPU is usable. "cupy" without one is an error."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
     if backend == "numpy":

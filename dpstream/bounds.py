@@ -77,7 +77,9 @@ class PrivateBounds:
         bins = np.searchsorted(self.edges, columns, side="left")  # value v in bin b iff e_{b−1} < v ≤ e_b
         width = self.edges.size + 1
         offsets = bins + width * np.arange(columns.shape[1])[None, :]
-        return np.bincount(offsets.ravel(), minlength=width * columns.shape[1]).reshape(columns.shape[1], width)
+        return np.bincount(offsets.ravel(), minlength=width * columns.shape[1]).reshape(
+            columns.shape[1], width
+        )
 
     def release(self, counts: np.ndarray, key: NoiseKey) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) per column from the exact counts and the key's noise (module docstring)."""
@@ -107,5 +109,9 @@ class PrivateBounds:
         return math.ceil(self.threshold_sigmas * self.noise_std(num_columns))
 
     def event(self, num_columns: int) -> GaussianEvent:
-        return GaussianEvent(self.sensitivity(num_columns), self.noise_std(num_columns), self.relation,
-                             f"private bounds: {num_columns} per-column histograms")
+        return GaussianEvent(
+            self.sensitivity(num_columns),
+            self.noise_std(num_columns),
+            self.relation,
+            f"private bounds: {num_columns} per-column histograms",
+        )

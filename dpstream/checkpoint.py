@@ -110,7 +110,9 @@ class CheckpointStore:
             with self._fs.open(path, "rb") as handle:
                 checkpoint = pickle.load(handle)
         except (OSError, pickle.UnpicklingError, EOFError) as error:
-            raise CheckpointError(f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}") from None
+            raise CheckpointError(
+                f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}"
+            ) from None
         if not isinstance(checkpoint, Checkpoint) or checkpoint.format_version != FORMAT_VERSION:
             raise CheckpointError(
                 f"the checkpoint of run {run_id!r} was written by an incompatible dpstream version; "
@@ -137,7 +139,9 @@ class CheckpointStore:
                 delay *= 2
 
 
-def new_checkpoint(run_id: str, fingerprint: str, step: int, state: Any, key: NoiseKey, losses: list[float]) -> Checkpoint:
+def new_checkpoint(
+    run_id: str, fingerprint: str, step: int, state: Any, key: NoiseKey, losses: list[float]
+) -> Checkpoint:
     return Checkpoint(
         run_id=run_id,
         fingerprint=fingerprint,
@@ -145,5 +149,5 @@ def new_checkpoint(run_id: str, fingerprint: str, step: int, state: Any, key: No
         state=state,
         noise_secret=key.export_secret(),
         training_loss=list(losses),
-        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )

@@ -10,13 +10,20 @@ without being materialised. The Dask executor of ``pipelines`` implements the sa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
-from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore, config_fingerprint, new_checkpoint
+from dpstream.checkpoint import (
+    CheckpointError,
+    CheckpointPolicy,
+    CheckpointStore,
+    config_fingerprint,
+    new_checkpoint,
+)
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger, RunIdReusedError
@@ -52,7 +59,9 @@ class RowStream:
             self._block_start += self._X.shape[0]
         self._X, self._y = np.asarray(X), np.asarray(y)
         if self._X.ndim != 2 or self._y.shape != (self._X.shape[0],):
-            raise ValueError(f"each block must be X of shape (rows, features) and y of shape (rows,), got {self._X.shape} and {self._y.shape}")
+            raise ValueError(
+                f"each block must be X of shape (rows, features) and y of shape (rows,), got {self._X.shape} and {self._y.shape}"
+            )
         return True
 
     def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -64,7 +73,9 @@ class RowStream:
             end_of_block = self._block_start + (0 if self._X is None else self._X.shape[0])
             if self._X is None or self._position >= end_of_block:
                 if not self._next_block():
-                    raise ValueError(f"the data ended at row {self._position}, before row {stop} the plan needs")
+                    raise ValueError(
+                        f"the data ended at row {self._position}, before row {stop} the plan needs"
+                    )
                 continue
             lo = self._position - self._block_start
             hi = min(stop, end_of_block) - self._block_start
@@ -150,7 +161,9 @@ def run(
                     "run id"
                 )
             if key is not None and key != saved.key:
-                raise ValueError(f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key")
+                raise ValueError(
+                    f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
+                )
             key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
             saved_step = saved.step
     if ledger is not None and saved_step is None:
@@ -169,8 +182,13 @@ def run(
         losses.append(stats.loss_sum / max(stats.row_count, 1))
         if store is not None:
             done = span.step + 1
-            due = done % checkpoint.every_steps == 0 or done == plan.num_steps or (
-                checkpoint.every_seconds is not None and time.monotonic() - last_save >= checkpoint.every_seconds
+            due = (
+                done % checkpoint.every_steps == 0
+                or done == plan.num_steps
+                or (
+                    checkpoint.every_seconds is not None
+                    and time.monotonic() - last_save >= checkpoint.every_seconds
+                )
             )
             if due:
                 store.save(new_checkpoint(run_id, fingerprint, done, state, key, losses))

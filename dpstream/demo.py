@@ -19,10 +19,9 @@ What runs, for real:
 
 from __future__ import annotations
 
-import math
-
 import argparse
 import hashlib
+import math
 import tempfile
 from dataclasses import dataclass
 
@@ -96,7 +95,9 @@ def run(config: DemoConfig, ledger_url: str, console: Console) -> None:
     fingerprint = "synthetic-" + hashlib.sha256(rows.tobytes()).hexdigest()[:16]
     step_sums = np.add.reduceat(rows, np.linspace(0, config.rows, config.steps + 1, dtype=int)[:-1], axis=0)
     truth = np.cumsum(step_sums, axis=0)
-    lake = Ledger(ledger_url).lake(fingerprint, LifetimeBudget(config.lifetime_epsilon, config.delta, RELATION))
+    lake = Ledger(ledger_url).lake(
+        fingerprint, LifetimeBudget(config.lifetime_epsilon, config.delta, RELATION)
+    )
     console.print(
         f"[bold]dpstream demo[/bold]: {config.rows:,} rows × {config.dim} features in {config.steps} disjoint "
         f"steps (single pass), clip norm {config.clip_norm}, target ε={config.epsilon} at δ={config.delta:g}, "
@@ -111,7 +112,15 @@ def run(config: DemoConfig, ledger_url: str, console: Console) -> None:
     for process in processes:
         console.print(f"  {process.name:12s} {process.describe()}")
     table = Table(title="Private prefix sums of clipped rows (one release per process)")
-    for column in ("noise process", "sensitivity γ_T", "noise std", "ε at δ", "prefix RMSE", "expected RMSE", "memory (floats)"):
+    for column in (
+        "noise process",
+        "sensitivity γ_T",
+        "noise std",
+        "ε at δ",
+        "prefix RMSE",
+        "expected RMSE",
+        "memory (floats)",
+    ):
         table.add_column(column, justify="right" if column != "noise process" else "left")
     for process in processes:
         gamma = process.sensitivity(config.steps)
@@ -147,7 +156,9 @@ def run(config: DemoConfig, ledger_url: str, console: Console) -> None:
     )
     console.print(f"[bold]Ledger[/bold] ({ledger_url}): {lake.statement()}")
     try:
-        lake.reserve("demo-rerun", refused_rerun, mechanism="another run at the same epsilon", relation=RELATION)
+        lake.reserve(
+            "demo-rerun", refused_rerun, mechanism="another run at the same epsilon", relation=RELATION
+        )
         console.print("[red]the ledger accepted a run past the lifetime budget[/red]")
     except BudgetExceededError as refusal:
         console.print(f"[bold]A fifth run is refused[/bold]: {refusal}")
@@ -166,7 +177,8 @@ def training_blocks(seed: int, rows: int, w_star: np.ndarray):
 
 def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: int = TRAIN_ROWS) -> None:
     from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
-    from dpstream.coordinator import InMemoryExecutor, run as run_algorithm
+    from dpstream.coordinator import InMemoryExecutor
+    from dpstream.coordinator import run as run_algorithm
     from dpstream.models import LinearRegressionModel
 
     w_star = np.linspace(-1, 1, TRAIN_DIM)
@@ -174,29 +186,64 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
     lake = Ledger(ledger_url).lake("synthetic-regression", LifetimeBudget(4.0, config.delta, RELATION))
     algorithms = [
         # Public facts of this synthetic lake: x ~ N(0, I) (‖H‖ = 1, ‖x‖ ≈ sqrt(d) ± 3), y's std ≈ 2.6.
-        ("AdaSSP (noisy XᵀX, Xᵀy; one round)", AdaSSP(config.epsilon, config.delta, row_norm_bound=math.sqrt(TRAIN_DIM) + 3,
-                                                      label_bound=10.0)),
-        ("DP-AMBSSGD (DP-STAT adaptive clipping)", DPAMBSSGD(config.epsilon, config.delta, bound=1e4, statistic="gradient_norm",
-                                                             hessian_norm=1.0)),
-        ("DP-SGD, ν-DP-FTRL noise", DPSGD(config.epsilon, config.delta, clip_norm=8.0, learning_rate=0.5, batch_size=2000,
-                                           noise=make_noise_process("nu", nu=0.01), averaging="tail")),
+        (
+            "AdaSSP (noisy XᵀX, Xᵀy; one round)",
+            AdaSSP(config.epsilon, config.delta, row_norm_bound=math.sqrt(TRAIN_DIM) + 3, label_bound=10.0),
+        ),
+        (
+            "DP-AMBSSGD (DP-STAT adaptive clipping)",
+            DPAMBSSGD(config.epsilon, config.delta, bound=1e4, statistic="gradient_norm", hessian_norm=1.0),
+        ),
+        (
+            "DP-SGD, ν-DP-FTRL noise",
+            DPSGD(
+                config.epsilon,
+                config.delta,
+                clip_norm=8.0,
+                learning_rate=0.5,
+                batch_size=2000,
+                noise=make_noise_process("nu", nu=0.01),
+                averaging="tail",
+            ),
+        ),
         ("Accelerated-DP-SRGD (tree noise)", AcceleratedDPSRGD(config.epsilon, config.delta, clip_norm=8.0)),
     ]
-    table = Table(title=f"Private training: linear regression, {rows:,} rows × {TRAIN_DIM} streamed in blocks of {BLOCK_ROWS:,}")
-    for column in ("method", "excess risk ½‖w − w*‖²", "test RMSE", "ε at δ", "steps × rows/step", "clip norm"):
+    table = Table(
+        title=f"Private training: linear regression, {rows:,} rows × {TRAIN_DIM} streamed in blocks of {BLOCK_ROWS:,}"
+    )
+    for column in (
+        "method",
+        "excess risk ½‖w − w*‖²",
+        "test RMSE",
+        "ε at δ",
+        "steps × rows/step",
+        "clip norm",
+    ):
         table.add_column(column, justify="left" if column == "method" else "right")
     for label, algorithm in algorithms:
         report = algorithm.report(algorithm.plan(rows, TRAIN_DIM))
         lake.reserve(f"demo-{algorithm.name}", report.mu, mechanism=report.mechanism, relation=RELATION)
-        result = run_algorithm(algorithm, InMemoryExecutor(LinearRegressionModel(), training_blocks(1, rows, w_star)),
-                               num_rows=rows, dim=TRAIN_DIM, initial_params=np.zeros(TRAIN_DIM), key=NoiseKey.generate())
+        result = run_algorithm(
+            algorithm,
+            InMemoryExecutor(LinearRegressionModel(), training_blocks(1, rows, w_star)),
+            num_rows=rows,
+            dim=TRAIN_DIM,
+            initial_params=np.zeros(TRAIN_DIM),
+            key=NoiseKey.generate(),
+        )
         lake.commit(f"demo-{algorithm.name}")
         rmse = float(np.sqrt(np.mean((test_X @ result.params.astype(np.float32) - test_y) ** 2)))
         clips = result.report.clip_norms
         clip = f"{clips[0]:.3g}" if len(set(clips)) == 1 else f"{min(clips):.3g}–{max(clips):.3g}"
         excess = 0.5 * float(np.sum((result.params - w_star) ** 2))
-        table.add_row(label, f"{excess:.3g}", f"{rmse:.4f}", f"{result.report.epsilon:.4f}",
-                      f"{result.report.steps} × {result.report.rows_per_step:,}", clip)
+        table.add_row(
+            label,
+            f"{excess:.3g}",
+            f"{rmse:.4f}",
+            f"{result.report.epsilon:.4f}",
+            f"{result.report.steps} × {result.report.rows_per_step:,}",
+            clip,
+        )
     # Non-private baseline on the same rows, from one pass of sufficient statistics.
     gram, moment = np.zeros((TRAIN_DIM, TRAIN_DIM)), np.zeros(TRAIN_DIM)
     for X, y in training_blocks(1, rows, w_star):
@@ -204,8 +251,14 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
         moment += X.T.astype(np.float64) @ y
     ols = np.linalg.solve(gram, moment)
     floor = float(np.sqrt(np.mean((test_X @ ols.astype(np.float32) - test_y) ** 2)))
-    table.add_row("non-private least squares (non-private, operator only)",
-                  f"{0.5 * float(np.sum((ols - w_star) ** 2)):.3g}", f"{floor:.4f}", "∞", "", "")
+    table.add_row(
+        "non-private least squares (non-private, operator only)",
+        f"{0.5 * float(np.sum((ols - w_star) ** 2)):.3g}",
+        f"{floor:.4f}",
+        "∞",
+        "",
+        "",
+    )
     console.print(table)
     console.print(f"Noise floor: the label noise has RMSE 1.0. [bold]Ledger[/bold]: {lake.statement()}")
     console.print(f"Privacy report of the last run:\n{result.report.to_markdown()}")
@@ -224,7 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=max(120, Console().width))
     try:
         config = DemoConfig(
-            rows=args.rows, dim=args.dim, steps=args.steps, epsilon=args.epsilon, lifetime_epsilon=args.lifetime_epsilon
+            rows=args.rows,
+            dim=args.dim,
+            steps=args.steps,
+            epsilon=args.epsilon,
+            lifetime_epsilon=args.lifetime_epsilon,
         )
     except ValueError as error:
         console.print(f"[red]error:[/red] {error}")

@@ -21,7 +21,9 @@ import numpy as np
 
 __all__ = ["PublicBounds", "unmap_linear", "scale_warning", "FAR_OUTSIDE"]
 
-FAR_OUTSIDE = 10.0  # |value| beyond this on the assumed [−1, 1] scale is "far outside" (raw units, not scaled)
+FAR_OUTSIDE = (
+    10.0  # |value| beyond this on the assumed [−1, 1] scale is "far outside" (raw units, not scaled)
+)
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class PublicBounds:
     high: np.ndarray
 
     @classmethod
-    def parse(cls, bounds: Any, num_columns: int, name: str) -> "PublicBounds | None":
+    def parse(cls, bounds: Any, num_columns: int, name: str) -> PublicBounds | None:
         """``None``, or (low, high) with scalars or arrays of ``num_columns`` entries; errors name ``name``."""
         if bounds is None:
             return None
@@ -47,7 +49,9 @@ class PublicBounds:
             raise ValueError(f"{name} must be finite, got low={low.tolist()} high={high.tolist()}")
         bad = np.flatnonzero(~(high > low))
         if bad.size:
-            raise ValueError(f"{name} needs low < high for every column; column {int(bad[0])} has low={low[bad[0]]:g}, high={high[bad[0]]:g}")
+            raise ValueError(
+                f"{name} needs low < high for every column; column {int(bad[0])} has low={low[bad[0]]:g}, high={high[bad[0]]:g}"
+            )
         return cls(low, high)
 
     @property

@@ -18,10 +18,20 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["open_url", "is_local", "write_bytes_atomic", "write_json_atomic", "read_json", "location", "overlap"]
+__all__ = [
+    "open_url",
+    "is_local",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "read_json",
+    "location",
+    "overlap",
+]
 
 
-def open_url(url: str, storage_options: dict[str, Any] | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+def open_url(
+    url: str, storage_options: dict[str, Any] | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
     """(filesystem, path) for a local path, ``file://`` or ``s3://`` URL."""
     if not isinstance(url, (str, os.PathLike)) or not str(url).strip():
         raise ValueError(f"expected a local path or URL such as s3://bucket/prefix, got {url!r}")

@@ -14,8 +14,9 @@ from typing import Any
 __all__ = ["check_positive", "check_probability", "check_budget"]
 
 
-def check_positive(name: str, value: Any, *, optional: bool = False, integer: bool = False,
-                   allow_zero: bool = False) -> Any:
+def check_positive(
+    name: str, value: Any, *, optional: bool = False, integer: bool = False, allow_zero: bool = False
+) -> Any:
     """``value`` as a float (an int with ``integer``) when it is finite and > 0 (≥ 0 with ``allow_zero``);
     None passes when ``optional``. Booleans are refused: ``True`` is not a count."""
     if value is None and optional:
@@ -26,8 +27,12 @@ def check_positive(name: str, value: Any, *, optional: bool = False, integer: bo
         kind = f"a finite number {'>= 0' if allow_zero else '> 0'}"
     try:
         number = float(value)
-        ok = (not isinstance(value, bool) and math.isfinite(number) and (number >= 0 if allow_zero else number > 0)
-              and (not integer or int(number) == number))
+        ok = (
+            not isinstance(value, bool)
+            and math.isfinite(number)
+            and (number >= 0 if allow_zero else number > 0)
+            and (not integer or int(number) == number)
+        )
     except (TypeError, ValueError):
         ok = False
     if not ok:

@@ -23,8 +23,7 @@ import datetime as _dt
 import math
 import os
 import sys
-from typing import Sequence
-
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from flows.logs import capture_logs, new_log_file, quiet_dask
@@ -71,7 +70,10 @@ def _convert(args, console: Console) -> int:
     from pipelines.convert import ConvertSpec, csv_to_parquet
 
     impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
-    categorical = {column: tuple(v for v in values.split(",") if v) for column, values in _parse_pairs(args.categorical, "--categorical").items()}
+    categorical = {
+        column: tuple(v for v in values.split(",") if v)
+        for column, values in _parse_pairs(args.categorical, "--categorical").items()
+    }
     bounds = {}
     for column, text in _parse_pairs(args.bounds, "--bounds").items():
         parts = text.split(",")
@@ -79,12 +81,22 @@ def _convert(args, console: Console) -> int:
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
     spec = ConvertSpec(
-        columns=tuple(args.columns), label=args.label, missing=args.missing, impute_values=impute,
-        categorical=categorical, unknown_category=args.unknown_category, bounds=bounds, rows_per_file=args.rows_per_file,
-        scale_range=tuple(args.scale_range), unscaled=tuple(args.unscaled), require_bounds=True,
+        columns=tuple(args.columns),
+        label=args.label,
+        missing=args.missing,
+        impute_values=impute,
+        categorical=categorical,
+        unknown_category=args.unknown_category,
+        bounds=bounds,
+        rows_per_file=args.rows_per_file,
+        scale_range=tuple(args.scale_range),
+        unscaled=tuple(args.unscaled),
+        require_bounds=True,
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
-    console.print(f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}")
+    console.print(
+        f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
+    )
     return EXIT_OK
 
 
@@ -97,11 +109,22 @@ def _shuffle(args, console: Console) -> int:
     config = load_config(args.config)
     summary = config.validate_lake()
     config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
-    with exit_on_interrupt(f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
-                           "redo it (it removes only what it wrote)"), RunProgress(enabled=not args.quiet) as progress:
-        manifest = shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
-                                summary=summary, on_progress=progress.shuffle(summary.num_rows),
-                                protected=(os.path.dirname(os.path.abspath(args.config)),), reshuffle=args.reshuffle)
+    with (
+        exit_on_interrupt(
+            f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
+            "redo it (it removes only what it wrote)"
+        ),
+        RunProgress(enabled=not args.quiet) as progress,
+    ):
+        manifest = shuffle_once(
+            config.lake_spec(),
+            config.lake.shuffled_url,
+            rows_per_file=config.lake.rows_per_file,
+            summary=summary,
+            on_progress=progress.shuffle(summary.num_rows),
+            protected=(os.path.dirname(os.path.abspath(args.config)),),
+            reshuffle=args.reshuffle,
+        )
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"
@@ -120,10 +143,12 @@ def _budget(args, console: Console) -> int:
             console.print(_entry_line(entry))
         for tag, entries in lake.archives():
             spent = math.sqrt(sum(entry.mu**2 for entry in entries))
-            console.print(f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
-                          f"{gdp.epsilon_for_delta(lake.budget.delta, spent) if spent else 0.0:.4g} at delta="
-                          f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
-                          "data those runs read")
+            console.print(
+                f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
+                f"{gdp.epsilon_for_delta(lake.budget.delta, spent) if spent else 0.0:.4g} at delta="
+                f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
+                "data those runs read"
+            )
             for entry in entries:
                 console.print(_entry_line(entry))
         return EXIT_OK
@@ -132,16 +157,20 @@ def _budget(args, console: Console) -> int:
             "budget reset forgets every recorded run of this lake; only do it when the lake's data were replaced "
             "by new individuals' records. Re-run with --confirm"
         )
-    archived = lake.archive_runs(_dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
-    console.print(f"archived {archived} run(s) of lake {args.lake}: new runs are charged from zero. A reset restores no "
-                  "privacy: what those runs spent stays spent for the individuals whose records they read, so reset "
-                  f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
-                  f"{args.ledger}` lists the archive")
+    archived = lake.archive_runs(_dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
+    console.print(
+        f"archived {archived} run(s) of lake {args.lake}: new runs are charged from zero. A reset restores no "
+        "privacy: what those runs spent stays spent for the individuals whose records they read, so reset "
+        f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
+        f"{args.ledger}` lists the archive"
+    )
     return EXIT_OK
 
 
 def _entry_line(entry) -> str:
-    return f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}"
+    return (
+        f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}"
+    )
 
 
 def _train(args, console: Console) -> int:
@@ -151,19 +180,27 @@ def _train(args, console: Console) -> int:
     from flows.flows import train_flow
     from flows.interrupt import exit_on_interrupt
 
-    config = load_config(args.config)  # a bad config or output folder is refused at once, before the Prefect API starts
+    config = load_config(
+        args.config
+    )  # a bad config or output folder is refused at once, before the Prefect API starts
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
     run_locations(config, args.config, run_id, args.output)
     _log_to_file(args, "train", run_id)
-    resume = f"dpstream train {args.config} --run-id {run_id}" + (f" --output {args.output}" if args.output else "")
-    with exit_on_interrupt(f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
-                           f"resumes from its checkpoint with: {resume}"):
+    resume = f"dpstream train {args.config} --run-id {run_id}" + (
+        f" --output {args.output}" if args.output else ""
+    )
+    with exit_on_interrupt(
+        f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
+        f"resumes from its checkpoint with: {resume}"
+    ):
         result = train_flow(args.config, run_id=run_id, output_dir=args.output, show_progress=not args.quiet)
     console.print(result["report"].to_markdown())
     for name, value in result["metrics"].items():
         console.print(f"{name}: {value:.6g}")
-    console.print(f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}; "
-                  f"log {args.log_file}")
+    console.print(
+        f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}; "
+        f"log {args.log_file}"
+    )
     return EXIT_OK
 
 
@@ -184,14 +221,24 @@ def _serve(args, console: Console) -> int:
     config = load_config(args.config)
     cron = args.cron or (config.schedule.cron if config.schedule else None)
     if cron is None:
-        raise ValueError(f"{args.config}: no schedule; pass --cron \"0 2 * * *\" or set schedule.cron in the config")
+        raise ValueError(
+            f'{args.config}: no schedule; pass --cron "0 2 * * *" or set schedule.cron in the config'
+        )
     try:
         schedule = CronSchedule(cron=cron, timezone=args.timezone)
     except ValidationError as error:
-        raise ValueError(f"--cron {cron!r} / --timezone {args.timezone!r}: {error.errors()[0]['msg']}") from None
-    console.print(f"serving train flow {args.name!r} for {args.config} on cron {cron!r} ({args.timezone}); Ctrl-C stops")
-    train_flow.serve(name=args.name, schedules=[schedule], parameters={"config_path": os.path.abspath(args.config)},
-                     print_starting_message=False)
+        raise ValueError(
+            f"--cron {cron!r} / --timezone {args.timezone!r}: {error.errors()[0]['msg']}"
+        ) from None
+    console.print(
+        f"serving train flow {args.name!r} for {args.config} on cron {cron!r} ({args.timezone}); Ctrl-C stops"
+    )
+    train_flow.serve(
+        name=args.name,
+        schedules=[schedule],
+        parameters={"config_path": os.path.abspath(args.config)},
+        print_starting_message=False,
+    )
     return EXIT_OK
 
 
@@ -204,7 +251,15 @@ def _demo(args, console: Console) -> int:
 
     _log_to_file(args, "demo", "run")
     with exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"):
-        run_demo(console, args.rows, args.files, args.dim, args.epsilon, args.directory, show_progress=not args.quiet)
+        run_demo(
+            console,
+            args.rows,
+            args.files,
+            args.dim,
+            args.epsilon,
+            args.directory,
+            show_progress=not args.quiet,
+        )
     console.print(f"log {args.log_file}")
     return EXIT_OK
 
@@ -216,7 +271,9 @@ def _report(args, console: Console) -> int:
 
     path = os.path.join(args.run, "model.json")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"{args.run} holds no published run (no model.json); pass the run's output folder")
+        raise FileNotFoundError(
+            f"{args.run} holds no published run (no model.json); pass the run's output folder"
+        )
     with open(path) as handle:
         document = json.load(handle)
     privacy = document["privacy"]
@@ -226,7 +283,9 @@ def _report(args, console: Console) -> int:
     if "model" in document:  # dpstream-model/1 and later
         features = document["features"]
         shown = ", ".join(features) if isinstance(features, list) else f"vector column {features!r}"
-        console.print(f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}")
+        console.print(
+            f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}"
+        )
         console.print(_preprocessing_line(document.get("preprocessing"), document["label"]))
     console.print(PrivacyReport(**privacy).to_markdown())
     for name, value in document.get("metrics", {}).items():
@@ -239,11 +298,16 @@ def _preprocessing_line(record: dict | None, label: str) -> str:
         return "preprocessing: not recorded (the lake was not written by `dpstream convert`); features are read as stored"
     low, high = record["scale_range"]
     label_bounds = record["bounds"].get(label)
-    label_part = (f"; predictions map back to {label} by [{low:g}, {high:g}] → [{label_bounds[0]:g}, {label_bounds[1]:g}]"
-                  if label_bounds else "")
-    return (f"preprocessing (dpstream convert of {record.get('source', 'a CSV')}): {len(record['bounds'])} column(s) clipped "
-            f"to public bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
-            f"{len(record['impute_values'])} imputed{label_part}; all in model.json")
+    label_part = (
+        f"; predictions map back to {label} by [{low:g}, {high:g}] → [{label_bounds[0]:g}, {label_bounds[1]:g}]"
+        if label_bounds
+        else ""
+    )
+    return (
+        f"preprocessing (dpstream convert of {record.get('source', 'a CSV')}): {len(record['bounds'])} column(s) clipped "
+        f"to public bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
+        f"{len(record['impute_values'])} imputed{label_part}; all in model.json"
+    )
 
 
 def _audit(args, console: Console) -> int:
@@ -253,8 +317,10 @@ def _audit(args, console: Console) -> int:
 
     algorithms = audited_algorithms(args.epsilon, args.delta, args.relation)
     chosen = list(algorithms) if args.algorithm == "all" else [args.algorithm]
-    table = Table(title=f"empirical privacy audit: claimed ({args.epsilon:g}, {args.delta:g})-DP, {args.relation}, "
-                        f"{args.trials} trials per dataset, seed {args.seed}")
+    table = Table(
+        title=f"empirical privacy audit: claimed ({args.epsilon:g}, {args.delta:g})-DP, {args.relation}, "
+        f"{args.trials} trials per dataset, seed {args.seed}"
+    )
     results = []
     for name in chosen:
         result = audit_algorithm(algorithms[name], trials=args.trials, seed=args.seed)
@@ -262,22 +328,35 @@ def _audit(args, console: Console) -> int:
         if not table.columns:
             for column in ("configuration", "TPR", "FPR", "ε lower bound (95%)", "verdict"):
                 table.add_column(column)
-        table.add_row(name, f"{result.true_positive_rate:.3f}", f"{result.false_positive_rate:.3f}",
-                      f"{result.epsilon_lower_bound:.3f}", "consistent" if result.passed else "VIOLATED")
+        table.add_row(
+            name,
+            f"{result.true_positive_rate:.3f}",
+            f"{result.false_positive_rate:.3f}",
+            f"{result.epsilon_lower_bound:.3f}",
+            "consistent" if result.passed else "VIOLATED",
+        )
     console.print(table)
-    violated = [name for name, result in zip(chosen, results) if not result.passed]
+    violated = [name for name, result in zip(chosen, results, strict=True) if not result.passed]
     if violated:
-        print(f"dpstream: audit: the empirical lower bound exceeds the claimed epsilon for {', '.join(violated)}: "
-              "the mechanism adds less noise than it claims", file=sys.stderr)
+        print(
+            f"dpstream: audit: the empirical lower bound exceeds the claimed epsilon for {', '.join(violated)}: "
+            "the mechanism adds less noise than it claims",
+            file=sys.stderr,
+        )
         return EXIT_OTHER
     return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dpstream", description="Differentially private training over Parquet lakes.")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show Prefect's and Dask's logs on stderr too (by default they go to the log file the "
-                             "result or error line names, under $DPSTREAM_LOG_DIR or ~/.dpstream/logs)")
+    parser = argparse.ArgumentParser(
+        prog="dpstream", description="Differentially private training over Parquet lakes."
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Prefect's and Dask's logs on stderr too (by default they go to the log file the "
+        "result or error line names, under $DPSTREAM_LOG_DIR or ~/.dpstream/logs)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     validate = commands.add_parser("validate", help="validate a pipeline config and its lake")
     validate.add_argument("config")
@@ -288,25 +367,48 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--columns", nargs="+", default=[], help="numeric feature columns to keep")
     convert.add_argument("--label", required=True)
     convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
-    convert.add_argument("--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants")
-    convert.add_argument("--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)")
-    convert.add_argument("--bounds", nargs="*", default=[], metavar="COLUMN=LOW,HIGH",
-                         help="public ranges: clip to [LOW, HIGH] and map onto --scale-range")
-    convert.add_argument("--unscaled", nargs="*", default=[], metavar="COLUMN",
-                         help="numeric columns already on the public scale, kept as they are (every other numeric "
-                              "column, the label included, needs --bounds)")
-    convert.add_argument("--scale-range", nargs=2, type=float, default=[-1.0, 1.0], metavar=("LOW", "HIGH"),
-                         help="the range bounded columns are mapped onto (default -1 1, the public scale the "
-                              "algorithms' row bounds and steps assume)")
+    convert.add_argument(
+        "--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants"
+    )
+    convert.add_argument(
+        "--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)"
+    )
+    convert.add_argument(
+        "--bounds",
+        nargs="*",
+        default=[],
+        metavar="COLUMN=LOW,HIGH",
+        help="public ranges: clip to [LOW, HIGH] and map onto --scale-range",
+    )
+    convert.add_argument(
+        "--unscaled",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="numeric columns already on the public scale, kept as they are (every other numeric "
+        "column, the label included, needs --bounds)",
+    )
+    convert.add_argument(
+        "--scale-range",
+        nargs=2,
+        type=float,
+        default=[-1.0, 1.0],
+        metavar=("LOW", "HIGH"),
+        help="the range bounded columns are mapped onto (default -1 1, the public scale the "
+        "algorithms' row bounds and steps assume)",
+    )
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=_convert)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
     shuffle.add_argument("--quiet", action="store_true", help="no progress bars")
-    shuffle.add_argument("--reshuffle", action="store_true",
-                         help="delete the committed shuffle at lake.shuffled_url and shuffle again (e.g. after changing "
-                              "lake.rows_per_file); runs checkpointed on the old shuffle can no longer resume")
+    shuffle.add_argument(
+        "--reshuffle",
+        action="store_true",
+        help="delete the committed shuffle at lake.shuffled_url and shuffle again (e.g. after changing "
+        "lake.rows_per_file); runs checkpointed on the old shuffle can no longer resume",
+    )
     shuffle.set_defaults(handler=_shuffle)
     budget = commands.add_parser("budget", help="show or reset a lake's privacy ledger")
     budget.add_argument("action", choices=["show", "reset"])
@@ -322,7 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=_train)
     serve = commands.add_parser("serve", help="serve the train flow on a cron schedule (Prefect deployment)")
     serve.add_argument("config")
-    serve.add_argument("--cron", default=None, help="cron string, e.g. \"0 2 * * *\" (default: schedule.cron of the config)")
+    serve.add_argument(
+        "--cron", default=None, help='cron string, e.g. "0 2 * * *" (default: schedule.cron of the config)'
+    )
     serve.add_argument("--timezone", default="UTC")
     serve.add_argument("--name", default="nightly", help="deployment name")
     serve.set_defaults(handler=_serve)
@@ -334,12 +438,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--directory", default=".demo")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_demo)
-    audit = commands.add_parser("audit", help="empirical privacy audit: a lower bound on epsilon from a worst-case canary")
-    audit.add_argument("--algorithm", default="all", choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"])
+    audit = commands.add_parser(
+        "audit", help="empirical privacy audit: a lower bound on epsilon from a worst-case canary"
+    )
+    audit.add_argument(
+        "--algorithm",
+        default="all",
+        choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"],
+    )
     audit.add_argument("--epsilon", type=float, default=2.0, help="the claimed epsilon to audit")
     audit.add_argument("--delta", type=float, default=1e-5)
     audit.add_argument("--relation", choices=["replace-one", "zero-out"], default="replace-one")
-    audit.add_argument("--trials", type=int, default=2000, help="runs on each of the two neighbouring datasets")
+    audit.add_argument(
+        "--trials", type=int, default=2000, help="runs on each of the two neighbouring datasets"
+    )
     audit.add_argument("--seed", type=int, default=0, help="fixes the data and the trial noise keys")
     audit.set_defaults(handler=_audit)
     report = commands.add_parser("report", help="print the privacy report and metrics of a published run")

@@ -61,16 +61,20 @@ class LakeConfig(_Section):
                 raise ValueError("name at least one feature column, or one fixed-size-list column")
             repeated = sorted({name for name in features if features.count(name) > 1})
             if repeated:
-                raise ValueError(f"{', '.join(map(repr, repeated))} listed more than once; list each feature column once")
+                raise ValueError(
+                    f"{', '.join(map(repr, repeated))} listed more than once; list each feature column once"
+                )
         return features
 
     @model_validator(mode="after")
-    def _label_is_not_a_feature(self) -> "LakeConfig":
+    def _label_is_not_a_feature(self) -> LakeConfig:
         features = [self.features] if isinstance(self.features, str) else self.features
         if self.label in features:
             # Reported under the key's path by _describe (the error's loc is the section).
-            raise ValueError(f"features: the label {self.label!r} is also listed as a feature, which would let the "
-                             "model read its own target; remove it from lake.features")
+            raise ValueError(
+                f"features: the label {self.label!r} is also listed as a feature, which would let the "
+                "model read its own target; remove it from lake.features"
+            )
         return self
 
 
@@ -95,9 +99,16 @@ class ModelConfig(_Section):
         if self.kind == "logistic":
             return LogisticRegressionModel(backend=self.backend)
         bounds = [tuple(b) if isinstance(b, list) else b for b in (self.feature_low, self.feature_high)]
-        return KANModel(num_hidden=self.num_hidden, grid_size=self.grid_size, activation=self.activation,
-                        feature_low=bounds[0], feature_high=bounds[1], input_map=self.input_map, seed=self.seed,
-                        backend=self.backend)
+        return KANModel(
+            num_hidden=self.num_hidden,
+            grid_size=self.grid_size,
+            activation=self.activation,
+            feature_low=bounds[0],
+            feature_high=bounds[1],
+            input_map=self.input_map,
+            seed=self.seed,
+            backend=self.backend,
+        )
 
 
 class AlgorithmConfig(_Section):
@@ -131,10 +142,11 @@ class BudgetConfig(_Section):
     ledger_url: str = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _run_fits_lifetime(self) -> "BudgetConfig":
+    def _run_fits_lifetime(self) -> BudgetConfig:
         if self.epsilon > self.lifetime_epsilon:
             raise ValueError(
-                f"epsilon={self.epsilon} exceeds lifetime_epsilon={self.lifetime_epsilon}: one run cannot spend more than the lake's lifetime budget"
+                f"epsilon={self.epsilon} exceeds lifetime_epsilon={self.lifetime_epsilon}: "
+                "one run cannot spend more than the lake's lifetime budget"
             )
         return self
 
@@ -153,7 +165,9 @@ class CheckpointConfig(_Section):
 
 
 class ScheduleConfig(_Section):
-    cron: str = Field(description='five cron fields, e.g. "0 2 * * *" (Prefect checks the values when serving)')
+    cron: str = Field(
+        description='five cron fields, e.g. "0 2 * * *" (Prefect checks the values when serving)'
+    )
 
     @field_validator("cron")
     @classmethod
@@ -173,9 +187,11 @@ class PipelineConfig(_Section):
     schedule: ScheduleConfig | None = None
 
     @model_validator(mode="after")
-    def _kan_trains_with_dpsgd(self) -> "PipelineConfig":
+    def _kan_trains_with_dpsgd(self) -> PipelineConfig:
         if self.model.kind == "kan" and self.algorithm.name not in ("dpsgd", "auto"):
-            raise ValueError(f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' or 'auto' (any noise), not {self.algorithm.name!r}")
+            raise ValueError(
+                f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' or 'auto' (any noise), not {self.algorithm.name!r}"
+            )
         return self
 
     @property
@@ -193,7 +209,11 @@ class PipelineConfig(_Section):
         """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""
         from pipelines.shuffle import automatic_rows_per_file
 
-        return self.lake.rows_per_file if self.lake.rows_per_file is not None else automatic_rows_per_file(num_rows)
+        return (
+            self.lake.rows_per_file
+            if self.lake.rows_per_file is not None
+            else automatic_rows_per_file(num_rows)
+        )
 
     def training_split(self, num_rows: int) -> tuple[int, int, int]:
         """(files, training rows, held-out rows); ``ConfigError`` when no file can be held out."""
@@ -202,10 +222,15 @@ class PipelineConfig(_Section):
         rows_per_file = self.rows_per_file(num_rows)
         files, training, held_out = layout(num_rows, rows_per_file)
         if files < 2:
-            fix = (f"set lake.rows_per_file to at most {num_rows // 2} (e.g. {max(1, math.ceil(num_rows / 5))} holds out 20 %)"
-                   if num_rows >= 2 else "a lake needs at least 2 rows: one to train on and one to hold out")
-            raise ConfigError(f"lake.rows_per_file: {num_rows:,} rows at {rows_per_file:,} rows per file make one shuffled "
-                              f"file, but training holds out the last file for evaluation; {fix}")
+            fix = (
+                f"set lake.rows_per_file to at most {num_rows // 2} (e.g. {max(1, math.ceil(num_rows / 5))} holds out 20 %)"
+                if num_rows >= 2
+                else "a lake needs at least 2 rows: one to train on and one to hold out"
+            )
+            raise ConfigError(
+                f"lake.rows_per_file: {num_rows:,} rows at {rows_per_file:,} rows per file make one shuffled "
+                f"file, but training holds out the last file for evaluation; {fix}"
+            )
         return files, training, held_out
 
     def lake_spec(self):
@@ -220,8 +245,10 @@ class PipelineConfig(_Section):
 def delta_warning(delta: float, num_rows: int) -> str | None:
     """A warning when δ ≥ 1/N: such a δ allows a mechanism that publishes one whole record outright."""
     if num_rows > 0 and delta >= 1.0 / num_rows:
-        return (f"budget.delta = {delta:g} is at least 1/N = {1.0 / num_rows:.3g} for this lake's {num_rows:,} rows: "
-                f"a δ that large allows releasing a whole record; use budget.delta well below 1/N (e.g. {_suggest(num_rows):g})")
+        return (
+            f"budget.delta = {delta:g} is at least 1/N = {1.0 / num_rows:.3g} for this lake's {num_rows:,} rows: "
+            f"a δ that large allows releasing a whole record; use budget.delta well below 1/N (e.g. {_suggest(num_rows):g})"
+        )
     return None
 
 
@@ -240,7 +267,9 @@ class RunLocations(BaseModel):
     checkpoints: str
 
 
-def run_locations(config: "PipelineConfig", config_path: str | Path, run_id: str, output: str | None = None) -> RunLocations:
+def run_locations(
+    config: PipelineConfig, config_path: str | Path, run_id: str, output: str | None = None
+) -> RunLocations:
     """The run's publish folder (default ``runs/<run id>`` beside the config) and checkpoint location
     (``checkpoint.url``, default ``<budget.ledger_url>/_checkpoints``: private operator state like the
     ledger, never inside the publish folder, because a checkpoint holds the noise key).
@@ -251,18 +280,31 @@ def run_locations(config: "PipelineConfig", config_path: str | Path, run_id: str
 
     folder = Path(config_path).resolve().parent
     output = output or str(folder / "runs" / run_id)
-    checkpoints = config.checkpoint.url if config.checkpoint else f"{config.budget.ledger_url.rstrip('/')}/{CHECKPOINTS_UNDER_LEDGER}"
-    for name, url in (("--output (the publish folder)", output), ("checkpoint.url", checkpoints),
-                      ("budget.ledger_url", config.budget.ledger_url)):
+    checkpoints = (
+        config.checkpoint.url
+        if config.checkpoint
+        else f"{config.budget.ledger_url.rstrip('/')}/{CHECKPOINTS_UNDER_LEDGER}"
+    )
+    for name, url in (
+        ("--output (the publish folder)", output),
+        ("checkpoint.url", checkpoints),
+        ("budget.ledger_url", config.budget.ledger_url),
+    ):
         if overlap(url, config.lake.url) in ("equal", "inside", "contains"):
-            raise ConfigError(f"{name} {url} overlaps the source lake {config.lake.url}; the source is never written "
-                              "to: choose a location outside the lake")
+            raise ConfigError(
+                f"{name} {url} overlaps the source lake {config.lake.url}; the source is never written "
+                "to: choose a location outside the lake"
+            )
         if overlap(url, config.lake.shuffled_url) in ("equal", "inside", "contains"):
-            raise ConfigError(f"{name} {url} overlaps lake.shuffled_url {config.lake.shuffled_url}; choose a location "
-                              "outside the shuffled lake")
+            raise ConfigError(
+                f"{name} {url} overlaps lake.shuffled_url {config.lake.shuffled_url}; choose a location "
+                "outside the shuffled lake"
+            )
     if overlap(checkpoints, output) in ("equal", "inside"):
-        raise ConfigError(f"checkpoint.url {checkpoints} lies inside the publish folder {output}; checkpoints hold the "
-                          "noise key and must stay private: choose a checkpoint.url outside it")
+        raise ConfigError(
+            f"checkpoint.url {checkpoints} lies inside the publish folder {output}; checkpoints hold the "
+            "noise key and must stay private: choose a checkpoint.url outside it"
+        )
     return RunLocations(output=output, checkpoints=checkpoints)
 
 
@@ -280,7 +322,7 @@ def _describe(error: ValidationError) -> str:
         elif item["type"] == "less_than" and path.endswith("delta"):
             message = f"must be below {MAX_DELTA}: δ is the probability that the guarantee fails; use δ well below 1/N, e.g. 1e-6"
         elif item["type"] == "value_error" and message.startswith("Value error, features: "):
-            path, message = f"{path}.features", message[len("Value error, features: "):]
+            path, message = f"{path}.features", message[len("Value error, features: ") :]
         problems.append(f"{path}: {message}")
     return "; ".join(problems)
 
@@ -317,7 +359,9 @@ def load_config(path: str | Path) -> PipelineConfig:
     from pipelines.shuffle import check_output_location
 
     try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
-        check_output_location(config.lake.shuffled_url, config.lake.url, protected=(str(path.resolve().parent),))
+        check_output_location(
+            config.lake.shuffled_url, config.lake.url, protected=(str(path.resolve().parent),)
+        )
     except ValueError as error:
         raise ConfigError(f"{path}: {error}") from None
     return config

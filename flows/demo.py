@@ -74,7 +74,7 @@ def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
         X = X.astype(np.float64)
         gram, moment = gram + X.T @ X, moment + X.T @ y
     weights = np.linalg.solve(gram, moment)
-    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout))]
+    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout), strict=True)]
     return float(np.sqrt(np.mean((X.astype(np.float64) @ weights - y) ** 2))), weights
 
 
@@ -93,14 +93,17 @@ def prune_demo_runs(directory: str, keep: str) -> list[str]:
             continue
         config = os.path.join(path, "pipeline.toml")
         written_by_demo = os.path.exists(os.path.join(path, DEMO_MARKER)) or (
-            os.path.exists(config) and open(config).readline().startswith("# Written by `dpstream demo`"))
+            os.path.exists(config) and open(config).readline().startswith("# Written by `dpstream demo`")
+        )
         if written_by_demo:
             shutil.rmtree(path)
             removed.append(path)
     return removed
 
 
-def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True) -> None:
+def run_demo(
+    console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True
+) -> None:
     from flows.flows import train_flow
     from pipelines import read_manifest
 
@@ -109,21 +112,35 @@ def run_demo(console, rows: int, files: int, dim: int, epsilon: float, directory
     open(os.path.join(root, DEMO_MARKER), "w").close()
     start = time.perf_counter()
     w_star = make_synthetic_lake(os.path.join(root, "raw"), rows, files, dim)
-    config = write_demo_config(os.path.join(root, "pipeline.toml"), root, dim, epsilon, rows_per_file=rows // files)
-    console.print(f"[bold]dpstream demo[/bold]: {rows:,} rows × {dim} features in {files} Parquet files under {root}/raw "
-                  f"({time.perf_counter() - start:.1f} s); running the train flow …")
+    config = write_demo_config(
+        os.path.join(root, "pipeline.toml"), root, dim, epsilon, rows_per_file=rows // files
+    )
+    console.print(
+        f"[bold]dpstream demo[/bold]: {rows:,} rows × {dim} features in {files} Parquet files under {root}/raw "
+        f"({time.perf_counter() - start:.1f} s); running the train flow …"
+    )
     result = train_flow(config, output_dir=os.path.join(root, "run"), show_progress=show_progress)
     manifest = read_manifest(os.path.join(root, "shuffled"))
     training, holdout = manifest.split_last_file()  # the same split the flow evaluated on
     baseline, baseline_weights = nonprivate_baseline(training, holdout)
     dp_rmse = result["metrics"]["held-out RMSE (non-private, operator only)"]
     console.print(result["report"].to_markdown())
-    console.print(f"\n[bold]Utility[/bold] on {int(result['metrics']['held-out rows']):,} held-out rows (evaluation is "
-                  f"non-private, operator only): DP model RMSE {dp_rmse:.4f} (ε = {result['report'].epsilon:.3g}) vs "
-                  f"non-private least squares {baseline:.4f}; the label noise alone gives 1.0. Excess risk "
-                  f"½‖w − w*‖²: DP {0.5 * np.sum((result['params'] - w_star) ** 2):.3g}, non-private "
-                  f"{0.5 * np.sum((baseline_weights - w_star) ** 2):.3g}.")
-    console.print(f"Executor mode: {result['mode']}. Model, report and plots: {os.path.dirname(result['paths']['model'])}")
+    console.print(
+        f"\n[bold]Utility[/bold] on {int(result['metrics']['held-out rows']):,} held-out rows (evaluation is "
+        f"non-private, operator only): DP model RMSE {dp_rmse:.4f} (ε = {result['report'].epsilon:.3g}) vs "
+        f"non-private least squares {baseline:.4f}; the label noise alone gives 1.0. Excess risk "
+        f"½‖w − w*‖²: DP {0.5 * np.sum((result['params'] - w_star) ** 2):.3g}, non-private "
+        f"{0.5 * np.sum((baseline_weights - w_star) ** 2):.3g}."
+    )
+    console.print(
+        f"Executor mode: {result['mode']}. Model, report and plots: {os.path.dirname(result['paths']['model'])}"
+    )
     removed = prune_demo_runs(directory, keep=root)
-    console.print(f"Total {time.perf_counter() - start:.0f} s." + (f" Removed {len(removed)} earlier demo run(s) under "
-                                                                   f"{directory}: it keeps the latest only." if removed else ""))
+    console.print(
+        f"Total {time.perf_counter() - start:.0f} s."
+        + (
+            f" Removed {len(removed)} earlier demo run(s) under {directory}: it keeps the latest only."
+            if removed
+            else ""
+        )
+    )

@@ -22,8 +22,7 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact, cr
 
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
-from dpstream.checkpoint import CheckpointPolicy
-from dpstream.checkpoint import CheckpointStore
+from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
 from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
 from flows.config import PipelineConfig, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
@@ -38,9 +37,20 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
     """The algorithm the config's [algorithm] section names, built as the estimators build theirs."""
     a, b = config.algorithm, config.budget
     spec = AlgorithmSpec(
-        name=a.name, epsilon=b.epsilon, delta=b.delta, relation=b.relation, clip_norm=a.clip_norm,
-        learning_rate=a.learning_rate, batch_size=a.batch_size, num_steps=a.num_steps, stat_bound=a.stat_bound,
-        noise=a.noise, correlation=a.correlation, nu=a.nu, row_norm_bound=a.row_norm_bound, label_bound=a.label_bound,
+        name=a.name,
+        epsilon=b.epsilon,
+        delta=b.delta,
+        relation=b.relation,
+        clip_norm=a.clip_norm,
+        learning_rate=a.learning_rate,
+        batch_size=a.batch_size,
+        num_steps=a.num_steps,
+        stat_bound=a.stat_bound,
+        noise=a.noise,
+        correlation=a.correlation,
+        nu=a.nu,
+        row_norm_bound=a.row_norm_bound,
+        label_bound=a.label_bound,
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, config.model.build(), num_rows, dim)[1]
@@ -57,14 +67,24 @@ def validate_task(config: PipelineConfig):
 
 
 @task(name="shuffle once", retries=2, retry_delay_seconds=5)
-def shuffle_task(config: PipelineConfig, summary, show_progress: bool = False, protected: tuple[str, ...] = ()) -> Manifest:
+def shuffle_task(
+    config: PipelineConfig, summary, show_progress: bool = False, protected: tuple[str, ...] = ()
+) -> Manifest:
     with RunProgress(enabled=show_progress) as progress:
-        return shuffle_once(config.lake_spec(), config.lake.shuffled_url, rows_per_file=config.lake.rows_per_file,
-                            summary=summary, on_progress=progress.shuffle(summary.num_rows), protected=protected)
+        return shuffle_once(
+            config.lake_spec(),
+            config.lake.shuffled_url,
+            rows_per_file=config.lake.rows_per_file,
+            summary=summary,
+            on_progress=progress.shuffle(summary.num_rows),
+            protected=protected,
+        )
 
 
 @task(name="plan")
-def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, checkpoint_url: str) -> tuple[Manifest, Manifest, float]:
+def plan_task(
+    config: PipelineConfig, manifest: Manifest, run_id: str, checkpoint_url: str
+) -> tuple[Manifest, Manifest, float]:
     """Refuse before any release: a run past the lifetime budget (the run's own earlier reservation is not
     counted twice when it resumes), or a run id the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
@@ -85,8 +105,11 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, checkpoin
 
 def _ledger(config: PipelineConfig, manifest: Manifest):
     b = config.budget
-    return Ledger(b.ledger_url).lake(manifest.fingerprint, LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation),
-                                     files=manifest.source_files or None)
+    return Ledger(b.ledger_url).lake(
+        manifest.fingerprint,
+        LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation),
+        files=manifest.source_files or None,
+    )
 
 
 def _model(config: PipelineConfig):
@@ -94,17 +117,36 @@ def _model(config: PipelineConfig):
 
 
 @task(name="train", retries=2, retry_delay_seconds=2)
-def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_id: str, checkpoint_url: str,
-               show_progress: bool = False):
+def train_task(
+    config: PipelineConfig,
+    training: Manifest,
+    full: Manifest,
+    run_id: str,
+    checkpoint_url: str,
+    show_progress: bool = False,
+):
     model = _model(config)
     algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
     plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
-    policy = CheckpointPolicy(checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10)
-    client = connect(config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit)
+    policy = CheckpointPolicy(
+        checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10
+    )
+    client = connect(
+        config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit
+    )
     try:
         with RunProgress(enabled=show_progress) as progress:
-            result, mode = train_on_lake(training, algorithm, model, client, mode=config.cluster.mode, checkpoint=policy,
-                                         run_id=run_id, ledger=_ledger(config, full), on_step=progress.training(algorithm, plan))
+            result, mode = train_on_lake(
+                training,
+                algorithm,
+                model,
+                client,
+                mode=config.cluster.mode,
+                checkpoint=policy,
+                run_id=run_id,
+                ledger=_ledger(config, full),
+                on_step=progress.training(algorithm, plan),
+            )
     finally:
         client.close()
     return result.params, result.report, result.training_loss, mode, algorithm.name
@@ -113,17 +155,31 @@ def train_task(config: PipelineConfig, training: Manifest, full: Manifest, run_i
 @task(name="evaluate (non-private)")
 def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray) -> dict[str, float]:
     model = _model(config)
-    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout))]
+    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout), strict=True)]
     margins = model.predict_margin(X.astype(np.float64), params)
     if config.model.kind == "linear":
-        return {"held-out RMSE (non-private, operator only)": float(np.sqrt(np.mean((margins - y) ** 2))), "held-out rows": float(len(y))}
+        return {
+            "held-out RMSE (non-private, operator only)": float(np.sqrt(np.mean((margins - y) ** 2))),
+            "held-out rows": float(len(y)),
+        }
     labels = np.where(y > 0, 1.0, -1.0)
-    return {"held-out accuracy (non-private, operator only)": float(np.mean(np.sign(margins) == labels)),
-            "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))), "held-out rows": float(len(y))}
+    return {
+        "held-out accuracy (non-private, operator only)": float(np.mean(np.sign(margins) == labels)),
+        "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))),
+        "held-out rows": float(len(y)),
+    }
 
 
-def model_document(config: PipelineConfig, run_id: str, fingerprint: str, algorithm: str, params, report, metrics,
-                   preprocessing: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_document(
+    config: PipelineConfig,
+    run_id: str,
+    fingerprint: str,
+    algorithm: str,
+    params,
+    report,
+    metrics,
+    preprocessing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """model.json: the parameters with what is needed to apply them (feature names in order, label, model
     kind and settings, the algorithm that ran, the public preprocessing) and the privacy report.
 
@@ -160,21 +216,30 @@ def publish_task(output_dir: str, document: dict[str, Any], report, losses, metr
 
     run_id = document["run_id"]
     os.makedirs(output_dir, exist_ok=True)
-    paths = {"model": os.path.join(output_dir, "model.json"), "report": os.path.join(output_dir, "privacy_report.md")}
+    paths = {
+        "model": os.path.join(output_dir, "model.json"),
+        "report": os.path.join(output_dir, "privacy_report.md"),
+    }
     _write_atomically(paths["model"], json.dumps(document, indent=2))
     _write_atomically(paths["report"], report.to_markdown() + "\n")
     paths.update(write_plots(output_dir, report, losses))
-    create_markdown_artifact(markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}")
-    create_table_artifact(table=[{"metric": k, "value": v} for k, v in metrics.items()], key="metrics",
-                          description="non-private evaluation, operator only")
+    create_markdown_artifact(
+        markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
+    )
+    create_table_artifact(
+        table=[{"metric": k, "value": v} for k, v in metrics.items()],
+        key="metrics",
+        description="non-private evaluation, operator only",
+    )
     for name in ("loss_plot", "clip_plot", "epsilon_plot"):
         create_link_artifact(link="file://" + os.path.abspath(paths[name]), link_text=name.replace("_", " "))
     return paths
 
 
 @flow(name="train")
-def train_flow(config_path: str, run_id: str | None = None, output_dir: str | None = None,
-               show_progress: bool = False) -> dict[str, Any]:
+def train_flow(
+    config_path: str, run_id: str | None = None, output_dir: str | None = None, show_progress: bool = False
+) -> dict[str, Any]:
     """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
     config = load_config(config_path)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
@@ -184,15 +249,28 @@ def train_flow(config_path: str, run_id: str | None = None, output_dir: str | No
     protected = (os.path.dirname(os.path.abspath(config_path)),)
     manifest = shuffle_task(config, summary, show_progress, protected)
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
-    params, report, losses, mode, algorithm = train_task(config, training, manifest, run_id, checkpoint_url, show_progress)
+    params, report, losses, mode, algorithm = train_task(
+        config, training, manifest, run_id, checkpoint_url, show_progress
+    )
     metrics = evaluate_task(config, holdout, params)
     preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
-    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, metrics, preprocessing)
+    document = model_document(
+        config, run_id, manifest.fingerprint, algorithm, params, report, metrics, preprocessing
+    )
     paths = publish_task(output_dir, document, report, losses, metrics)
-    return {"run_id": run_id, "report": report, "metrics": metrics, "paths": paths, "mode": mode, "params": params}
+    return {
+        "run_id": run_id,
+        "report": report,
+        "metrics": metrics,
+        "paths": paths,
+        "mode": mode,
+        "params": params,
+    }
 
 
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    return shuffle_task(config, validate_task(config), show_progress, (os.path.dirname(os.path.abspath(config_path)),))
+    return shuffle_task(
+        config, validate_task(config), show_progress, (os.path.dirname(os.path.abspath(config_path)),)
+    )

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["exit_on_interrupt", "EXIT_INTERRUPTED", "stop_children"]
 
@@ -34,7 +34,11 @@ def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None
     frozen: dict[int, psutil.Process] = {}
     for _ in range(rounds):
         try:
-            new = [p for p in psutil.Process().children(recursive=True) + _orphans_of_our_group() if p.pid not in frozen]
+            new = [
+                p
+                for p in psutil.Process().children(recursive=True) + _orphans_of_our_group()
+                if p.pid not in frozen
+            ]
         except psutil.Error:
             break
         if not new:

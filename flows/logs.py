@@ -50,14 +50,17 @@ def new_log_file(command: str, name: str) -> Path:
     ours = sorted(folder.glob(f"*-{command}-*.log"))
     for old in ours[: max(0, len(ours) - (KEEP_LOGS - 1))]:
         old.unlink(missing_ok=True)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return folder / f"{stamp}-{command}-{name}.log"
 
 
 def _is_console(handler: logging.Handler) -> bool:
     stream = getattr(handler, "stream", None)
-    return isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler) and \
-        stream in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    return (
+        isinstance(handler, logging.StreamHandler)
+        and not isinstance(handler, logging.FileHandler)
+        and stream in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    )
 
 
 def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
@@ -75,10 +78,13 @@ def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
 
     ensure_logging_setup()  # Prefect's handlers, installed now for the same reason (it sets up lazily)
 
-    loggers = [logging.getLogger()] + [logger for logger in logging.root.manager.loggerDict.values()
-                                       if isinstance(logger, logging.Logger)]
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
     # Prefect's formatter names the flow or task run of each record; keep it for the file.
-    prefect_formatters = [handler.formatter for handler in logging.root.handlers if _is_console(handler) and handler.formatter]
+    prefect_formatters = [
+        handler.formatter for handler in logging.root.handlers if _is_console(handler) and handler.formatter
+    ]
     file_handler = logging.FileHandler(path, encoding="utf-8")  # exists from the start: the CLI names it
     file_handler.setFormatter(prefect_formatters[0] if prefect_formatters else logging.Formatter(_LOG_FORMAT))
     for logger in loggers:
@@ -88,7 +94,9 @@ def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
         if not verbose:
             for handler in consoles:
                 logger.removeHandler(handler)
-        if logger is logging.root or not logger.propagate:  # a propagating logger reaches the root's file handler
+        if (
+            logger is logging.root or not logger.propagate
+        ):  # a propagating logger reaches the root's file handler
             logger.addHandler(file_handler)
     if file_handler not in logging.root.handlers:
         logging.root.addHandler(file_handler)

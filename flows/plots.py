@@ -21,14 +21,20 @@ def write_plots(output_dir: str, report, losses) -> dict[str, str]:
     paths = {}
     figure, axis = plt.subplots(figsize=(6, 3.5))
     axis.plot(np.arange(1, len(losses) + 1), losses)
-    axis.set(xlabel="step", ylabel="mean loss of the step's rows", title="Training loss (non-private, operator only)")
+    axis.set(
+        xlabel="step",
+        ylabel="mean loss of the step's rows",
+        title="Training loss (non-private, operator only)",
+    )
     paths["loss_plot"] = os.path.join(output_dir, "loss.png")
     figure.tight_layout()
     figure.savefig(paths["loss_plot"], dpi=100)
     plt.close(figure)
 
     figure, axis = plt.subplots(figsize=(6, 3.5))
-    clips = report.clip_norms if len(report.clip_norms) > 1 else list(report.clip_norms) * max(report.steps, 1)
+    clips = (
+        report.clip_norms if len(report.clip_norms) > 1 else list(report.clip_norms) * max(report.steps, 1)
+    )
     axis.step(np.arange(1, len(clips) + 1), clips, where="post")
     axis.set(xlabel="step", ylabel="clip norm", yscale="log", title="Clip norm per step (DP outputs)")
     paths["clip_plot"] = os.path.join(output_dir, "clip_norm.png")
@@ -39,7 +45,12 @@ def write_plots(output_dir: str, report, losses) -> dict[str, str]:
     figure, axis = plt.subplots(figsize=(6, 3.5))
     deltas = np.logspace(-12, -2, 60)
     axis.plot(deltas, [epsilon_for_delta(d, report.mu) for d in deltas])
-    axis.set(xscale="log", xlabel="δ", ylabel="ε", title=f"Privacy curve of this run ({report.mu:.4g}-GDP, {report.relation})")
+    axis.set(
+        xscale="log",
+        xlabel="δ",
+        ylabel="ε",
+        title=f"Privacy curve of this run ({report.mu:.4g}-GDP, {report.relation})",
+    )
     paths["epsilon_plot"] = os.path.join(output_dir, "epsilon_delta.png")
     figure.tight_layout()
     figure.savefig(paths["epsilon_plot"], dpi=100)

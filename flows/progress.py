@@ -8,7 +8,8 @@ reserved the whole run's μ before the first release.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
@@ -52,12 +53,17 @@ class RunProgress:
         self._progress = Progress(
             # At most about 78 columns with a billion rows (tests/flows/test_progress.py): a bar that wraps in
             # an 80-column terminal prints a new line at every refresh.
-            TextColumn("[bold]{task.description}"), BarColumn(bar_width=12), RowsDone(), RowsPerSecond(),
-            TextColumn("{task.fields[epsilon]}"), TimeElapsedColumn(),
-            console=console or Console(stderr=True), transient=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=12),
+            RowsDone(),
+            RowsPerSecond(),
+            TextColumn("{task.fields[epsilon]}"),
+            TimeElapsedColumn(),
+            console=console or Console(stderr=True),
+            transient=False,
         )
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -1,13 +1,26 @@
 """Dask data plane: Parquet lakes (local, S3), validation, shuffle-once with a manifest, and the
 distributed step executor. Imports Dask, pyarrow, fsspec and dpstream; never Prefect."""
 
+from pipelines.cluster import connect
 from pipelines.executor import DaskExecutor, lake_blocks
 from pipelines.lake import LakeError, LakeSpec
 from pipelines.shuffle import Manifest, read_manifest, shuffle_once
-from pipelines.cluster import connect
 from pipelines.streaming import choose_mode, prefetched_blocks
 from pipelines.train import train_on_lake
 from pipelines.validate import LakeSummary, validate_lake
 
-__all__ = ["LakeError", "LakeSpec", "LakeSummary", "validate_lake", "shuffle_once", "Manifest", "read_manifest",
-           "DaskExecutor", "lake_blocks", "prefetched_blocks", "choose_mode", "train_on_lake", "connect"]
+__all__ = [
+    "LakeError",
+    "LakeSpec",
+    "LakeSummary",
+    "validate_lake",
+    "shuffle_once",
+    "Manifest",
+    "read_manifest",
+    "DaskExecutor",
+    "lake_blocks",
+    "prefetched_blocks",
+    "choose_mode",
+    "train_on_lake",
+    "connect",
+]

@@ -2,9 +2,10 @@
 categorical columns, so real data (e.g. ../shared/data/california_housing/housing.csv) can be prepared.
 
 Nothing is inferred from the sensitive data that would be released: imputation constants, category
-lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as public values (DESIGN.md, "What counts as a release"). The CSV is
-streamed in batches; parts are written under a temporary folder and moved into place only when the
-whole file converted, so a failure leaves nothing behind. The source is only read.
+lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as
+public values (DESIGN.md, "What counts as a release"). The CSV is streamed in batches; parts are
+written under a temporary folder and moved into place only when the whole file converted, so a
+failure leaves nothing behind. The source is only read.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ __all__ = ["ConvertSpec", "csv_to_parquet", "read_convert_record", "CONVERT_RECO
 CONVERT_RECORD = "_convert.json"
 
 
-def read_convert_record(lake_url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def read_convert_record(
+    lake_url: str, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The preprocessing ``csv_to_parquet`` recorded in a lake it wrote, or None for another lake."""
     fs, root = open_url(lake_url, storage_options)
     path = f"{root}/{CONVERT_RECORD}"
@@ -40,7 +43,9 @@ class ConvertSpec:
     label: str
     missing: str = "drop"  # "drop" rows with a missing value, or "impute" the public constants below
     impute_values: dict[str, float] = field(default_factory=dict)
-    categorical: dict[str, tuple[str, ...]] = field(default_factory=dict)  # column -> public categories (one-hot)
+    categorical: dict[str, tuple[str, ...]] = field(
+        default_factory=dict
+    )  # column -> public categories (one-hot)
     unknown_category: str = "error"  # "error" or "drop" rows whose category is not in the list
     # column -> public (low, high): values are clipped to the range and mapped onto scale_range (features or label)
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -64,14 +69,22 @@ class ConvertSpec:
             raise LakeError("select at least one feature column (columns) or categorical column")
         for column, (low, high) in self.bounds.items():
             if column not in self.columns and column != self.label:
-                raise LakeError(f"bounds name column {column!r}, which is neither a selected feature column nor the label")
+                raise LakeError(
+                    f"bounds name column {column!r}, which is neither a selected feature column nor the label"
+                )
             if not (np.isfinite(low) and np.isfinite(high) and low < high):
-                raise LakeError(f"bounds of column {column!r} must be finite with low < high, got ({low!r}, {high!r})")
+                raise LakeError(
+                    f"bounds of column {column!r} must be finite with low < high, got ({low!r}, {high!r})"
+                )
         for column in self.unscaled:
             if column not in self.columns and column != self.label:
-                raise LakeError(f"unscaled names column {column!r}, which is neither a selected feature column nor the label")
+                raise LakeError(
+                    f"unscaled names column {column!r}, which is neither a selected feature column nor the label"
+                )
             if column in self.bounds:
-                raise LakeError(f"column {column!r} has bounds and is also listed as unscaled; keep one of the two")
+                raise LakeError(
+                    f"column {column!r} has bounds and is also listed as unscaled; keep one of the two"
+                )
         missing = self.unbounded_columns()
         if self.require_bounds and missing:
             template = " ".join(f"{column}=LOW,HIGH" for column in missing)
@@ -83,7 +96,9 @@ class ConvertSpec:
             )
         low, high = self.scale_range
         if not (np.isfinite(low) and np.isfinite(high) and low < high):
-            raise LakeError(f"scale_range must be finite with low < high, e.g. (-1, 1), got {self.scale_range!r}")
+            raise LakeError(
+                f"scale_range must be finite with low < high, e.g. (-1, 1), got {self.scale_range!r}"
+            )
         for column, categories in self.categorical.items():
             if not categories:
                 raise LakeError(f"categorical column {column!r} needs its public list of categories")
@@ -93,30 +108,46 @@ class ConvertSpec:
         model.json trained on it: what is needed to prepare new rows and to read predictions in the
         label's units."""
         return {
-            "format": "dpstream-convert/1", "columns": list(self.columns), "label": self.label, "missing": self.missing,
-            "impute_values": dict(self.impute_values), "categorical": {c: list(v) for c, v in self.categorical.items()},
-            "unknown_category": self.unknown_category, "bounds": {c: list(b) for c, b in self.bounds.items()},
-            "scale_range": list(self.scale_range), "unscaled": list(self.unscaled), "features": self.output_columns(),
+            "format": "dpstream-convert/1",
+            "columns": list(self.columns),
+            "label": self.label,
+            "missing": self.missing,
+            "impute_values": dict(self.impute_values),
+            "categorical": {c: list(v) for c, v in self.categorical.items()},
+            "unknown_category": self.unknown_category,
+            "bounds": {c: list(b) for c, b in self.bounds.items()},
+            "scale_range": list(self.scale_range),
+            "unscaled": list(self.unscaled),
+            "features": self.output_columns(),
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "ConvertSpec":
+    def from_record(cls, record: dict[str, Any]) -> ConvertSpec:
         """The spec a ``record()`` (e.g. model.json's ``preprocessing``) describes: converting new rows
         with it prepares them exactly as the training lake was prepared."""
         if record.get("format") != "dpstream-convert/1":
-            raise LakeError(f"not a dpstream convert record (format {record.get('format')!r}); expected dpstream-convert/1")
+            raise LakeError(
+                f"not a dpstream convert record (format {record.get('format')!r}); expected dpstream-convert/1"
+            )
         return cls(
-            columns=tuple(record["columns"]), label=record["label"], missing=record["missing"],
+            columns=tuple(record["columns"]),
+            label=record["label"],
+            missing=record["missing"],
             impute_values=dict(record["impute_values"]),
             categorical={column: tuple(values) for column, values in record["categorical"].items()},
             unknown_category=record["unknown_category"],
             bounds={column: (float(low), float(high)) for column, (low, high) in record["bounds"].items()},
-            scale_range=tuple(record["scale_range"]), unscaled=tuple(record["unscaled"]),
+            scale_range=tuple(record["scale_range"]),
+            unscaled=tuple(record["unscaled"]),
         )
 
     def unbounded_columns(self) -> list[str]:
         """The numeric columns (features, then the label) with no public bounds and not declared unscaled."""
-        return [column for column in (*self.columns, self.label) if column not in self.bounds and column not in self.unscaled]
+        return [
+            column
+            for column in (*self.columns, self.label)
+            if column not in self.bounds and column not in self.unscaled
+        ]
 
     def output_columns(self) -> list[str]:
         onehot = [f"{column}={value}" for column, values in self.categorical.items() for value in values]
@@ -136,7 +167,11 @@ def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source
     numeric: dict[str, np.ndarray] = {}
     for column in list(spec.columns) + [spec.label]:
         values = table.column(column)
-        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_null(values.type)):
+        if not (
+            pa.types.is_integer(values.type)
+            or pa.types.is_floating(values.type)
+            or pa.types.is_null(values.type)
+        ):
             raise LakeError(
                 f"{source}: column {column!r} is not numeric (type {values.type}, e.g. {values[0].as_py()!r}); "
                 "drop it from the selection or encode it as categorical"
@@ -224,7 +259,9 @@ def csv_to_parquet(
         write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", {**spec.record(), "source": name})
         return final
     except pa.ArrowInvalid as error:
-        raise LakeError(f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter") from None
+        raise LakeError(
+            f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter"
+        ) from None
     finally:
         if out_fs.exists(staging):
             out_fs.rm(staging, recursive=True)

@@ -29,7 +29,7 @@ from pipelines.shuffle import Manifest
 
 __all__ = ["DaskExecutor", "slice_stats", "lake_blocks"]
 
-_CACHE: "OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+_CACHE: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_BLOCKS = 4
 
@@ -49,7 +49,16 @@ def _block_arrays(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np
     return arrays
 
 
-def slice_stats(path: str, group: int, spec: LakeSpec, start: int, stop: int, model: Model, request: StatsRequest, role: str) -> BatchStats:
+def slice_stats(
+    path: str,
+    group: int,
+    spec: LakeSpec,
+    start: int,
+    stop: int,
+    model: Model,
+    request: StatsRequest,
+    role: str,
+) -> BatchStats:
     """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker)."""
     X, y = _block_arrays(path, group, spec)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
@@ -64,7 +73,9 @@ def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = Non
 
 
 class DaskExecutor:
-    def __init__(self, client: Any, manifest: Manifest, model: Model, storage_options: dict[str, Any] | None = None):
+    def __init__(
+        self, client: Any, manifest: Manifest, model: Model, storage_options: dict[str, Any] | None = None
+    ):
         self.client = client
         self.manifest = manifest
         self.model = model
@@ -92,10 +103,22 @@ class DaskExecutor:
         futures = []
         for i, lo, hi, role in pieces:
             _, path, group, _ = self.blocks[i]
-            futures.append(self.client.submit(
-                slice_stats, path, group, self.spec, lo, hi, self.model, request, role,
-                workers=[self.workers[i % len(self.workers)]], allow_other_workers=True, pure=False,
-            ))
+            futures.append(
+                self.client.submit(
+                    slice_stats,
+                    path,
+                    group,
+                    self.spec,
+                    lo,
+                    hi,
+                    self.model,
+                    request,
+                    role,
+                    workers=[self.workers[i % len(self.workers)]],
+                    allow_other_workers=True,
+                    pure=False,
+                )
+            )
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
         for part in self.client.gather(futures):
             stats = stats + part

@@ -48,10 +48,14 @@ class LakeSpec:
     def __post_init__(self) -> None:
         if isinstance(self.features, (list, tuple)):
             if not self.features:
-                raise LakeError("features is empty: name the numeric feature columns or one fixed-size-list column")
+                raise LakeError(
+                    "features is empty: name the numeric feature columns or one fixed-size-list column"
+                )
             object.__setattr__(self, "features", tuple(self.features))
         elif not isinstance(self.features, str) or not self.features:
-            raise LakeError(f"features must be a list of column names or one column name, got {self.features!r}")
+            raise LakeError(
+                f"features must be a list of column names or one column name, got {self.features!r}"
+            )
         if not isinstance(self.label, str) or not self.label:
             raise LakeError(f"label must be a column name, got {self.label!r}")
 
@@ -175,7 +179,9 @@ def table_to_arrays(table: pa.Table, spec: LakeSpec) -> tuple[np.ndarray, np.nda
         X = aligned_empty((table.num_rows, len(arrays)), dtype, order="F")  # column copies stay contiguous
         for j, values in enumerate(arrays):
             X[:, j] = values
-    y = aligned(np.ascontiguousarray(table.column(spec.label).to_numpy(zero_copy_only=False), dtype=np.float64))
+    y = aligned(
+        np.ascontiguousarray(table.column(spec.label).to_numpy(zero_copy_only=False), dtype=np.float64)
+    )
     return X, y
 
 

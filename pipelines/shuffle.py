@@ -31,8 +31,9 @@ import hashlib
 import math
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -98,7 +99,9 @@ class Manifest:
         files and commit time. A checkpoint records it, so a run never resumes on another shuffle of the
         same lake: its remaining steps would read rows its earlier steps already used (two releases of a
         record that the single-pass accounting charged once)."""
-        digest = hashlib.sha256(repr((self.files, self.created_at, self.shuffle_id)).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(repr((self.files, self.created_at, self.shuffle_id)).encode()).hexdigest()[
+            :16
+        ]
         return f"{self.source_fingerprint}/shuffle-{digest}"
 
     def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
@@ -112,11 +115,13 @@ class Manifest:
         """(file index, path, row group, rows) of every block, in training order."""
         return [
             (index, path, group, rows)
-            for index, (path, groups) in enumerate(zip(self.paths(storage_options), self.row_groups))
+            for index, (path, groups) in enumerate(
+                zip(self.paths(storage_options), self.row_groups, strict=True)
+            )
             for group, rows in enumerate(groups)
         ]
 
-    def split_last_file(self) -> tuple["Manifest", "Manifest"]:
+    def split_last_file(self) -> tuple[Manifest, Manifest]:
         """(all files but the last, the last file): a held-out split that needs no second shuffle."""
         if len(self.files) < 2:
             raise LakeError("the shuffled lake needs at least 2 files to hold one out; lower rows_per_file")
@@ -143,7 +148,9 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Ma
     document["source_files"] = tuple(document.get("source_files", ()))
     unknown = set(document) - set(Manifest.__dataclass_fields__)
     if unknown:
-        raise LakeError(f"{path} was written by a newer dpstream (unknown keys {sorted(unknown)}); upgrade dpstream")
+        raise LakeError(
+            f"{path} was written by a newer dpstream (unknown keys {sorted(unknown)}); upgrade dpstream"
+        )
     return Manifest(**document)
 
 
@@ -160,8 +167,16 @@ def _write_parquet(fs: Any, path: str, table: pa.Table, compression: str = "snap
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 
-def _scatter(source: str, source_options: dict, out_url: str, out_options: dict, index: int,
-             columns: list[str], counts: np.ndarray, seed: int) -> None:
+def _scatter(
+    source: str,
+    source_options: dict,
+    out_url: str,
+    out_options: dict,
+    index: int,
+    columns: list[str],
+    counts: np.ndarray,
+    seed: int,
+) -> None:
     fs, _ = open_url(source, source_options)
     with fs.open(source, "rb") as handle:
         table = pq.read_table(handle, columns=columns)
@@ -171,8 +186,12 @@ def _scatter(source: str, source_options: dict, out_url: str, out_options: dict,
     for target, count in enumerate(counts):
         if count:
             # Scratch pieces live minutes and hold shuffled floats that do not compress: skip the codec.
-            _write_parquet(out_fs, f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet",
-                           table.slice(offset, int(count)), compression="none")
+            _write_parquet(
+                out_fs,
+                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet",
+                table.slice(offset, int(count)),
+                compression="none",
+            )
             offset += int(count)
 
 
@@ -198,22 +217,33 @@ def check_output_location(out_url: str, source_url: str, protected: tuple[str, .
     protected location (the pipeline config's folder): shuffling there could overwrite or delete them."""
     relation = overlap(out_url, source_url)
     if relation is not None:
-        where = {"equal": "is the source lake", "inside": "lies inside the source lake",
-                 "contains": "contains the source lake"}[relation]
-        raise LakeError(f"lake.shuffled_url {out_url} {where} {source_url}; the source is never written to: "
-                        "point lake.shuffled_url at a new folder outside the lake")
+        where = {
+            "equal": "is the source lake",
+            "inside": "lies inside the source lake",
+            "contains": "contains the source lake",
+        }[relation]
+        raise LakeError(
+            f"lake.shuffled_url {out_url} {where} {source_url}; the source is never written to: "
+            "point lake.shuffled_url at a new folder outside the lake"
+        )
     for folder in protected:
         relation = overlap(out_url, folder)
         if relation in ("equal", "contains"):
-            raise LakeError(f"lake.shuffled_url {out_url} {'is' if relation == 'equal' else 'contains'} the folder {folder} "
-                            "(the pipeline config's folder); point lake.shuffled_url at a new folder of its own, e.g. "
-                            "'shuffled' beside the config")
+            raise LakeError(
+                f"lake.shuffled_url {out_url} {'is' if relation == 'equal' else 'contains'} the folder {folder} "
+                "(the pipeline config's folder); point lake.shuffled_url at a new folder of its own, e.g. "
+                "'shuffled' beside the config"
+            )
 
 
 def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
     """Remove what an interrupted shuffle wrote at ``root``; refuse a folder dpstream did not write."""
     try:
-        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)] if fs.exists(root) else []
+        names = (
+            [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
+            if fs.exists(root)
+            else []
+        )
     except FileNotFoundError:
         names = []
     if not names:
@@ -221,8 +251,10 @@ def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
     ours = MARKER_NAME in names and all(_written_by_shuffle(name) and name != MANIFEST_NAME for name in names)
     if not ours:
         shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
-        raise LakeError(f"lake.shuffled_url {out_url} is not empty ({shown}) and holds no dpstream shuffle manifest; "
-                        "nothing was deleted. Point lake.shuffled_url at a new or empty folder")
+        raise LakeError(
+            f"lake.shuffled_url {out_url} is not empty ({shown}) and holds no dpstream shuffle manifest; "
+            "nothing was deleted. Point lake.shuffled_url at a new or empty folder"
+        )
     for name in names:
         if name != MARKER_NAME:
             _remove(fs, f"{root}/{name}")
@@ -240,8 +272,10 @@ def _remove_shuffle(fs: Any, root: str, out_url: str) -> None:
     names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
     foreign = sorted(name for name in names if not _written_by_shuffle(name))
     if foreign:
-        raise LakeError(f"lake.shuffled_url {out_url} holds files a shuffle did not write ({', '.join(foreign[:5])}); "
-                        "nothing was deleted. Move them away, or point lake.shuffled_url at a new folder")
+        raise LakeError(
+            f"lake.shuffled_url {out_url} holds files a shuffle did not write ({', '.join(foreign[:5])}); "
+            "nothing was deleted. Move them away, or point lake.shuffled_url at a new folder"
+        )
     write_json_atomic(fs, f"{root}/{MARKER_NAME}", {"reshuffle": True})
     _remove(fs, f"{root}/{MANIFEST_NAME}")
     for name in names:
@@ -259,15 +293,19 @@ def _reuse(existing: Manifest, spec: LakeSpec, summary: LakeSummary, out_url: st
     stored = set(existing.schema.names)
     missing = [column for column in spec.columns if column not in stored]
     if missing:
-        raise LakeError(f"{out_url} holds a shuffle of this lake with the columns {', '.join(existing.schema.names)}, "
-                        f"without {', '.join(missing)}; point lake.shuffled_url at a new folder to shuffle these columns")
+        raise LakeError(
+            f"{out_url} holds a shuffle of this lake with the columns {', '.join(existing.schema.names)}, "
+            f"without {', '.join(missing)}; point lake.shuffled_url at a new folder to shuffle these columns"
+        )
     if (existing.features, existing.label) == (spec.features, spec.label):
         return existing
     num_features = existing.num_features if isinstance(spec.features, str) else len(spec.features)
     return replace(existing, features=spec.features, label=spec.label, num_features=num_features)
 
 
-def _run_on_cluster(client: Any, function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]) -> list:
+def _run_on_cluster(
+    client: Any, function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]
+) -> list:
     """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
     from distributed import as_completed
 
@@ -329,9 +367,13 @@ def shuffle_once(
         return _reuse(existing, spec, summary, out_url)
     out_fs, root = open_url(out_url, out_options)
     _clear_interrupted(out_fs, root, out_url)
-    write_json_atomic(out_fs, f"{root}/{MARKER_NAME}", {"source_url": spec.url, "source_fingerprint": summary.fingerprint})
+    write_json_atomic(
+        out_fs, f"{root}/{MARKER_NAME}", {"source_url": spec.url, "source_fingerprint": summary.fingerprint}
+    )
     num_rows = summary.num_rows
-    outputs = layout(num_rows, rows_per_file if rows_per_file is not None else automatic_rows_per_file(num_rows))[0]
+    outputs = layout(
+        num_rows, rows_per_file if rows_per_file is not None else automatic_rows_per_file(num_rows)
+    )[0]
     capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
     capacity[: num_rows % outputs] += 1
     entropy = np.random.SeedSequence(secrets.randbits(128))
@@ -344,14 +386,25 @@ def shuffle_once(
         counts.append(drawn)
     source_fs, _ = spec.filesystem()
     scatter_args = [
-        (source_fs.unstrip_protocol(file.path), spec.storage_options, out_url, out_options, i, spec.columns, counts[i],
-         int(seeds[i].generate_state(1)[0]))
+        (
+            source_fs.unstrip_protocol(file.path),
+            spec.storage_options,
+            out_url,
+            out_options,
+            i,
+            spec.columns,
+            counts[i],
+            int(seeds[i].generate_state(1)[0]),
+        )
         for i, file in enumerate(summary.files)
     ]
-    gather_args = [(out_url, out_options, j, int(seeds[len(summary.files) + j].generate_state(1)[0])) for j in range(outputs)]
+    gather_args = [
+        (out_url, out_options, j, int(seeds[len(summary.files) + j].generate_state(1)[0]))
+        for j in range(outputs)
+    ]
     report = on_progress or (lambda phase, rows: None)
     if client is None:
-        for args, file in zip(scatter_args, summary.files):
+        for args, file in zip(scatter_args, summary.files, strict=True):
             _scatter(*args)
             report("scatter", file.rows)
         sizes = []
@@ -359,8 +412,12 @@ def shuffle_once(
             sizes.append(_gather(*args))
             report("gather", int(sum(sizes[-1])))
     else:
-        _run_on_cluster(client, _scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
-        sizes = _run_on_cluster(client, _gather, gather_args, lambda _, groups: report("gather", int(sum(groups))))
+        _run_on_cluster(
+            client, _scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows)
+        )
+        sizes = _run_on_cluster(
+            client, _gather, gather_args, lambda _, groups: report("gather", int(sum(groups)))
+        )
     _remove(out_fs, f"{root}/{SCRATCH}")
     schema = summary.schema
     schema = pa.schema([schema.field(name) for name in spec.columns])
@@ -375,7 +432,7 @@ def shuffle_once(
         num_features=summary.num_features,
         source_url=spec.url,
         source_fingerprint=summary.fingerprint,
-        created_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         source_files=summary.file_identities,
         shuffle_id=secrets.token_hex(8),
     )

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,9 @@ def _noop() -> None:
     return None
 
 
-def choose_mode(client: Any, plan: Plan, model: Model, request: StatsRequest, num_features: int, samples: int = 5) -> str:
+def choose_mode(
+    client: Any, plan: Plan, model: Model, request: StatsRequest, num_features: int, samples: int = 5
+) -> str:
     """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``.
 
     The probe block has the lake's ``num_features`` columns: ``plan.num_params`` counts the model's parameters,

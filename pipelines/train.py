@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import FitResult, InMemoryExecutor, run
-from dpstream.privacy import LakeLedger
 from dpstream.models import Model
 from dpstream.noise import NoiseKey
+from dpstream.privacy import LakeLedger
 from pipelines.executor import DaskExecutor
 from pipelines.shuffle import Manifest
 from pipelines.streaming import choose_mode, prefetched_blocks
@@ -49,13 +50,26 @@ def train_on_lake(
     if mode == "auto":
         plan = algorithm.plan(manifest.num_rows, dim)
         state = algorithm.init(plan, params)
-        mode = choose_mode(client, plan, model, algorithm.request(state, plan.spans[0], plan), manifest.num_features)
+        mode = choose_mode(
+            client, plan, model, algorithm.request(state, plan.spans[0], plan), manifest.num_features
+        )
     if mode == "scatter":
         executor = DaskExecutor(client, manifest, model, storage_options)
     else:
-        executor = InMemoryExecutor(model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks))
+        executor = InMemoryExecutor(
+            model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks)
+        )
     result = run(
-        algorithm, executor, num_rows=manifest.num_rows, dim=dim, initial_params=params, key=key, on_step=on_step,
-        checkpoint=checkpoint, run_id=run_id, ledger=ledger, lake=manifest.row_order,
+        algorithm,
+        executor,
+        num_rows=manifest.num_rows,
+        dim=dim,
+        initial_params=params,
+        key=key,
+        on_step=on_step,
+        checkpoint=checkpoint,
+        run_id=run_id,
+        ledger=ledger,
+        lake=manifest.row_order,
     )
     return result, mode

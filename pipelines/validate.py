@@ -39,8 +39,10 @@ class LakeSummary:
             return None
         names = [_name(path) for path in self.stray_files]
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        return (f"{len(names)} file(s) in {self.spec.url} are not Parquet and are not read: {shown}; convert them "
-                "(`dpstream convert`) or move them out of the lake")
+        return (
+            f"{len(names)} file(s) in {self.spec.url} are not Parquet and are not read: {shown}; convert them "
+            "(`dpstream convert`) or move them out of the lake"
+        )
 
     @property
     def num_rows(self) -> int:
@@ -71,7 +73,9 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
             )
     label_type = schema.field(spec.label).type
     if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
-        raise LakeError(f"{_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number")
+        raise LakeError(
+            f"{_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number"
+        )
     if isinstance(spec.features, str):
         feature_type = schema.field(spec.features).type
         if not pa.types.is_fixed_size_list(feature_type) and not pa.types.is_list(feature_type):
@@ -81,7 +85,9 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
             )
         value_type = feature_type.value_type
         if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
-            raise LakeError(f"{_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers")
+            raise LakeError(
+                f"{_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers"
+            )
         return feature_type.list_size if pa.types.is_fixed_size_list(feature_type) else -1
     for column in spec.features:
         column_type = schema.field(column).type
@@ -130,8 +136,13 @@ def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | N
                 else:
                     stride = 1
                 if values.null_count:
-                    row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
-                    raise LakeError(f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it")
+                    row = (
+                        offset
+                        + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
+                    )
+                    raise LakeError(
+                        f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it"
+                    )
                 numbers = values.to_numpy(zero_copy_only=False)
                 if numbers.dtype.kind == "f":
                     bad = np.flatnonzero(~np.isfinite(numbers))
@@ -154,7 +165,11 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary
     forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``)."""
     fs, paths, stray = list_lake(spec)
     if not paths:
-        found = f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)" if stray else ""
+        found = (
+            f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)"
+            if stray
+            else ""
+        )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
     files, schema, width = [], None, None
     for path in paths:

@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpstream.audit import NoiseScaledDown, _clopper_pearson, audit_algorithm, audited_algorithms, epsilon_lower_bound
+from dpstream.audit import (
+    NoiseScaledDown,
+    _clopper_pearson,
+    audit_algorithm,
+    audited_algorithms,
+    epsilon_lower_bound,
+)
 from dpstream.privacy import NeighbouringRelation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +59,12 @@ def test_zero_out_neighbour_is_a_zero_row():
 
 
 def test_audit_command():
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "audit", "--algorithm", "dpsgd", "--trials", "200"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "audit", "--algorithm", "dpsgd", "--trials", "200"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "dpsgd" in done.stdout and "consistent" in done.stdout

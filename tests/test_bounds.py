@@ -35,7 +35,9 @@ def test_histogram_sensitivity_is_attained_and_never_exceeded(relation, factor):
 def test_histograms_merge_over_disjoint_rows():
     mechanism = PrivateBounds(1.0, 1e-6)
     X = np.random.default_rng(1).lognormal(3, 2, (5000, 3))
-    np.testing.assert_array_equal(mechanism.histogram(X[:1234]) + mechanism.histogram(X[1234:]), mechanism.histogram(X))
+    np.testing.assert_array_equal(
+        mechanism.histogram(X[:1234]) + mechanism.histogram(X[1234:]), mechanism.histogram(X)
+    )
     assert mechanism.histogram(X).sum(axis=1).tolist() == [5000] * 3
 
 
@@ -53,7 +55,9 @@ def test_bounds_cover_the_occupied_half_decades():
 def test_too_few_rows_is_a_clear_error():
     mechanism = PrivateBounds(1.0, 1e-6)
     sparse = np.random.default_rng(3).lognormal(0, 6, (40, 1))  # 40 rows spread over many bins
-    with pytest.raises(ValueError, match=r"too few rows for private bounds: no bin of column 0 .* Pass public bounds"):
+    with pytest.raises(
+        ValueError, match=r"too few rows for private bounds: no bin of column 0 .* Pass public bounds"
+    ):
         mechanism.release(mechanism.histogram(sparse), KEY)
     assert mechanism.minimum_rows(1) == math.ceil(5 * mechanism.noise_std(1))
 
@@ -66,7 +70,10 @@ def test_estimator_private_bounds_use_a_disjoint_prefix_and_keep_epsilon():
     report = model.privacy_report_
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)  # parallel composition: the run's ε is unchanged
     assert report.rows_per_step == 27_000  # the first 10 % went to the histograms
-    assert "private bounds (feature_bounds, label_bounds)" in report.notes[-1] and "first 3,000 rows" in report.notes[-1]
+    assert (
+        "private bounds (feature_bounds, label_bounds)" in report.notes[-1]
+        and "first 3,000 rows" in report.notes[-1]
+    )
     # Half-decade bounds: the features' support (0, 5000] rounds out to (0.001.., 10⁴] at worst.
     assert np.all(model.feature_bounds_.high >= 3162) and np.all(model.feature_bounds_.low <= 1000)
     assert model.score(X, y) > 0.8

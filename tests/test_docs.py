@@ -12,7 +12,9 @@ def test_readme_noise_cost_table_is_current():
     text = (ROOT / "README.md").read_text()
     match = re.search(r"<!-- noise-cost-table:start -->\n(.*?)\n<!-- noise-cost-table:end -->", text, re.S)
     assert match, "README lost its noise-cost table markers"
-    assert match.group(1).strip() == table().strip(), "run: python -m benchmarks.noise_costs and update README"
+    assert match.group(1).strip() == table().strip(), (
+        "run: python -m benchmarks.noise_costs and update README"
+    )
 
 
 def test_readme_quick_start_is_two_commands():

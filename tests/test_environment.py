@@ -9,14 +9,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def clean_env(tmp_path, **extra):
-    env = {key: value for key, value in os.environ.items() if key not in ("PREFECT_HOME", "DASK_TEMPORARY_DIRECTORY")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PREFECT_HOME", "DASK_TEMPORARY_DIRECTORY")
+    }
     env.update(TMPDIR=str(tmp_path), **extra)
     return env
 
 
 def test_env_sh_removes_the_temporary_homes_it_created(tmp_path):
-    script = '. ./.ci/env.sh && test -d "$PREFECT_HOME" && test -d "$DASK_TEMPORARY_DIRECTORY" && echo "$PREFECT_HOME $DASK_TEMPORARY_DIRECTORY"'
-    done = subprocess.run(["sh", "-c", script], cwd=ROOT, env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    script = (
+        '. ./.ci/env.sh && test -d "$PREFECT_HOME" && test -d "$DASK_TEMPORARY_DIRECTORY" '
+        '&& echo "$PREFECT_HOME $DASK_TEMPORARY_DIRECTORY"'
+    )
+    done = subprocess.run(
+        ["sh", "-c", script], cwd=ROOT, env=clean_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     homes = done.stdout.split()
     assert len(homes) == 2 and all(home.startswith(str(tmp_path)) for home in homes)
@@ -26,32 +35,49 @@ def test_env_sh_removes_the_temporary_homes_it_created(tmp_path):
 def test_env_sh_keeps_homes_the_caller_set(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
-    done = subprocess.run(["sh", "-c", ". ./.ci/env.sh && echo $PREFECT_HOME"], cwd=ROOT, capture_output=True, text=True,
-                          env=clean_env(tmp_path, PREFECT_HOME=str(mine)), timeout=60)
+    done = subprocess.run(
+        ["sh", "-c", ". ./.ci/env.sh && echo $PREFECT_HOME"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path, PREFECT_HOME=str(mine)),
+        timeout=60,
+    )
     assert done.stdout.strip() == str(mine) and mine.is_dir()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # the scratch it made is gone, the caller's stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "mine"
+    ]  # the scratch it made is gone, the caller's stays
 
 
 def run_python(code: str, **env):
     full = {key: value for key, value in os.environ.items() if key != "DASK_LOGGING__DISTRIBUTED"}
     full.update(env)
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_quiet_dask_by_default_verbose_and_user_settings_win():
-    check = ("import logging, os; from flows.logs import quiet_dask; quiet_dask(verbose={verbose}); "
-             "print(os.environ.get('DASK_LOGGING__DISTRIBUTED'), logging.getLevelName(logging.getLogger('distributed').level))")
+    check = (
+        "import logging, os; from flows.logs import quiet_dask; quiet_dask(verbose={verbose}); "
+        "print(os.environ.get('DASK_LOGGING__DISTRIBUTED'), logging.getLevelName(logging.getLogger('distributed').level))"
+    )
     assert run_python(check.format(verbose=False)).stdout.split() == ["warning", "WARNING"]
     assert run_python(check.format(verbose=True)).stdout.split() == ["None", "NOTSET"]
-    assert run_python(check.format(verbose=False), DASK_LOGGING__DISTRIBUTED="info").stdout.split() == ["info", "INFO"]
+    assert run_python(check.format(verbose=False), DASK_LOGGING__DISTRIBUTED="info").stdout.split() == [
+        "info",
+        "INFO",
+    ]
 
 
 def test_logs_go_to_the_named_file_and_verbose_keeps_them_on_the_terminal(tmp_path):
-    check = ("import logging; from pathlib import Path; from flows.logs import capture_logs; "
-             "capture_logs(Path({path!r}), verbose={verbose}); "
-             "logging.getLogger('prefect').info('prefect server line'); "
-             "logging.getLogger('distributed.scheduler').info('scheduler line'); "
-             "logging.getLogger('some.library').warning('library warning')")
+    check = (
+        "import logging; from pathlib import Path; from flows.logs import capture_logs; "
+        "capture_logs(Path({path!r}), verbose={verbose}); "
+        "logging.getLogger('prefect').info('prefect server line'); "
+        "logging.getLogger('distributed.scheduler').info('scheduler line'); "
+        "logging.getLogger('some.library').warning('library warning')"
+    )
     for verbose in (False, True):
         path = tmp_path / f"verbose-{verbose}.log"
         done = run_python(check.format(path=str(path), verbose=verbose), PREFECT_LOGGING_LEVEL="WARNING")

@@ -26,7 +26,11 @@ def test_auto_resolves_by_model_and_hyperparameters():
     assert DPLogisticRegression().fit(X, y > 0).algorithm_ == "ssp"
     assert DPLinearRegression(num_steps=3).fit(X, y).algorithm_ == "ambssgd"
     assert DPLinearRegression(batch_size=300).fit(X, y).algorithm_ == "dpsgd"
-    assert DPKANClassifier(num_hidden=4, grid_size=3).fit(X[:, :3], y > 0).privacy_report_.mechanism.startswith("one-pass DP-SGD")
+    assert (
+        DPKANClassifier(num_hidden=4, grid_size=3)
+        .fit(X[:, :3], y > 0)
+        .privacy_report_.mechanism.startswith("one-pass DP-SGD")
+    )
     with pytest.raises(ValueError, match="algorithm='ssp' has no steps; num_steps"):
         DPLinearRegression(algorithm="ssp", num_steps=3).fit(X, y)
 
@@ -49,9 +53,13 @@ def test_feature_and_label_bounds_give_coefficients_in_user_units():
     raw = rng.uniform(0, 1000, (5000, 3))
     dollars = 50_000 + raw @ np.array([100.0, -50.0, 20.0]) + 1000 * rng.standard_normal(5000)
     bounds, label_bounds = (0.0, 1000.0), (-100_000.0, 200_000.0)
-    model = DPLinearRegression(noise_key=KEY, feature_bounds=bounds, label_bounds=label_bounds).fit(raw, dollars)
+    model = DPLinearRegression(noise_key=KEY, feature_bounds=bounds, label_bounds=label_bounds).fit(
+        raw, dollars
+    )
     mapped = DPLinearRegression(noise_key=KEY).fit(raw / 500 - 1, (dollars - 50_000) / 150_000)
-    np.testing.assert_allclose(model.predict(raw), 50_000 + 150_000 * mapped.predict(raw / 500 - 1), rtol=1e-9)
+    np.testing.assert_allclose(
+        model.predict(raw), 50_000 + 150_000 * mapped.predict(raw / 500 - 1), rtol=1e-9
+    )
     np.testing.assert_allclose(model.coef_, mapped.coef_ * 150_000 / 500, rtol=1e-9)
     assert model.score(raw, dollars) > 0.9  # and it learned, at ε = 1
     # Predictions clip inputs into the bounds, as in training.
@@ -77,13 +85,16 @@ def test_scale_warnings_name_the_column_and_the_fix():
         DPLinearRegression().fit(positive_features(3000)[0], 300_000 * y)
 
 
-@pytest.mark.parametrize("params, match", [
-    (dict(feature_bounds=(1.0, 0.0)), "feature_bounds needs low < high for every column; column 0"),
-    (dict(feature_bounds=([0.0, 0.0], [1.0, 1.0])), "feature_bounds must be a pair"),
-    (dict(feature_bounds=(0.0, np.inf)), "feature_bounds must be finite"),
-    (dict(feature_bounds=(0.0, 1.0), fit_intercept=False), "feature_bounds needs fit_intercept=True"),
-    (dict(label_bounds=(3.0, 3.0)), "label_bounds needs low < high"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(feature_bounds=(1.0, 0.0)), "feature_bounds needs low < high for every column; column 0"),
+        (dict(feature_bounds=([0.0, 0.0], [1.0, 1.0])), "feature_bounds must be a pair"),
+        (dict(feature_bounds=(0.0, np.inf)), "feature_bounds must be finite"),
+        (dict(feature_bounds=(0.0, 1.0), fit_intercept=False), "feature_bounds needs fit_intercept=True"),
+        (dict(label_bounds=(3.0, 3.0)), "label_bounds needs low < high"),
+    ],
+)
 def test_bad_bounds_are_named(params, match):
     X, y = positive_features(500)
     with pytest.raises(ValueError, match=match):
@@ -104,7 +115,9 @@ def test_divergence_warns_with_the_losses():
 
 def test_small_n_ambssgd_names_the_minimum_rows():
     X, y = positive_features(500)
-    with pytest.raises(ValueError, match=r"too few rows for DP-AMBSSGD: n_samples=500.* at least [\d,]+ rows.*'ssp'"):
+    with pytest.raises(
+        ValueError, match=r"too few rows for DP-AMBSSGD: n_samples=500.* at least [\d,]+ rows.*'ssp'"
+    ):
         DPLinearRegression(algorithm="ambssgd").fit(X, y)
     # "auto" at the same N fits AdaSSP and is not a zero model.
     model = DPLinearRegression(epsilon=4.0).fit(X, y)
@@ -116,7 +129,10 @@ def test_a_dominating_ridge_is_reported_not_silent():
     rng = np.random.default_rng(6)
     X = rng.uniform(-1, 1, (300, 30))
     y = np.clip(X[:, 0] * 0.5 + 0.1 * rng.standard_normal(300), -1, 1)
-    with pytest.warns(UserWarning, match=r"private ridge λ = .* exceeds the data's mean curvature tr\(XᵀX\)/d = .*algorithm='srgd'"):
+    with pytest.warns(
+        UserWarning,
+        match=r"private ridge λ = .* exceeds the data's mean curvature tr\(XᵀX\)/d = .*algorithm='srgd'",
+    ):
         model = DPLinearRegression().fit(X, y)
     # Uniform features on [−1, 1]: the exact mean curvature is N/3 = 100; λ is in the thousands.
     assert model.ridge_ > 1000 and "exceeds the data's mean curvature" in model.privacy_report_.notes[-1]

@@ -15,9 +15,16 @@ FRESH_KEY = "every fit draws a fresh noise key from OS entropy"
 
 def expected_failures(estimator):
     # These checks fit twice and compare the two models.
-    failures = {name: FRESH_KEY for name in ("check_fit_idempotent", "check_supervised_y_2d",
-                                             "check_regressor_data_not_an_array", "check_regressors_int",
-                                             "check_classifier_data_not_an_array")}
+    failures = {
+        name: FRESH_KEY
+        for name in (
+            "check_fit_idempotent",
+            "check_supervised_y_2d",
+            "check_regressor_data_not_an_array",
+            "check_regressors_int",
+            "check_classifier_data_not_an_array",
+        )
+    }
     if isinstance(estimator, DPLinearRegression):
         failures["check_regressors_train"] = NOISY
     if isinstance(estimator, DPKANClassifier):
@@ -49,7 +56,16 @@ def regression_data(rows=60_000, dim=6, seed=0):
 KEY = NoiseKey.from_secret(b"k" * 32)
 
 
-@pytest.mark.parametrize("algorithm, extra", [("ambssgd", {}), ("dpsgd", {"noise": "independent"}), ("dpsgd", {"noise": "lambda"}), ("dpsgd", {"noise": "nu"}), ("srgd", {})])
+@pytest.mark.parametrize(
+    "algorithm, extra",
+    [
+        ("ambssgd", {}),
+        ("dpsgd", {"noise": "independent"}),
+        ("dpsgd", {"noise": "lambda"}),
+        ("dpsgd", {"noise": "nu"}),
+        ("srgd", {}),
+    ],
+)
 def test_fit_learns_and_reports(algorithm, extra):
     X, y = regression_data()
     clip = {} if algorithm == "ambssgd" else {"clip_norm": 4.0}  # DP-AMBSSGD picks its clip norms by DP-STAT
@@ -85,12 +101,20 @@ def test_pandas_and_dask_inputs_match_numpy():
 
     X, y = regression_data(30_000)
     reference = DPLinearRegression(noise_key=KEY).fit(X, y).coef_
-    from_pandas = DPLinearRegression(noise_key=KEY).fit(pd.DataFrame(X, columns=list("abcdef")), pd.Series(y)).coef_
+    from_pandas = (
+        DPLinearRegression(noise_key=KEY).fit(pd.DataFrame(X, columns=list("abcdef")), pd.Series(y)).coef_
+    )
     np.testing.assert_allclose(from_pandas, reference, rtol=1e-12)  # same maths; BLAS order may differ
-    from_dask = DPLinearRegression(noise_key=KEY).fit(da.from_array(X, chunks=(7000, 3)), da.from_array(y, chunks=7000)).coef_
+    from_dask = (
+        DPLinearRegression(noise_key=KEY)
+        .fit(da.from_array(X, chunks=(7000, 3)), da.from_array(y, chunks=7000))
+        .coef_
+    )
     np.testing.assert_allclose(from_dask, reference, rtol=1e-9)
     frame = dd.from_pandas(pd.DataFrame(X), npartitions=5)
-    from_frame = DPLinearRegression(noise_key=KEY).fit(frame, dd.from_pandas(pd.Series(y), npartitions=5)).coef_
+    from_frame = (
+        DPLinearRegression(noise_key=KEY).fit(frame, dd.from_pandas(pd.Series(y), npartitions=5)).coef_
+    )
     np.testing.assert_allclose(from_frame, reference, rtol=1e-9)
 
 
@@ -164,8 +188,12 @@ def test_every_parameter_is_documented_with_the_algorithms_that_use_it():
 
     for estimator in (DPLinearRegression, DPLogisticRegression):
         section = estimator.__doc__.split("Parameters\n    ----------", 1)[1]
-        documented = {name.strip() for line in section.splitlines() if " : " in line and not line.startswith("        ")
-                      for name in line.split(" : ")[0].split(",")}
+        documented = {
+            name.strip()
+            for line in section.splitlines()
+            if " : " in line and not line.startswith("        ")
+            for name in line.split(" : ")[0].split(",")
+        }
         assert set(estimator().get_params()) == documented, set(estimator().get_params()) ^ documented
         for algorithm, names in USES.items():  # each hyperparameter's entry names the algorithms using it
             for name in set(names) & documented:

@@ -34,25 +34,32 @@ def test_public_import_in_fresh_interpreter(statement):
 
 
 def test_kan_estimator_is_the_same_class_from_both_paths():
-    code = ("from dpstream.estimators.kan import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
-            "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)")
+    code = (
+        "from dpstream.estimators.kan import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
+        "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_top_level_estimators_are_the_estimators_module_classes_and_load_lazily():
-    code = ("import sys, dpstream; assert 'sklearn' not in sys.modules, 'import dpstream pulled scikit-learn';"
-            "from dpstream import DPLinearRegression, DPKANClassifier; import dpstream.estimators as e;"
-            "assert DPLinearRegression is e.DPLinearRegression and DPKANClassifier is e.DPKANClassifier;"
-            "import pytest\nwith pytest.raises(AttributeError, match='no attribute'): dpstream.DPForest")
+    code = (
+        "import sys, dpstream; assert 'sklearn' not in sys.modules, 'import dpstream pulled scikit-learn';"
+        "from dpstream import DPLinearRegression, DPKANClassifier; import dpstream.estimators as e;"
+        "assert DPLinearRegression is e.DPLinearRegression and DPKANClassifier is e.DPKANClassifier;"
+        "import pytest\nwith pytest.raises(AttributeError, match='no attribute'): dpstream.DPForest"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_cli_help_loads_no_heavy_library():
     """`dpstream --help` and argument errors answer at once: each command imports its libraries when it runs."""
-    code = ("import sys, contextlib, io\nfrom flows.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('numpy', 'scipy', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich') if m in sys.modules))")
+    code = (
+        "import sys, contextlib, io\nfrom flows.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+        "heavy = ('numpy', 'scipy', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])

@@ -45,11 +45,17 @@ def work(tmp_path):
 
 def run(work, command: list[str]) -> subprocess.CompletedProcess:
     assert command[0] == "dpstream", command
-    env = {**os.environ, "TMPDIR": str(work["tmp"]), "DPSTREAM_LOG_DIR": str(work["logs"]),
-           "PREFECT_HOME": str(work["prefect"]), "DASK_TEMPORARY_DIRECTORY": str(work["dask"])}
+    env = {
+        **os.environ,
+        "TMPDIR": str(work["tmp"]),
+        "DPSTREAM_LOG_DIR": str(work["logs"]),
+        "PREFECT_HOME": str(work["prefect"]),
+        "DASK_TEMPORARY_DIRECTORY": str(work["dask"]),
+    }
     env.pop("PREFECT_LOGGING_LEVEL", None)  # a newcomer's shell: Prefect's own INFO default
-    return subprocess.run([str(DPSTREAM), *command[1:]], cwd=work["work"], env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [str(DPSTREAM), *command[1:]], cwd=work["work"], env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
@@ -57,7 +63,9 @@ def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
     manifest = json.loads((shuffled / "_manifest.json").read_text())
     names = [name for name, _ in manifest["files"]]
     label = manifest["label"]
-    training = np.concatenate([pq.read_table(shuffled / name, columns=[label]).column(0).to_numpy() for name in names[:-1]])
+    training = np.concatenate(
+        [pq.read_table(shuffled / name, columns=[label]).column(0).to_numpy() for name in names[:-1]]
+    )
     held_out = pq.read_table(shuffled / names[-1])
     X = np.column_stack([held_out.column(name).to_numpy() for name in manifest["features"]])
     y = held_out.column(label).to_numpy()
@@ -74,7 +82,10 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
         result = run(work, command)
         assert result.returncode == 0, (command, result.stderr[-3000:])
         # On success: progress bars at most (scatter, gather, training), no log records, no tracebacks.
-        assert len(result.stderr.strip().splitlines()) <= 3 and "INFO" not in result.stderr, (command, result.stderr)
+        assert len(result.stderr.strip().splitlines()) <= 3 and "INFO" not in result.stderr, (
+            command,
+            result.stderr,
+        )
         outputs[command[1]] = result.stdout
     assert "Training will use 16,512 rows and hold out 4,128" in outputs["validate"]
 
@@ -88,10 +99,17 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
 
     model = ModelConfig(**{"kind": document["model"]["kind"]}).build()
     rmse = float(np.sqrt(np.mean((model.predict_margin(X, np.asarray(document["params"])) - y) ** 2)))
-    printed = float(re.search(r"held-out RMSE \(non-private, operator only\): ([0-9.]+)", outputs["train"]).group(1))
-    assert rmse == pytest.approx(printed, rel=1e-4)  # model.json applied as documented gives the reported figure
+    printed = float(
+        re.search(r"held-out RMSE \(non-private, operator only\): ([0-9.]+)", outputs["train"]).group(1)
+    )
+    assert rmse == pytest.approx(
+        printed, rel=1e-4
+    )  # model.json applied as documented gives the reported figure
     assert rmse < 0.85 * mean_rmse, (rmse, mean_rmse)
-    assert "(1, 1e-06)-DP" in outputs["report"] and "linear model trained with ssp: longitude, latitude" in outputs["report"]
+    assert (
+        "(1, 1e-06)-DP" in outputs["report"]
+        and "linear model trained with ssp: longitude, latitude" in outputs["report"]
+    )
     assert "predictions map back to median_house_value by [-1, 1] → [0, 500001]" in outputs["report"]
     # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
     # training lake exactly, so new rows can be prepared the same way.
@@ -104,21 +122,36 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     # Refusals: one line each, naming the problem; nothing lost.
     again = run(work, commands[0])  # converting into the lake again
     greedy = work["work"] / "greedy.toml"
-    greedy.write_text(toml.replace("epsilon = 1.0 ", "epsilon = 3.9 "))  # past the lifetime budget with the first run
+    greedy.write_text(
+        toml.replace("epsilon = 1.0 ", "epsilon = 3.9 ")
+    )  # past the lifetime budget with the first run
     over = run(work, ["dpstream", "train", "greedy.toml"])
     careless = work["work"] / "careless.toml"
     careless.write_text(toml.replace('shuffled_url = "lake/shuffled"', 'shuffled_url = "lake/raw"'))
     onto_source = run(work, ["dpstream", "shuffle", "careless.toml"])
-    for result, code, says in ((again, 2, "is not empty"), (over, 3, "budget refused"), (onto_source, 2, "source")):
+    for result, code, says in (
+        (again, 2, "is not empty"),
+        (over, 3, "budget refused"),
+        (onto_source, 2, "source"),
+    ):
         lines = result.stderr.strip().splitlines()
         assert result.returncode == code and len(lines) == 1 and says in lines[0], result.stderr[-3000:]
-    assert "full log: " in over.stderr and "Traceback" in Path(over.stderr.split("full log: ")[1].rstrip(")\n")).read_text()
+    assert (
+        "full log: " in over.stderr
+        and "Traceback" in Path(over.stderr.split("full log: ")[1].rstrip(")\n")).read_text()
+    )
 
     # The source is unchanged, and nothing is left outside the documented places: the work folder holds
     # the CSV, the configs, the lake folders and the published runs; logs are in DPSTREAM_LOG_DIR.
     assert hashlib.sha256((work["work"] / "housing.csv").read_bytes()).hexdigest() == source_digest
-    assert sorted(p.name for p in work["work"].iterdir()) == ["careless.toml", "greedy.toml", "housing.csv", "lake",
-                                                               "pipeline.toml", "runs"]
+    assert sorted(p.name for p in work["work"].iterdir()) == [
+        "careless.toml",
+        "greedy.toml",
+        "housing.csv",
+        "lake",
+        "pipeline.toml",
+        "runs",
+    ]
     assert sorted(p.name for p in (work["work"] / "lake").iterdir()) == ["ledger", "raw", "shuffled"]
     assert sorted(p.name for p in (work["work"] / "runs").iterdir()) == ["first"]
     assert list(work["tmp"].iterdir()) == [], list(work["tmp"].iterdir())

@@ -28,7 +28,6 @@ def test_local_write_is_all_or_nothing(tmp_path):
     fs, root = open_url(str(tmp_path))
     write_bytes_atomic(fs, f"{root}/x.bin", b"old")
 
-
     with pytest.raises(TypeError):
         write_bytes_atomic(fs, f"{root}/x.bin", object())  # not bytes: nothing replaced
     assert (tmp_path / "x.bin").read_bytes() == b"old"

@@ -9,7 +9,9 @@ from dpstream.validation import check_budget, check_positive, check_probability
 
 
 def test_positive_numbers():
-    assert check_positive("clip_norm", 2) == 2.0 and isinstance(check_positive("clip_norm", np.float32(0.5)), float)
+    assert check_positive("clip_norm", 2) == 2.0 and isinstance(
+        check_positive("clip_norm", np.float32(0.5)), float
+    )
     assert check_positive("sensitivity", 0.0, allow_zero=True) == 0.0
     assert check_positive("projection_radius", None, optional=True) is None
     for bad in (0.0, -1.0, math.inf, math.nan, "1.0x", None, True):
@@ -22,7 +24,9 @@ def test_positive_numbers():
 
 
 def test_positive_integers():
-    assert check_positive("batch_size", np.int64(64), integer=True) == 64 and isinstance(check_positive("dim", 3.0, integer=True), int)
+    assert check_positive("batch_size", np.int64(64), integer=True) == 64 and isinstance(
+        check_positive("dim", 3.0, integer=True), int
+    )
     for bad in (0, -3, 2.5, math.inf, True):
         with pytest.raises(ValueError, match=r"^dim must be a positive integer, got "):
             check_positive("dim", bad, integer=True)

@@ -7,7 +7,16 @@ from dpstream.algorithms.srgd import AcceleratedDPSRGD, SRGDPlan
 from dpstream.algorithms.ssp import AdaSSP, SSPPlan
 
 __all__ = [
-    "AdaSSP", "DPAMBSSGD", "DPSGD", "AcceleratedDPSRGD",
-    "Plan", "AMBSSGDPlan", "DPSGDPlan", "SRGDPlan", "SSPPlan",
-    "PrivacyReport", "StepSpan", "dp_stat_threshold",
+    "AdaSSP",
+    "DPAMBSSGD",
+    "DPSGD",
+    "AcceleratedDPSRGD",
+    "Plan",
+    "AMBSSGDPlan",
+    "DPSGDPlan",
+    "SRGDPlan",
+    "SSPPlan",
+    "PrivacyReport",
+    "StepSpan",
+    "dp_stat_threshold",
 ]

@@ -45,7 +45,6 @@ from dpstream.algorithms.base import (
     build_report,
     tail_average,
 )
-from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (
@@ -56,6 +55,7 @@ from dpstream.privacy import (
     SelfComposedEvent,
     mu_for_epsilon_delta,
 )
+from dpstream.validation import check_budget, check_positive
 
 __all__ = ["DPAMBSSGD", "AMBSSGDPlan", "AMBSSGDState", "dp_stat_threshold"]
 
@@ -148,7 +148,9 @@ class DPAMBSSGD:
 
     def plan(self, num_rows: int, num_params: int) -> AMBSSGDPlan:
         if num_rows < 2:
-            raise ValueError(f"too few rows for the plan: n_samples={num_rows}; DP-AMBSSGD needs at least 2 rows")
+            raise ValueError(
+                f"too few rows for the plan: n_samples={num_rows}; DP-AMBSSGD needs at least 2 rows"
+            )
         # Default T = round(4 ln N) (spec §2.4, c₁ = 4), but fewer when N is small: DP-STAT needs
         # s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6) or its counts drown in noise.
         alpha = self.noise_multiplier
@@ -213,7 +215,9 @@ class DPAMBSSGD:
             statistic=self.statistic,
         )
 
-    def apply(self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan) -> AMBSSGDState:
+    def apply(
+        self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan
+    ) -> AMBSSGDState:
         count_noise = plan.count_noise_std * gaussian(key, span.step, "dpstat", self.levels)
         index = dp_stat_threshold(stats.histogram, count_noise, plan.stat_rows, plan.slack)
         clip_norm = float(plan.clip_norms[index])
@@ -221,7 +225,9 @@ class DPAMBSSGD:
         noise = gaussian(key, span.step, "gradient", state.params.size)
         released = stats.clipped_sums[index] + noise_std * noise
         params = state.params - plan.learning_rate * released / plan.gradient_rows
-        average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
+        average_sum, average_count = tail_average(
+            state.average_sum, state.average_count, params, state.step, plan.num_steps
+        )
         return AMBSSGDState(
             step=state.step + 1,
             params=params,
@@ -235,7 +241,9 @@ class DPAMBSSGD:
 
     def step_event(self, plan: AMBSSGDPlan) -> ComposedEvent | DisjointUnionEvent:
         alpha = plan.alpha
-        counts = SelfComposedEvent(GaussianEvent(1.0, plan.count_noise_std, self.relation, "DP-STAT count"), self.levels)
+        counts = SelfComposedEvent(
+            GaussianEvent(1.0, plan.count_noise_std, self.relation, "DP-STAT count"), self.levels
+        )
         # Gradient step: sensitivity Δ(ζ), std αΔ(ζ) whatever ζ_t is; stated for ζ = 1.
         unit = self.relation.clipped_sum_sensitivity(1.0)
         gradient = GaussianEvent(unit, alpha * unit, self.relation, "clipped gradient sum")

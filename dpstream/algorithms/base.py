@@ -97,9 +97,14 @@ class PrivacyReport:
 
     def to_markdown(self) -> str:
         clip = (
-            f"{self.clip_norms[0]:.6g}" if len(set(self.clip_norms)) == 1 else
-            f"{min(self.clip_norms):.4g} to {max(self.clip_norms):.4g} (per step, DP outputs)"
-        ) if self.clip_norms else "n/a"
+            (
+                f"{self.clip_norms[0]:.6g}"
+                if len(set(self.clip_norms)) == 1
+                else f"{min(self.clip_norms):.4g} to {max(self.clip_norms):.4g} (per step, DP outputs)"
+            )
+            if self.clip_norms
+            else "n/a"
+        )
         rows = [
             ("mechanism", self.mechanism),
             ("neighbouring relation", self.relation),
@@ -143,7 +148,9 @@ def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None
     return params if norm <= radius else center + offset * (radius / norm)
 
 
-def tail_average(average_sum: np.ndarray, average_count: int, params: np.ndarray, step: int, num_steps: int) -> tuple[np.ndarray, int]:
+def tail_average(
+    average_sum: np.ndarray, average_count: int, params: np.ndarray, step: int, num_steps: int
+) -> tuple[np.ndarray, int]:
     """Accumulate the iterate after step ``step`` if it is among the last half, w_{⌊T/2⌋+1..T}
     (seed 000 Alg. 2 line 12; spec §1.6 #9). Post-processing: any window is equally private."""
     if step + 1 > num_steps // 2:

@@ -59,44 +59,89 @@ class AlgorithmSpec:
     row_norm_bound: float | None = None  # AdaSSP
     label_bound: float = 1.0  # AdaSSP
     intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
-    given: frozenset[str] = frozenset()  # hyperparameters set explicitly: refused where the algorithm ignores them
+    given: frozenset[str] = (
+        frozenset()
+    )  # hyperparameters set explicitly: refused where the algorithm ignores them
     known: frozenset[str] = HYPERPARAMETERS  # those the caller exposes (an error names only these)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.given) - HYPERPARAMETERS)
         if unknown:
-            raise ValueError(f"given names {', '.join(unknown)}, which are not hyperparameters; expected some of "
-                             f"{', '.join(sorted(HYPERPARAMETERS))}")
+            raise ValueError(
+                f"given names {', '.join(unknown)}, which are not hyperparameters; expected some of "
+                f"{', '.join(sorted(HYPERPARAMETERS))}"
+            )
 
 
 def default_learning_rate(model: Any, dim: int) -> float:
     """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
     ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
-    return stable_learning_rate(model, dim) if getattr(model, "name", None) in ("linear", "logistic") else KAN_LEARNING_RATE
+    return (
+        stable_learning_rate(model, dim)
+        if getattr(model, "name", None) in ("linear", "logistic")
+        else KAN_LEARNING_RATE
+    )
 
 
 def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, dim: int) -> tuple[str, Any]:
     """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``dim`` parameters
     trained on ``num_rows`` rows."""
-    name = choose_algorithm(spec.name, model, dim, num_steps=spec.num_steps, batch_size=spec.batch_size,
-                            learning_rate=spec.learning_rate)
+    name = choose_algorithm(
+        spec.name,
+        model,
+        dim,
+        num_steps=spec.num_steps,
+        batch_size=spec.batch_size,
+        learning_rate=spec.learning_rate,
+    )
     _refuse_ignored(spec, name)
-    learning_rate = spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, dim)
+    learning_rate = (
+        spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, dim)
+    )
     common = dict(relation=spec.relation)
     if name == "ssp":
-        return name, AdaSSP(spec.epsilon, spec.delta, row_norm_bound=spec.row_norm_bound, label_bound=spec.label_bound,
-                            link="logistic" if model.name == "logistic" else "identity",
-                            intercept_index=spec.intercept_index, **common)
+        return name, AdaSSP(
+            spec.epsilon,
+            spec.delta,
+            row_norm_bound=spec.row_norm_bound,
+            label_bound=spec.label_bound,
+            link="logistic" if model.name == "logistic" else "identity",
+            intercept_index=spec.intercept_index,
+            **common,
+        )
     if name == "ambssgd":
-        return name, DPAMBSSGD(spec.epsilon, spec.delta, bound=spec.stat_bound, statistic="gradient_norm",
-                               num_steps=spec.num_steps, learning_rate=learning_rate, **common)
+        return name, DPAMBSSGD(
+            spec.epsilon,
+            spec.delta,
+            bound=spec.stat_bound,
+            statistic="gradient_norm",
+            num_steps=spec.num_steps,
+            learning_rate=learning_rate,
+            **common,
+        )
     if name == "srgd":
-        return name, AcceleratedDPSRGD(spec.epsilon, spec.delta, clip_norm=spec.clip_norm, batch_size=spec.batch_size,
-                                       radius=spec.projection_radius, **common)
-    batch_size = spec.batch_size if spec.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
-    return name, DPSGD(spec.epsilon, spec.delta, clip_norm=spec.clip_norm, learning_rate=learning_rate,
-                       batch_size=batch_size, noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
-                       projection_radius=spec.projection_radius, averaging="tail", **common)
+        return name, AcceleratedDPSRGD(
+            spec.epsilon,
+            spec.delta,
+            clip_norm=spec.clip_norm,
+            batch_size=spec.batch_size,
+            radius=spec.projection_radius,
+            **common,
+        )
+    batch_size = (
+        spec.batch_size if spec.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
+    )
+    return name, DPSGD(
+        spec.epsilon,
+        spec.delta,
+        clip_norm=spec.clip_norm,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
+        projection_radius=spec.projection_radius,
+        averaging="tail",
+        **common,
+    )
 
 
 def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
@@ -106,11 +151,13 @@ def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
         used -= {"nu"} if spec.noise != "nu" else set()
     ignored = sorted(set(spec.given) - used)
     if ignored:
-        chosen = f"{name!r}" + (" (what \"auto\" chose)" if spec.name == "auto" else "")
+        chosen = f"{name!r}" + (' (what "auto" chose)' if spec.name == "auto" else "")
         shown = sorted(used & set(spec.known))
         uses = f"which uses {', '.join(shown)}" if shown else "which has none of these settings"
         users = sorted(other for other, names in USES.items() if set(ignored) & set(names) and other != name)
+        one = len(ignored) == 1
         raise ValueError(
-            f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used by algorithm {chosen}, {uses}; remove {'it' if len(ignored) == 1 else 'them'}, or name an algorithm that uses "
-            f"{'it' if len(ignored) == 1 else 'them'} ({', '.join(map(repr, users))})"
+            f"{', '.join(ignored)} {'is' if one else 'are'} not used by algorithm {chosen}, {uses}; "
+            f"remove {'it' if one else 'them'}, or name an algorithm that uses {'it' if one else 'them'} "
+            f"({', '.join(map(repr, users))})"
         )

@@ -21,18 +21,38 @@ SSP_MAX_DIM = 256
 ALGORITHMS = ("auto", "ssp", "ambssgd", "dpsgd", "srgd")
 
 
-def choose_algorithm(requested: str, model: Any, dim: int, *, num_steps: Any = None, batch_size: Any = None,
-                     learning_rate: Any = None) -> str:
+def choose_algorithm(
+    requested: str,
+    model: Any,
+    dim: int,
+    *,
+    num_steps: Any = None,
+    batch_size: Any = None,
+    learning_rate: Any = None,
+) -> str:
     """The algorithm to run for ``requested`` (one of ``ALGORITHMS``) on ``model`` with ``dim`` parameters."""
     if requested not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {requested!r}")
     moments = getattr(model, "supports_moments", False)
     if requested == "ssp":
-        given = [name for name, value in (("num_steps", num_steps), ("batch_size", batch_size), ("learning_rate", learning_rate)) if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("num_steps", num_steps),
+                ("batch_size", batch_size),
+                ("learning_rate", learning_rate),
+            )
+            if value is not None
+        ]
         if given:
-            raise ValueError(f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms ('ambssgd', 'dpsgd', 'srgd')")
+            raise ValueError(
+                f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms "
+                "('ambssgd', 'dpsgd', 'srgd')"
+            )
         if not moments:
-            raise ValueError("algorithm='ssp' (sufficient statistics) is for linear and logistic models; use 'dpsgd'")
+            raise ValueError(
+                "algorithm='ssp' (sufficient statistics) is for linear and logistic models; use 'dpsgd'"
+            )
     if requested != "auto":
         return requested
     if num_steps is not None:

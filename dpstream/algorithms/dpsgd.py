@@ -26,10 +26,10 @@ from dpstream.algorithms.base import (
     project_to_ball,
     tail_average,
 )
-from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
+from dpstream.validation import check_budget, check_positive
 
 __all__ = ["DPSGD", "DPSGDPlan", "DPSGDState"]
 
@@ -80,16 +80,24 @@ class DPSGD:
         if self.averaging not in ("last", "tail"):
             raise ValueError(f"averaging must be 'last' or 'tail', got {self.averaging!r}")
         if self.noise.target != "increment":
-            raise ValueError(f"DP-SGD adds noise to each step; {self.noise.describe()} adds it to prefix sums")
+            raise ValueError(
+                f"DP-SGD adds noise to each step; {self.noise.describe()} adds it to prefix sums"
+            )
 
     def plan(self, num_rows: int, num_params: int) -> DPSGDPlan:
         batch = int(self.batch_size)
         if batch > num_rows:
-            raise ValueError(f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N")
+            raise ValueError(
+                f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N"
+            )
         steps = num_rows // batch
         spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
         calibration = calibrate_clipped_sum(
-            self.epsilon, self.delta, self.clip_norm, max_column_norm=self.noise.sensitivity(steps), relation=self.relation
+            self.epsilon,
+            self.delta,
+            self.clip_norm,
+            max_column_norm=self.noise.sensitivity(steps),
+            relation=self.relation,
         )
         return DPSGDPlan(num_rows, num_params, spans, batch, calibration)
 
@@ -100,12 +108,16 @@ class DPSGD:
     def request(self, state: DPSGDState, span: StepSpan, plan: DPSGDPlan) -> StatsRequest:
         return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
 
-    def apply(self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan) -> DPSGDState:
+    def apply(
+        self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan
+    ) -> DPSGDState:
         noise, noise_state = self.noise.next(key, state.noise_state)
         released = stats.clipped_sums[0] + plan.noise_std * noise
         params = state.params - (self.learning_rate / self.batch_size) * released
         params = project_to_ball(params, state.initial_params, self.projection_radius)
-        average_sum, average_count = tail_average(state.average_sum, state.average_count, params, state.step, plan.num_steps)
+        average_sum, average_count = tail_average(
+            state.average_sum, state.average_count, params, state.step, plan.num_steps
+        )
         return replace(
             state,
             step=state.step + 1,

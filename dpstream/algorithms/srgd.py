@@ -35,10 +35,10 @@ from dpstream.algorithms.base import (
     build_report,
     project_to_ball,
 )
-from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
+from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AcceleratedDPSRGD", "SRGDPlan", "SRGDState"]
 
@@ -89,11 +89,17 @@ class AcceleratedDPSRGD:
     def plan(self, num_rows: int, num_params: int) -> SRGDPlan:
         batch = int(self.batch_size) if self.batch_size is not None else math.ceil(math.sqrt(num_rows))
         if batch > num_rows:
-            raise ValueError(f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N")
+            raise ValueError(
+                f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N"
+            )
         steps = num_rows // batch
         tree = TreeNoise()
         calibration = calibrate_clipped_sum(
-            self.epsilon, self.delta, self.clip_norm, max_column_norm=tree.sensitivity(steps), relation=self.relation
+            self.epsilon,
+            self.delta,
+            self.clip_norm,
+            max_column_norm=tree.sensitivity(steps),
+            relation=self.relation,
         )
         beta = float(self.beta) if self.beta is not None else 2.0 * self.smoothness * steps
         spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
@@ -113,7 +119,9 @@ class AcceleratedDPSRGD:
             previous_weight=float(t),
         )
 
-    def apply(self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan) -> SRGDState:
+    def apply(
+        self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan
+    ) -> SRGDState:
         t, beta, batch = state.step, plan.beta, plan.rows_per_step
         prefix_sum = state.prefix_sum + stats.clipped_sums[0]
         noise, noise_state = plan.tree.next(key, state.noise_state)

@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report
-from dpstream.validation import check_budget, check_positive
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
+from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
 
@@ -64,7 +64,9 @@ class SSPPlan(Plan):
 class SSPState:
     params: np.ndarray
     ridge: float | None = None  # λ, a DP output (function of the noisy λ_min)
-    curvature: float | None = None  # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
+    curvature: float | None = (
+        None  # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
+    )
 
 
 def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
@@ -84,7 +86,9 @@ def _clamped_solve(matrix: np.ndarray, vector: np.ndarray, floor: float) -> np.n
 class AdaSSP:
     epsilon: float
     delta: float
-    row_norm_bound: float | None = None  # B_x ≥ ‖x‖ (rows clipped to it); None: sqrt(dim), features in [−1, 1]
+    row_norm_bound: float | None = (
+        None  # B_x ≥ ‖x‖ (rows clipped to it); None: sqrt(dim), features in [−1, 1]
+    )
     label_bound: float = 1.0  # B_y ≥ |y| (labels clipped to it)
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
     failure_probability: float = 0.05  # ρ of the ridge rule
@@ -102,7 +106,9 @@ class AdaSSP:
             raise ValueError(f"failure_probability must lie in (0, 1), got {self.failure_probability!r}")
         split = tuple(float(share) for share in self.budget_split)
         if len(split) != 3 or any(not share > 0 for share in split) or abs(sum(split) - 1.0) > 1e-9:
-            raise ValueError(f"budget_split must be three shares > 0 of μ² summing to 1 (λ_min, XᵀX, Xᵀy), got {self.budget_split!r}")
+            raise ValueError(
+                f"budget_split must be three shares > 0 of μ² summing to 1 (λ_min, XᵀX, Xᵀy), got {self.budget_split!r}"
+            )
         object.__setattr__(self, "budget_split", split)
         if self.link not in ("identity", "logistic"):
             raise ValueError(f"link must be 'identity' or 'logistic', got {self.link!r}")
@@ -119,33 +125,60 @@ class AdaSSP:
             self.relation.gram_sensitivity(bound),
             self.relation.moment_sensitivity(bound, self.label_bound),
         )
-        return tuple(s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split))  # type: ignore[return-value]
+        return tuple(
+            s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split, strict=True)
+        )  # type: ignore[return-value]
 
     def plan(self, num_rows: int, num_params: int) -> SSPPlan:
         check_positive("n_samples", num_rows, integer=True)
         check_positive("num_params", num_params, integer=True)
         eigen_std, gram_std, moment_std = self.noise_stds(num_params)
-        return SSPPlan(num_rows, num_params, (StepSpan(0, (0, num_rows)),), num_rows,
-                       row_norm_bound=self.bound(num_params), eigenvalue_std=eigen_std, gram_std=gram_std, moment_std=moment_std)
+        return SSPPlan(
+            num_rows,
+            num_params,
+            (StepSpan(0, (0, num_rows)),),
+            num_rows,
+            row_norm_bound=self.bound(num_params),
+            eigenvalue_std=eigen_std,
+            gram_std=gram_std,
+            moment_std=moment_std,
+        )
 
     def init(self, plan: SSPPlan, params: np.ndarray) -> SSPState:
         return SSPState(np.zeros(plan.num_params))
 
     def request(self, state: SSPState, span: StepSpan, plan: SSPPlan) -> StatsRequest:
-        return StatsRequest(params=state.params, kind="moments", row_norm_bound=plan.row_norm_bound, label_bound=self.label_bound)
+        return StatsRequest(
+            params=state.params,
+            kind="moments",
+            row_norm_bound=plan.row_norm_bound,
+            label_bound=self.label_bound,
+        )
 
     def ridge(self, smallest_eigenvalue: float, eigen_draw: float, plan: SSPPlan) -> float:
         """λ = max(0, σ_G·sqrt(d ln(2d²/ρ)) − λ̃_min) from the exact λ_min and its noise draw (Wang 2018, Alg. 2)."""
         rho, dim, eigen_std = self.failure_probability, plan.num_params, plan.eigenvalue_std
-        lower = max(0.0, smallest_eigenvalue + eigen_std * eigen_draw - eigen_std * math.sqrt(2 * math.log(1 / rho)))
+        lower = max(
+            0.0, smallest_eigenvalue + eigen_std * eigen_draw - eigen_std * math.sqrt(2 * math.log(1 / rho))
+        )
         return max(0.0, plan.gram_std * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
 
-    def apply(self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan) -> SSPState:
+    def apply(
+        self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan
+    ) -> SSPState:
         if stats.gram is None or stats.moment is None:
-            raise ValueError("AdaSSP needs the statistics of kind='moments' (XᵀX and Xᵀy); the executor returned gradient sums")
+            raise ValueError(
+                "AdaSSP needs the statistics of kind='moments' (XᵀX and Xᵀy); the executor returned gradient sums"
+            )
         dim = plan.num_params
-        ridge = self.ridge(float(np.linalg.eigvalsh(stats.gram)[0]), float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]), plan)
-        noisy_gram = stats.gram + plan.gram_std * symmetric_noise(gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim)
+        ridge = self.ridge(
+            float(np.linalg.eigvalsh(stats.gram)[0]),
+            float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]),
+            plan,
+        )
+        noisy_gram = stats.gram + plan.gram_std * symmetric_noise(
+            gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim
+        )
         noisy_moment = stats.moment + plan.moment_std * gaussian(key, span.step, "ssp-moment", dim)
         params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
@@ -169,8 +202,9 @@ class AdaSSP:
         """The ridge solution from the noisy statistics, the intercept unpenalised (module docstring)."""
         rest, sums, matrix = self._penalised(gram, plan)
         label_sum = 0.0 if self.intercept_index is None else moment[self.intercept_index]
-        weights = _clamped_solve(matrix + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / plan.num_rows,
-                                 plan.gram_std)
+        weights = _clamped_solve(
+            matrix + ridge * np.eye(rest.size), moment[rest] - sums * label_sum / plan.num_rows, plan.gram_std
+        )
         if self.intercept_index is None:
             return weights
         params = np.empty(plan.num_params)
@@ -182,11 +216,25 @@ class AdaSSP:
 
     def event(self, plan: SSPPlan) -> ComposedEvent:
         bound = plan.row_norm_bound
-        return ComposedEvent((
-            GaussianEvent(self.relation.eigenvalue_sensitivity(bound), plan.eigenvalue_std, self.relation, "λ_min(XᵀX)"),
-            GaussianEvent(self.relation.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"),
-            GaussianEvent(self.relation.moment_sensitivity(bound, self.label_bound), plan.moment_std, self.relation, "Xᵀy"),
-        ))
+        return ComposedEvent(
+            (
+                GaussianEvent(
+                    self.relation.eigenvalue_sensitivity(bound),
+                    plan.eigenvalue_std,
+                    self.relation,
+                    "λ_min(XᵀX)",
+                ),
+                GaussianEvent(
+                    self.relation.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"
+                ),
+                GaussianEvent(
+                    self.relation.moment_sensitivity(bound, self.label_bound),
+                    plan.moment_std,
+                    self.relation,
+                    "Xᵀy",
+                ),
+            )
+        )
 
     def report(self, plan: SSPPlan, state: Any = None) -> PrivacyReport:
         event = self.event(plan)
@@ -197,7 +245,10 @@ class AdaSSP:
             relation=self.relation,
             epsilon=self.epsilon,
             delta=self.delta,
-            noise_multiplier=1.0 / math.sqrt(sum(part.mu**2 for part in event.events)),  # std / sensitivity of the equivalent single Gaussian
+            noise_multiplier=1.0
+            / math.sqrt(
+                sum(part.mu**2 for part in event.events)
+            ),  # std / sensitivity of the equivalent single Gaussian
             sensitivity=1.0,
             plan=plan,
             clip_norms=(plan.row_norm_bound,),

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Iterator
 from numbers import Integral, Real
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -59,7 +60,9 @@ def _as_2d_float(X: Any, name: str = "X") -> np.ndarray:
     except Exception as error:  # pragma: no cover - exotic containers
         raise ValueError(f"{name} could not be read as a numeric array: {error}") from None
     if array.ndim == 1:
-        raise ValueError(f"{name} must be 2-d (rows, features), got a 1-d array; reshape with X.reshape(-1, 1)")
+        raise ValueError(
+            f"{name} must be 2-d (rows, features), got a 1-d array; reshape with X.reshape(-1, 1)"
+        )
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-d (rows, features), got shape {array.shape}")
     if array.dtype.kind not in "fiub":
@@ -76,7 +79,9 @@ def _check_finite(block: np.ndarray, name: str, offset: int) -> None:
     bad = ~np.isfinite(block)
     if bad.any():
         row = int(np.argwhere(bad)[0][0]) + offset
-        raise ValueError(f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit")
+        raise ValueError(
+            f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit"
+        )
 
 
 class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
@@ -158,19 +163,34 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _given_hyperparameters(self) -> frozenset[str]:
         """The hyperparameters set to other than their default: the builder refuses those the chosen
         algorithm ignores."""
-        defaults = {name: parameter.default for name, parameter in inspect.signature(type(self).__init__).parameters.items()}
-        return frozenset(name for name in HYPERPARAMETERS if name in defaults and getattr(self, name) != defaults[name])
+        defaults = {
+            name: parameter.default
+            for name, parameter in inspect.signature(type(self).__init__).parameters.items()
+        }
+        return frozenset(
+            name for name in HYPERPARAMETERS if name in defaults and getattr(self, name) != defaults[name]
+        )
 
     def _known_hyperparameters(self) -> frozenset[str]:
         return frozenset(self.get_params()) & HYPERPARAMETERS
 
     def _build_algorithm(self, model: Any, num_rows: int, dim: int):
         spec = AlgorithmSpec(
-            name=self.algorithm, epsilon=self.epsilon, delta=self.delta, relation=self.relation, clip_norm=self.clip_norm,
-            learning_rate=self.learning_rate, batch_size=self.batch_size, num_steps=getattr(self, "num_steps", None),
-            stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound), noise=self.noise,
-            correlation=self.correlation, nu=self.nu, projection_radius=self.projection_radius,
-            intercept_index=dim - 1 if self.fit_intercept else None, given=self._given_hyperparameters(),
+            name=self.algorithm,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            relation=self.relation,
+            clip_norm=self.clip_norm,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            num_steps=getattr(self, "num_steps", None),
+            stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound),
+            noise=self.noise,
+            correlation=self.correlation,
+            nu=self.nu,
+            projection_radius=self.projection_radius,
+            intercept_index=dim - 1 if self.fit_intercept else None,
+            given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
         )
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
@@ -193,13 +213,15 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             X_all, y_all = X, y
             X_parts = (X_all[i : i + self.block_rows] for i in range(0, X_all.shape[0], self.block_rows))
             y_parts = (y_all[i : i + self.block_rows] for i in range(0, y_all.shape[0], self.block_rows))
-        for X_part, y_part in zip(X_parts, y_parts):
+        for X_part, y_part in zip(X_parts, y_parts, strict=True):
             block = _as_2d_float(X_part.compute() if hasattr(X_part, "compute") else X_part)
             labels = np.asarray(y_part.compute() if hasattr(y_part, "compute") else y_part).ravel()
             _check_finite(block, "X", offset)
             labels = self._prepare_targets(labels, offset)
             if block.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}")
+                raise ValueError(
+                    f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}"
+                )
             block, labels = self._to_public_scale(block, labels)
             if self.fit_intercept:
                 block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
@@ -234,7 +256,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _check_targets(self, y: np.ndarray) -> None:
         _check_finite(np.asarray(y, dtype=np.float64), "y", 0)
 
-    def fit(self, X: Any, y: Any) -> "_DPGLMEstimator":
+    def fit(self, X: Any, y: Any) -> _DPGLMEstimator:
         self._validate_params()
         X, y, num_rows = self._validate_input(X, y)
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
@@ -255,7 +277,9 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         )
         self.privacy_report_ = self._describe(result.report, num_rows)
         if bounds_note:
-            self.privacy_report_ = dataclasses.replace(self.privacy_report_, notes=self.privacy_report_.notes + (bounds_note,))
+            self.privacy_report_ = dataclasses.replace(
+                self.privacy_report_, notes=self.privacy_report_.notes + (bounds_note,)
+            )
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
@@ -274,7 +298,9 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
 
     def _store(self, params: np.ndarray) -> None:
         intercept = float(params[-1]) if self.fit_intercept else 0.0
-        self.coef_, self.intercept_ = unmap_linear(params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_)
+        self.coef_, self.intercept_ = unmap_linear(
+            params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_
+        )
 
     def _prepare_classes(self, y: Any) -> None:
         pass
@@ -384,7 +410,9 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
             row = int(np.argmax(unknown)) + offset
-            raise ValueError(f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}")
+            raise ValueError(
+                f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}"
+            )
         return np.where(y == self.classes_[1], 1.0, -1.0)
 
     def decision_function(self, X: Any) -> np.ndarray:

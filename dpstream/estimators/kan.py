@@ -36,23 +36,44 @@ from dpstream.noise import NoiseKey
 __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
 
 
-def theorem_f12_noise_multiplier(epsilon: float, delta: float, num_steps: int, sampling_rate: float, correlation: float) -> float:
+def theorem_f12_noise_multiplier(
+    epsilon: float, delta: float, num_steps: int, sampling_rate: float, correlation: float
+) -> float:
     """Seed 004 Theorem F.12 (spec §4.4): κ² ≥ 8 ((1 − λ^T)/(1 − λ))² (rT + √(3 rT ln(2/δ))) ln(2.5/δ)/ε²,
     for its Poisson-free fixed-size sampling with rate r = B/n and zero-out neighbours; shown for
     comparison only (dpstream's single pass is accounted exactly)."""
     geometric = (1.0 - correlation**num_steps) / (1.0 - correlation) if correlation > 0 else 1.0
     rate_steps = sampling_rate * num_steps
-    return math.sqrt(8.0 * geometric**2 * (rate_steps + math.sqrt(3.0 * rate_steps * math.log(2.0 / delta)))
-                     * math.log(2.5 / delta) / epsilon**2)
+    return math.sqrt(
+        8.0
+        * geometric**2
+        * (rate_steps + math.sqrt(3.0 * rate_steps * math.log(2.0 / delta)))
+        * math.log(2.5 / delta)
+        / epsilon**2
+    )
 
 
 class DPKANClassifier(DPLogisticRegression):
     """Differentially private binary classifier: a two-layer B-spline KAN (``dpstream.models.KANModel``)."""
 
     _parameter_constraints: dict = {
-        **{name: DPLogisticRegression._parameter_constraints[name] for name in (
-            "epsilon", "delta", "noise", "correlation", "nu", "clip_norm", "batch_size", "projection_radius", "relation",
-            "noise_key", "block_rows", "backend")},
+        **{
+            name: DPLogisticRegression._parameter_constraints[name]
+            for name in (
+                "epsilon",
+                "delta",
+                "noise",
+                "correlation",
+                "nu",
+                "clip_norm",
+                "batch_size",
+                "projection_radius",
+                "relation",
+                "noise_key",
+                "block_rows",
+                "backend",
+            )
+        },
         "num_hidden": [Interval(Integral, 1, None, closed="left")],
         "grid_size": [Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"tanh", "sigmoid"})],
@@ -116,18 +137,34 @@ class DPKANClassifier(DPLogisticRegression):
         low, high = (np.atleast_1d(np.asarray(b, dtype=float)) for b in (self.feature_low, self.feature_high))
         for name, bound in (("feature_low", low), ("feature_high", high)):
             if bound.size not in (1, self.n_features_in_):
-                raise ValueError(f"{name} has {bound.size} entries; give one per feature ({self.n_features_in_}) or one for all")
+                raise ValueError(
+                    f"{name} has {bound.size} entries; give one per feature ({self.n_features_in_}) or one for all"
+                )
         bounds = [float(b[0]) if b.size == 1 else tuple(float(v) for v in b) for b in (low, high)]
-        self.model_ = KANModel(num_hidden=int(self.num_hidden), grid_size=int(self.grid_size), activation=self.activation,
-                               feature_low=bounds[0], feature_high=bounds[1], input_map=self.input_map,
-                               seed=int(self.random_state), backend=self.backend)
+        self.model_ = KANModel(
+            num_hidden=int(self.num_hidden),
+            grid_size=int(self.grid_size),
+            activation=self.activation,
+            feature_low=bounds[0],
+            feature_high=bounds[1],
+            input_map=self.input_map,
+            seed=int(self.random_state),
+            backend=self.backend,
+        )
         return self.model_
 
     def _describe(self, report: Any, num_rows: int) -> Any:
-        kappa = theorem_f12_noise_multiplier(self.epsilon, self.delta, report.steps, report.rows_per_step / num_rows,
-                                             self.correlation if self.noise == "lambda" else 0.0)
-        note = (f"for comparison, seed 004 Theorem F.12 (multi-participation sampling, zero-out) would set the noise "
-                f"multiplier to {kappa:.4g}; this single pass is accounted exactly")
+        kappa = theorem_f12_noise_multiplier(
+            self.epsilon,
+            self.delta,
+            report.steps,
+            report.rows_per_step / num_rows,
+            self.correlation if self.noise == "lambda" else 0.0,
+        )
+        note = (
+            f"for comparison, seed 004 Theorem F.12 (multi-participation sampling, zero-out) would set the noise "
+            f"multiplier to {kappa:.4g}; this single pass is accounted exactly"
+        )
         return dataclasses.replace(report, notes=report.notes + (note,))
 
     def _store(self, params: np.ndarray) -> None:

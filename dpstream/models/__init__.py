@@ -5,4 +5,12 @@ from dpstream.models.glm import GLM, LinearRegressionModel, LogisticRegressionMo
 from dpstream.models.kan import KANModel
 from dpstream.models.stats import BatchStats, StatsRequest
 
-__all__ = ["Model", "GLM", "LinearRegressionModel", "LogisticRegressionModel", "KANModel", "BatchStats", "StatsRequest"]
+__all__ = [
+    "Model",
+    "GLM",
+    "LinearRegressionModel",
+    "LogisticRegressionModel",
+    "KANModel",
+    "BatchStats",
+    "StatsRequest",
+]

@@ -36,5 +36,7 @@ class Model(Protocol):
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-row loss at the given margins (operator-only training curves and evaluation)."""
 
-    def block_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient") -> BatchStats:
+    def block_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+    ) -> BatchStats:
         """The block's clipped statistics for ``request``; merged across blocks with ``BatchStats.merge``."""

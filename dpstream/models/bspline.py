@@ -35,7 +35,9 @@ def knots(grid_size: int) -> np.ndarray:
     return -1.0 + (np.arange(grid_size + 7) - 3) * h
 
 
-def spline_pieces(v: Any, grid_size: int, xp: Any = np, derivative: bool = False) -> tuple[Any, Any, Any | None]:
+def spline_pieces(
+    v: Any, grid_size: int, xp: Any = np, derivative: bool = False
+) -> tuple[Any, Any, Any | None]:
     """The four non-zero basis values of each entry of ``v``.
 
     Returns ``(first, values, derivatives)``: ``first`` (int, shape of v) is the index of the first
@@ -49,9 +51,18 @@ def spline_pieces(v: Any, grid_size: int, xp: Any = np, derivative: bool = False
     s2 = s * s
     s3 = s2 * s
     one_minus = 1.0 - s
-    values = xp.stack(
-        [one_minus * one_minus * one_minus, 3.0 * s3 - 6.0 * s2 + 4.0, -3.0 * s3 + 3.0 * s2 + 3.0 * s + 1.0, s3], axis=-1
-    ) / 6.0
+    values = (
+        xp.stack(
+            [
+                one_minus * one_minus * one_minus,
+                3.0 * s3 - 6.0 * s2 + 4.0,
+                -3.0 * s3 + 3.0 * s2 + 3.0 * s + 1.0,
+                s3,
+            ],
+            axis=-1,
+        )
+        / 6.0
+    )
     if not derivative:
         return first, values, None
     derivatives = xp.stack(

@@ -82,7 +82,9 @@ class GLM:
     def predict_margin(self, X: np.ndarray, params: np.ndarray) -> np.ndarray:
         return np.asarray(X) @ params.astype(X.dtype, copy=False)
 
-    def block_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient") -> BatchStats:
+    def block_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+    ) -> BatchStats:
         """Statistics of one block of rows.
 
         ``role="gradient"`` fills the clipped sums (one per candidate clip norm); ``role="stat"``
@@ -93,16 +95,22 @@ class GLM:
         X = np.asarray(X)
         y = np.asarray(y)
         if X.ndim != 2 or y.shape != (X.shape[0],):
-            raise ValueError(f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}")
+            raise ValueError(
+                f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}"
+            )
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
         X = X.astype(dtype, copy=False)
         params = request.params.astype(dtype, copy=False)
-        previous = None if request.previous_params is None else request.previous_params.astype(dtype, copy=False)
+        previous = (
+            None if request.previous_params is None else request.previous_params.astype(dtype, copy=False)
+        )
         clip_norms = request.clip_norms
         xp = array_module(self.backend)
         if request.kind == "moments":
             return self._moment_stats(X, y, request, xp)
-        stats = BatchStats.zeros(len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds))
+        stats = BatchStats.zeros(
+            len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
+        )
         stats.row_count = X.shape[0]
         if xp is not np:
             self._accumulate_on_device(X, y, request, role, stats, xp)
@@ -131,17 +139,31 @@ class GLM:
         derivatives = self.derivative(margins, y)
         return derivatives, self.loss(margins, y).sum()
 
-    def _accumulate_on_device(self, X, y, request, role, stats, xp, chunk_rows: int = DEVICE_CHUNK_ROWS) -> None:
+    def _accumulate_on_device(
+        self, X, y, request, role, stats, xp, chunk_rows: int = DEVICE_CHUNK_ROWS
+    ) -> None:
         """The statistics of ``_accumulate`` with array module ``xp`` (CuPy on a GPU): the fused one-pass
         kernel (``dpstream.models.glm_cuda``) where it covers the shape, else ``chunk_rows`` rows at a time."""
         X = to_device(X, xp)
         y_device = to_device(np.asarray(y, dtype=np.float64), xp)
         loss_kind = glm_cuda.LOSS_KINDS.get(self.name)
-        if xp is not np and loss_kind is not None and glm_cuda.supports(X.shape[1], len(request.clip_norms), X.dtype):
+        if (
+            xp is not np
+            and loss_kind is not None
+            and glm_cuda.supports(X.shape[1], len(request.clip_norms), X.dtype)
+        ):
             statistic_kind = -1 if role == "gradient" else (1 if request.statistic == "residual" else 0)
             sums, loss_sum, clipped_rows, values = glm_cuda.fused_glm_stats(
-                X, y_device, request.params, request.clip_norms, loss_kind, request.previous_params, request.weight,
-                request.previous_weight, statistic_kind)
+                X,
+                y_device,
+                request.params,
+                request.clip_norms,
+                loss_kind,
+                request.previous_params,
+                request.weight,
+                request.previous_weight,
+                statistic_kind,
+            )
             stats.loss_sum += loss_sum
             if role == "stat":
                 stats.histogram += _cumulative_counts(to_host(values), request.thresholds)
@@ -152,7 +174,9 @@ class GLM:
         dtype = X.dtype
         labels_all = self.targets(y_device)
         params = xp.asarray(request.params, dtype=dtype)
-        previous = None if request.previous_params is None else xp.asarray(request.previous_params, dtype=dtype)
+        previous = (
+            None if request.previous_params is None else xp.asarray(request.previous_params, dtype=dtype)
+        )
         clip_norms = xp.asarray(request.clip_norms)
         sums = xp.zeros(stats.clipped_sums.shape)
         clipped_rows = xp.zeros(len(request.clip_norms), dtype=xp.int64)
@@ -164,7 +188,10 @@ class GLM:
             loss_total += loss_sum
             if previous is not None and request.previous_weight != 0.0:
                 previous_scalars, _ = self.device_terms((chunk @ previous).astype(xp.float64), labels, xp)
-                scalars = request.weight * (scalars - previous_scalars) + (request.weight - request.previous_weight) * previous_scalars
+                scalars = (
+                    request.weight * (scalars - previous_scalars)
+                    + (request.weight - request.previous_weight) * previous_scalars
+                )
             elif request.weight != 1.0:
                 scalars = request.weight * scalars
             gradient_norms = xp.abs(scalars) * xp.sqrt((chunk.astype(xp.float64) ** 2).sum(axis=1))
@@ -195,9 +222,10 @@ class GLM:
             stats.loss_sum += self.loss_sum(margins, labels, scalars)
             if previous is not None and request.previous_weight != 0.0:
                 previous_scalars = self.derivative((chunk @ previous).astype(np.float64), labels)
-                scalars = request.weight * (scalars - previous_scalars) + (
-                    request.weight - request.previous_weight
-                ) * previous_scalars
+                scalars = (
+                    request.weight * (scalars - previous_scalars)
+                    + (request.weight - request.previous_weight) * previous_scalars
+                )
             elif request.weight != 1.0:
                 scalars = request.weight * scalars
             # ‖x_i‖² as one BLAS product over the squared chunk: no float64 copy of the block.

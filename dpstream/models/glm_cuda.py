@@ -273,7 +273,11 @@ def _shape(num_features: int, num_norms: int, dtype: np.dtype) -> tuple[int, int
 
 def supports(num_features: int, num_norms: int, dtype: np.dtype) -> bool:
     """Whether the fused kernel covers this block shape (else the chunked CuPy path runs)."""
-    return np.dtype(dtype) in (np.float32, np.float64) and num_norms >= 1 and _shape(num_features, num_norms, dtype) is not None
+    return (
+        np.dtype(dtype) in (np.float32, np.float64)
+        and num_norms >= 1
+        and _shape(num_features, num_norms, dtype) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -318,8 +322,13 @@ def launch_fused(
     group = launch.group or group
     combine = 2 if previous is not None and previous_weight != 0.0 else (1 if weight != 1.0 else 0)
     # One transfer in: the parameters, the previous parameters and the clip norms in one buffer.
-    inputs = np.concatenate([np.asarray(params, dtype=np.float64), np.asarray(previous if combine == 2 else params, dtype=np.float64),
-                             np.asarray(clip_norms, dtype=np.float64)])
+    inputs = np.concatenate(
+        [
+            np.asarray(params, dtype=np.float64),
+            np.asarray(previous if combine == 2 else params, dtype=np.float64),
+            np.asarray(clip_norms, dtype=np.float64),
+        ]
+    )
     device_inputs = cupy.asarray(inputs)
     device_params = device_inputs[:num_features].astype(X.dtype)
     device_previous = device_inputs[num_features : 2 * num_features].astype(X.dtype)
@@ -331,12 +340,37 @@ def launch_fused(
     partial_loss = allocate(blocks, dtype=np.float64)
     partial_clipped = allocate((blocks, num_norms), dtype=np.uint64)
     if rows > 0:
-        kernel = _kernel("float" if X.dtype == np.float32 else "double", lanes, norms, group, launch.warps_per_block,
-                         launch.rows_per_warp)
-        kernel((blocks,), (launch.warps_per_block * 32,),
-               (X, y, np.int64(rows), np.int32(num_features), device_params, device_previous, np.int32(combine),
-                np.float64(weight), np.float64(previous_weight), device_norms, np.int32(num_norms), np.int32(loss_kind),
-                np.int32(statistic_kind), values, partial_sums, partial_loss, partial_clipped))
+        kernel = _kernel(
+            "float" if X.dtype == np.float32 else "double",
+            lanes,
+            norms,
+            group,
+            launch.warps_per_block,
+            launch.rows_per_warp,
+        )
+        kernel(
+            (blocks,),
+            (launch.warps_per_block * 32,),
+            (
+                X,
+                y,
+                np.int64(rows),
+                np.int32(num_features),
+                device_params,
+                device_previous,
+                np.int32(combine),
+                np.float64(weight),
+                np.float64(previous_weight),
+                device_norms,
+                np.int32(num_norms),
+                np.int32(loss_kind),
+                np.int32(statistic_kind),
+                values,
+                partial_sums,
+                partial_loss,
+                partial_clipped,
+            ),
+        )
     return partial_sums, partial_loss, partial_clipped, values
 
 
@@ -360,11 +394,17 @@ def fused_glm_stats(
     import cupy
 
     partial_sums, partial_loss, partial_clipped, values = launch_fused(
-        X, y, params, clip_norms, loss_kind, previous, weight, previous_weight, statistic_kind)
+        X, y, params, clip_norms, loss_kind, previous, weight, previous_weight, statistic_kind
+    )
     num_norms, num_features = len(clip_norms), X.shape[1]
     # One transfer out (each .get() waits for the device): counts are exact in float64 below 2**53.
-    totals = cupy.concatenate([partial_sums.sum(axis=0), partial_loss.sum(keepdims=True),
-                               partial_clipped.sum(axis=0).astype(np.float64)]).get()
+    totals = cupy.concatenate(
+        [
+            partial_sums.sum(axis=0),
+            partial_loss.sum(keepdims=True),
+            partial_clipped.sum(axis=0).astype(np.float64),
+        ]
+    ).get()
     sums = totals[: num_norms * num_features].reshape(num_norms, num_features)
     loss_sum = float(totals[num_norms * num_features])
     clipped_rows = totals[num_norms * num_features + 1 :].astype(np.int64)

@@ -5,7 +5,8 @@
 with h the p = G + 3 uniform cubic B-splines on [−1, 1] (``dpstream.models.bspline``) applied to each
 coordinate, W ∈ R^{m × dp} trained from W₀ ~ N(0, I), the second layer c ∈ R^{m × p} drawn once from
 N(0, I) and fixed, σ = tanh (or the logistic sigmoid), and the logistic loss ℓ(y f) = log(1 + e^{−y f})
-with labels y ∈ {−1, +1} (a label > 0 is +1, anything else −1, so {0, 1} lakes work too). W₀ and c come from the public ``seed``: they are data-independent.
+with labels y ∈ {−1, +1} (a label > 0 is +1, anything else −1, so {0, 1} lakes work too). W₀ and c
+come from the public ``seed``: they are data-independent.
 
 Inputs are mapped with public bounds, never with bounds measured on the data: each feature is clipped
 to [low, high] and scaled to [−1, 1]; with ``input_map="ball"`` (the paper's X ⊆ unit ball) the
@@ -40,7 +41,10 @@ from dpstream.models.stats import BatchStats, StatsRequest
 __all__ = ["KANModel", "CHUNK_ELEMENTS"]
 
 # b_r(s) = Σ_e BLENDING[r, e] s^e: the uniform cubic B-spline pieces of dpstream.models.bspline
-BLENDING = np.array([[1.0, -3.0, 3.0, -1.0], [4.0, 0.0, -6.0, 3.0], [1.0, 3.0, 3.0, -3.0], [0.0, 0.0, 0.0, 1.0]]) / 6.0
+BLENDING = (
+    np.array([[1.0, -3.0, 3.0, -1.0], [4.0, 0.0, -6.0, 3.0], [1.0, 3.0, 3.0, -3.0], [0.0, 0.0, 0.0, 1.0]])
+    / 6.0
+)
 CHUNK_ELEMENTS = 1 << 19  # rows × hidden units per chunk: ~4 MiB per (rows, m) float64 temporary
 # On a GPU each chunk costs ~40 kernel launches whatever its size: 128 MiB temporaries keep them busy
 # (a 256-row chunk ran at 90k rows/s on an H100, launch-bound).
@@ -67,8 +71,12 @@ a = slope * ((3.0 * p3 * s + 2.0 * p2) * s + p1) * half_grid;
 def _output_layer_kernel() -> Any:
     import cupy
 
-    return cupy.ElementwiseKernel("float64 z, int64 unit, raw float64 P, int64 grid, int64 total, int32 sigmoid",
-                                  "float64 value, float64 a", _OUTPUT_LAYER_SOURCE, "dpstream_kan_output_layer")
+    return cupy.ElementwiseKernel(
+        "float64 z, int64 unit, raw float64 P, int64 grid, int64 total, int32 sigmoid",
+        "float64 value, float64 a",
+        _OUTPUT_LAYER_SOURCE,
+        "dpstream_kan_output_layer",
+    )
 
 
 @functools.lru_cache(maxsize=8)
@@ -97,11 +105,18 @@ class KANModel:
             raise ValueError(f"activation must be 'tanh' or 'sigmoid', got {self.activation!r}")
         if self.input_map not in ("ball", "cube"):
             raise ValueError(f"input_map must be 'ball' or 'cube', got {self.input_map!r}")
-        low, high = np.atleast_1d(self.feature_low).astype(float), np.atleast_1d(self.feature_high).astype(float)
+        low, high = (
+            np.atleast_1d(self.feature_low).astype(float),
+            np.atleast_1d(self.feature_high).astype(float),
+        )
         if low.shape != high.shape and 1 not in (low.size, high.size):
-            raise ValueError(f"feature_low and feature_high have {low.size} and {high.size} entries; give one per feature or one for all")
+            raise ValueError(
+                f"feature_low and feature_high have {low.size} and {high.size} entries; give one per feature or one for all"
+            )
         if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
-            raise ValueError("feature_low < feature_high must hold for every feature, with finite public bounds")
+            raise ValueError(
+                "feature_low < feature_high must hold for every feature, with finite public bounds"
+            )
         array_module(self.backend)  # "cupy" without a GPU fails here, naming the fix
 
     @property
@@ -140,7 +155,9 @@ class KANModel:
         layer into one gather and a Horner evaluation per (row, unit) instead of four basis values."""
         c, G = xp.asarray(self.second_layer()), self.grid_size
         windows = xp.stack([c[:, r : r + G] for r in range(4)], axis=-1)  # (m, G, 4): c[j, i + r]
-        return xp.ascontiguousarray((windows @ xp.asarray(BLENDING)).reshape(-1, 4).T)  # one row per power: fast takes
+        return xp.ascontiguousarray(
+            (windows @ xp.asarray(BLENDING)).reshape(-1, 4).T
+        )  # one row per power: fast takes
 
     def _forward(self, X: Any, W: Any, polynomials: Any, xp: Any, gradient: bool) -> tuple[Any, Any, Any]:
         """(margins f, features H (n, dp), a (n, m) or None) for a chunk of raw rows X."""
@@ -148,8 +165,14 @@ class KANModel:
         m, G = self.num_hidden, self.grid_size
         H = dense_basis(self.map_inputs(X.astype(xp.float64), xp), G, xp).reshape(n, -1)
         if xp is not np:
-            values, a = _output_layer_kernel()((H @ W.T) / math.sqrt(d), xp.arange(m), polynomials, np.int64(G),
-                                               np.int64(m * G), np.int32(self.activation == "sigmoid"))
+            values, a = _output_layer_kernel()(
+                (H @ W.T) / math.sqrt(d),
+                xp.arange(m),
+                polynomials,
+                np.int64(G),
+                np.int64(m * G),
+                np.int32(self.activation == "sigmoid"),
+            )
             return values.sum(axis=1) / math.sqrt(m), H, a if gradient else None
         u, slope = self._activation((H @ W.T) / math.sqrt(d), xp)
         position = (xp.clip(u, -1.0, 1.0) + 1.0) * (G / 2.0)
@@ -172,32 +195,45 @@ class KANModel:
         X = to_device(np.asarray(X), xp)
         W, c = self._device_params(params, X.shape[1], xp)
         step = self._chunk_rows(xp)
-        return np.concatenate([to_host(self._forward(X[i : i + step], W, c, xp, False)[0]) for i in range(0, X.shape[0], step)])
+        return np.concatenate(
+            [to_host(self._forward(X[i : i + step], W, c, xp, False)[0]) for i in range(0, X.shape[0], step)]
+        )
 
     def _device_params(self, params: np.ndarray, num_features: int, xp: Any) -> tuple[Any, Any]:
         """(W as (m, dp), the second layer's polynomials) on ``xp``'s device."""
         params = np.asarray(params, dtype=np.float64)
         if params.size != self.num_params(num_features):
-            raise ValueError(f"KAN parameters have {params.size} entries, expected m·d·p = {self.num_params(num_features)}")
+            raise ValueError(
+                f"KAN parameters have {params.size} entries, expected m·d·p = {self.num_params(num_features)}"
+            )
         return xp.asarray(params.reshape(self.num_hidden, -1)), self.output_polynomials(xp)
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.logaddexp(0.0, -y * margins)
 
-    def block_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient") -> BatchStats:
+    def block_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+    ) -> BatchStats:
         """Clipped sums of the per-example gradients for each candidate clip norm (``role="gradient"``)
         or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk."""
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         if request.kind != "clipped_gradient":
-            raise ValueError("the KAN trains with DP-SGD (any noise process); sufficient statistics (algorithm 'ssp') are for linear models only")
+            raise ValueError(
+                "the KAN trains with DP-SGD (any noise process); sufficient statistics (algorithm 'ssp') "
+                "are for linear models only"
+            )
         if request.previous_params is not None:
-            raise ValueError("the KAN trains with DP-SGD (any noise process); Accelerated-DP-SRGD supports linear models only")
+            raise ValueError(
+                "the KAN trains with DP-SGD (any noise process); Accelerated-DP-SRGD supports linear models only"
+            )
         if role == "stat" and request.statistic != "gradient_norm":
             raise ValueError("DP-STAT on a KAN counts gradient norms; use statistic='gradient_norm'")
         X, y = np.asarray(X), np.asarray(y, dtype=np.float64)
         if X.ndim != 2 or y.shape != (X.shape[0],):
-            raise ValueError(f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}")
+            raise ValueError(
+                f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}"
+            )
         xp = array_module(self.backend)
         n, d = X.shape
         W, c = self._device_params(request.params, d, xp)
@@ -222,5 +258,10 @@ class KANModel:
                 clipped_rows += to_host((factors < 1.0).sum(axis=0)).astype(np.int64)
                 for k in range(factors.shape[1]):
                     sums[k] += ((a * (beta * factors[:, k])[:, None]).T @ H).ravel() * scale
-        return BatchStats(clipped_sums=to_host(sums), row_count=n, histogram=histogram, loss_sum=loss_sum,
-                          clipped_rows=clipped_rows)
+        return BatchStats(
+            clipped_sums=to_host(sums),
+            row_count=n,
+            histogram=histogram,
+            loss_sum=loss_sum,
+            clipped_rows=clipped_rows,
+        )

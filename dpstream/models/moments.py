@@ -26,7 +26,9 @@ __all__ = ["moment_sums"]
 CHUNK_ROWS = 16384
 
 
-def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np) -> tuple[np.ndarray, np.ndarray, int]:
+def moment_sums(
+    X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np
+) -> tuple[np.ndarray, np.ndarray, int]:
     """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]."""
     dim = X.shape[1]
     gram, moment, clipped = np.zeros((dim, dim)), np.zeros(dim), 0
@@ -37,4 +39,3 @@ def moment_sums(X: Any, labels: Any, row_norm_bound: float, label_bound: float, 
         moment += to_host(rows.T @ targets).astype(np.float64)
         clipped += count
     return gram, moment, clipped
-

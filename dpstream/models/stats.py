@@ -27,7 +27,9 @@ class StatsRequest:
     params: np.ndarray
     clip_norms: np.ndarray = field(default_factory=lambda: np.array([np.inf]))
     thresholds: np.ndarray | None = None
-    statistic: str = "residual"  # DP-STAT counts rows with statistic <= threshold: "residual" | "gradient_norm"
+    statistic: str = (
+        "residual"  # DP-STAT counts rows with statistic <= threshold: "residual" | "gradient_norm"
+    )
     previous_params: np.ndarray | None = None  # SRGD: clip η_t ∇f(x_t) − η_{t−1} ∇f(x_{t−1})
     weight: float = 1.0  # η_t
     previous_weight: float = 0.0  # η_{t−1}
@@ -69,7 +71,7 @@ class BatchStats:
     moment: np.ndarray | None = None  # (dim,) float64: Σ_i x̄_i ȳ_i with clipped labels ȳ_i (kind="moments")
 
     @classmethod
-    def zeros(cls, num_clip_norms: int, dim: int, num_thresholds: int | None = None) -> "BatchStats":
+    def zeros(cls, num_clip_norms: int, dim: int, num_thresholds: int | None = None) -> BatchStats:
         return cls(
             clipped_sums=np.zeros((num_clip_norms, dim)),
             row_count=0,
@@ -77,7 +79,7 @@ class BatchStats:
             clipped_rows=np.zeros(num_clip_norms, dtype=np.int64),
         )
 
-    def __add__(self, other: "BatchStats") -> "BatchStats":
+    def __add__(self, other: BatchStats) -> BatchStats:
         if self.clipped_sums.shape != other.clipped_sums.shape:
             raise ValueError(
                 f"cannot merge statistics of shapes {self.clipped_sums.shape} and {other.clipped_sums.shape}"

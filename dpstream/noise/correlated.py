@@ -21,8 +21,8 @@ from typing import ClassVar
 import numpy as np
 
 from dpstream.noise.base import NoiseState
-from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.validation import check_positive
 
 __all__ = ["LambdaCorrelatedNoise"]
 

@@ -43,12 +43,12 @@ class NoiseKey:
         self._secret = bytes(secret)
 
     @classmethod
-    def generate(cls) -> "NoiseKey":
+    def generate(cls) -> NoiseKey:
         """A fresh key from the operating system's entropy source."""
         return cls(secrets.token_bytes(_SECRET_BYTES))
 
     @classmethod
-    def from_secret(cls, secret: bytes) -> "NoiseKey":
+    def from_secret(cls, secret: bytes) -> NoiseKey:
         """Rebuild a key from ``export_secret()`` output (checkpoint restore)."""
         return cls(secret)
 
@@ -84,10 +84,10 @@ class NoiseKey:
     def __hash__(self) -> int:
         return hash(self.key_id)
 
-    def __copy__(self) -> "NoiseKey":
+    def __copy__(self) -> NoiseKey:
         return self  # immutable: copies (e.g. scikit-learn's clone) share the key, never serialise it
 
-    def __deepcopy__(self, memo: dict) -> "NoiseKey":
+    def __deepcopy__(self, memo: dict) -> NoiseKey:
         return self
 
     def __reduce__(self):

@@ -21,8 +21,8 @@ from typing import ClassVar
 import numpy as np
 
 from dpstream.noise.base import NoiseState
-from dpstream.validation import check_positive
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.validation import check_positive
 
 __all__ = ["TreeNoise"]
 
@@ -52,13 +52,13 @@ class TreeNoise:
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
         dim, i = check_positive("dim", dim, integer=True), int(step)
-        nodes = tuple(
-            gaussian(key, ((i >> k) << k) - 1, self.stream, dim) for k in _live_levels(i)
-        )
+        nodes = tuple(gaussian(key, ((i >> k) << k) - 1, self.stream, dim) for k in _live_levels(i))
         return NoiseState(dim=dim, step=i, history=nodes)
 
     def sensitivity(self, num_steps: int) -> float:
-        return math.sqrt(check_positive("num_steps", num_steps, integer=True).bit_length())  # ⌊log₂ T⌋ + 1 nodes per increment
+        return math.sqrt(
+            check_positive("num_steps", num_steps, integer=True).bit_length()
+        )  # ⌊log₂ T⌋ + 1 nodes per increment
 
     def noise_matrix(self, num_steps: int) -> np.ndarray:
         num_steps = check_positive("num_steps", num_steps, integer=True)
@@ -71,7 +71,9 @@ class TreeNoise:
 
     def memory_floats(self, dim: int, num_steps: int) -> int:
         # The most live nodes is the largest popcount of i ≤ T, which is ⌊log₂(T + 1)⌋.
-        return ((check_positive("num_steps", num_steps, integer=True) + 1).bit_length() - 1) * check_positive("dim", dim, integer=True)
+        return ((check_positive("num_steps", num_steps, integer=True) + 1).bit_length() - 1) * check_positive(
+            "dim", dim, integer=True
+        )
 
     def describe(self) -> str:
         return "binary-tree aggregation noise on prefix sums"

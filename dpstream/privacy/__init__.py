@@ -24,7 +24,14 @@ from dpstream.privacy.gdp import (
     zcdp_epsilon_bun_steinke,
     zcdp_rho_for_epsilon,
 )
-from dpstream.privacy.ledger import BudgetExceededError, LakeLedger, Ledger, LedgerEntry, LifetimeBudget, RunIdReusedError
+from dpstream.privacy.ledger import (
+    BudgetExceededError,
+    LakeLedger,
+    Ledger,
+    LedgerEntry,
+    LifetimeBudget,
+    RunIdReusedError,
+)
 from dpstream.privacy.relation import NeighbouringRelation
 
 __all__ = [

@@ -15,7 +15,7 @@ Both follow dp_accounting's protocol: ``compose(event)`` then ``get_epsilon(delt
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from dpstream.privacy import gdp
 from dpstream.privacy.events import (
@@ -66,7 +66,7 @@ class GdpAccountant:
             return False
         return event.relation is self.relation
 
-    def compose(self, event: PrivacyEvent, count: int = 1) -> "GdpAccountant":
+    def compose(self, event: PrivacyEvent, count: int = 1) -> GdpAccountant:
         if event.relation is not self.relation:
             raise ValueError(
                 f"event is stated under {event.relation} but this accountant under {self.relation}"
@@ -141,7 +141,7 @@ class PldAccountant:
             library_relation, value_discretization_interval=value_discretization_interval
         )
 
-    def compose(self, event: PrivacyEvent, count: int = 1) -> "PldAccountant":
+    def compose(self, event: PrivacyEvent, count: int = 1) -> PldAccountant:
         if event.relation is not self.relation:
             raise ValueError(
                 f"event is stated under {event.relation} but this accountant under {self.relation}"
@@ -149,7 +149,7 @@ class PldAccountant:
         self._accountant.compose(_to_dp_accounting(event, self.relation), count)
         return self
 
-    def compose_all(self, events: Iterable[PrivacyEvent]) -> "PldAccountant":
+    def compose_all(self, events: Iterable[PrivacyEvent]) -> PldAccountant:
         for event in events:
             self.compose(event)
         return self

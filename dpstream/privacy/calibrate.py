@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dpstream.validation import check_budget  # noqa: F401 - re-exported: dpstream.privacy.check_budget
 from dpstream.privacy import gdp
 from dpstream.privacy.events import MatrixMechanismEvent
 from dpstream.privacy.relation import NeighbouringRelation
+from dpstream.validation import check_budget  # noqa: F401 - re-exported: dpstream.privacy.check_budget
 
 __all__ = ["NoiseCalibration", "calibrate_gaussian", "calibrate_clipped_sum", "check_budget"]
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpstream.validation import check_positive
 from dpstream.privacy.relation import NeighbouringRelation
+from dpstream.validation import check_positive
 
 __all__ = [
     "PrivacyEvent",
@@ -55,7 +55,9 @@ class GaussianEvent(PrivacyEvent):
     label: str = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", check_positive("sensitivity", self.sensitivity, allow_zero=True))
+        object.__setattr__(
+            self, "sensitivity", check_positive("sensitivity", self.sensitivity, allow_zero=True)
+        )
         object.__setattr__(self, "noise_std", check_positive("noise_std", self.noise_std))
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
 
@@ -83,7 +85,9 @@ class MatrixMechanismEvent(PrivacyEvent):
     label: str = "matrix mechanism"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "row_sensitivity", check_positive("row_sensitivity", self.row_sensitivity, allow_zero=True))
+        object.__setattr__(
+            self, "row_sensitivity", check_positive("row_sensitivity", self.row_sensitivity, allow_zero=True)
+        )
         object.__setattr__(self, "noise_std", check_positive("noise_std", self.noise_std))
         object.__setattr__(self, "max_column_norm", check_positive("max_column_norm", self.max_column_norm))
         if int(self.num_steps) < 1:
@@ -171,7 +175,9 @@ class PoissonSampledGaussianEvent(PrivacyEvent):
     label: str = "poisson-sampled gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier))
+        object.__setattr__(
+            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+        )
         rate = float(self.sampling_rate)
         if not (0.0 < rate <= 1.0):
             raise ValueError(f"sampling_rate must lie in (0, 1], got {self.sampling_rate!r}")

@@ -154,11 +154,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
         return 0.0
 
     def bound(alpha: float) -> float:
-        return (
-            rho * alpha
-            + math.log(1.0 / (alpha * delta)) / (alpha - 1.0)
-            + math.log1p(-1.0 / alpha)
-        )
+        return rho * alpha + math.log(1.0 / (alpha * delta)) / (alpha - 1.0) + math.log1p(-1.0 / alpha)
 
     # The bound is convex in α on (1, ∞); Brent's search over log(α − 1) is plenty.
     alpha_guess = 1.0 + math.sqrt(math.log(1.0 / delta) / rho)

@@ -69,7 +69,7 @@ def _check_name(kind: str, value: str) -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class LifetimeBudget:
         return {"epsilon": self.epsilon, "delta": self.delta, "relation": self.relation.value}
 
     @classmethod
-    def from_json(cls, document: dict[str, Any]) -> "LifetimeBudget":
+    def from_json(cls, document: dict[str, Any]) -> LifetimeBudget:
         return cls(document["epsilon"], document["delta"], document["relation"])
 
 
@@ -110,15 +110,21 @@ class LedgerEntry:
     committed_at: str | None = None
 
     @classmethod
-    def from_json(cls, document: dict[str, Any]) -> "LedgerEntry":
+    def from_json(cls, document: dict[str, Any]) -> LedgerEntry:
         return cls(**{name: document.get(name) for name in cls.__dataclass_fields__})
 
 
 class LakeLedger:
     """The ledger of one lake. Obtain it with ``Ledger(url).lake(fingerprint, budget, files=...)``."""
 
-    def __init__(self, fs: Any, root: str, fingerprint: str, budget: LifetimeBudget,
-                 files: frozenset[str] | None = None):
+    def __init__(
+        self,
+        fs: Any,
+        root: str,
+        fingerprint: str,
+        budget: LifetimeBudget,
+        files: frozenset[str] | None = None,
+    ):
         self._fs = fs
         self._root = root
         self.fingerprint = fingerprint
@@ -146,7 +152,9 @@ class LakeLedger:
         lakes = _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
         groups: dict[frozenset[str], list[Any]] = {}
         for name in self.files:
-            groups.setdefault(frozenset(lake for lake, (_, files) in lakes.items() if name in files), []).append(name)
+            groups.setdefault(
+                frozenset(lake for lake, (_, files) in lakes.items() if name in files), []
+            ).append(name)
         charges = []
         for members in groups:
             spent, cap = 0.0, self.budget.mu
@@ -159,8 +167,11 @@ class LakeLedger:
                     )
                 cap = min(cap, budget.mu)
                 own = lake == self.fingerprint
-                spent += sum(e.mu**2 for e in _entries(self._fs, f"{self._root.rsplit('/', 1)[0]}/{lake}")
-                             if not (own and e.run_id == exclude))
+                spent += sum(
+                    e.mu**2
+                    for e in _entries(self._fs, f"{self._root.rsplit('/', 1)[0]}/{lake}")
+                    if not (own and e.run_id == exclude)
+                )
             charges.append((spent, cap))
         return charges or [(0.0, self.budget.mu)]
 
@@ -179,13 +190,19 @@ class LakeLedger:
         return math.sqrt(max(0.0, min(cap**2 - spent for spent, cap in self._charges(exclude))))
 
     def _fits(self, mu: float, exclude: str | None = None) -> bool:
-        return all(math.sqrt(spent + mu**2) <= cap * (1.0 + _MU_SLACK) for spent, cap in self._charges(exclude))
+        return all(
+            math.sqrt(spent + mu**2) <= cap * (1.0 + _MU_SLACK) for spent, cap in self._charges(exclude)
+        )
 
     def _refusal(self, run_id: str, mu: float) -> BudgetExceededError:
         charges = self._charges(exclude=run_id)
         spent = math.sqrt(max(s for s, _ in charges))
         would = gdp.epsilon_for_delta(self.budget.delta, gdp.compose_mu(spent, mu))
-        shared = " (its files' spend includes runs on lakes that share them)" if len(charges) > 1 or self._others() else ""
+        shared = (
+            " (its files' spend includes runs on lakes that share them)"
+            if len(charges) > 1 or self._others()
+            else ""
+        )
         return BudgetExceededError(
             f"run {run_id!r} needs mu={mu:.6g} but lake {self.fingerprint} has spent "
             f"epsilon={gdp.epsilon_for_delta(self.budget.delta, spent):.4g} of its lifetime "
@@ -196,18 +213,25 @@ class LakeLedger:
     def _what_remains(self, run_id: str) -> str:
         remaining = self.remaining_mu(run_id)
         if remaining <= 0.0:
-            return ("Nothing remains: the lake's lifetime budget (budget.lifetime_epsilon in a pipeline config) is spent; "
-                    "raise it only deliberately")
+            return (
+                "Nothing remains: the lake's lifetime budget (budget.lifetime_epsilon in a pipeline config) is spent; "
+                "raise it only deliberately"
+            )
         at_most = gdp.epsilon_for_delta(self.budget.delta, remaining)
-        return (f"Lower the run's epsilon (budget.epsilon in a pipeline config) to at most {at_most:.4g} at "
-                f"delta={self.budget.delta:g} (mu={remaining:.6g} remains), or raise the lake's lifetime budget "
-                "deliberately")
+        return (
+            f"Lower the run's epsilon (budget.epsilon in a pipeline config) to at most {at_most:.4g} at "
+            f"delta={self.budget.delta:g} (mu={remaining:.6g} remains), or raise the lake's lifetime budget "
+            "deliberately"
+        )
 
     def _others(self) -> list[str]:
         if self.files is None:
             return []
-        return [lake for lake in _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
-                if lake != self.fingerprint]
+        return [
+            lake
+            for lake in _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
+            if lake != self.fingerprint
+        ]
 
     def check(self, run_id: str, mu: float) -> None:
         """Refuse (``BudgetExceededError``) unless ``run_id`` may spend ``mu`` now; writes nothing.
@@ -217,7 +241,9 @@ class LakeLedger:
         if not self._fits(float(mu), exclude=run_id):
             raise self._refusal(run_id, float(mu))
 
-    def reserve(self, run_id: str, mu: float, *, mechanism: str, relation: NeighbouringRelation | str) -> LedgerEntry:
+    def reserve(
+        self, run_id: str, mu: float, *, mechanism: str, relation: NeighbouringRelation | str
+    ) -> LedgerEntry:
         """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent)."""
         _check_name("run_id", run_id)
         mu = float(mu)
@@ -289,10 +315,20 @@ class LakeLedger:
         self._fs.invalidate_cache(self._root)
         if not self._fs.exists(self._root):
             return []
-        folders = sorted(p for p in self._fs.ls(self._root, detail=False) if p.rsplit("/", 1)[-1].startswith("archived-"))
-        return [(folder.rsplit("/", 1)[-1][len("archived-"):],
-                 [_entry_at(self._fs, p) for p in sorted(self._fs.ls(folder, detail=False)) if p.endswith(".json")])
-                for folder in folders]
+        folders = sorted(
+            p for p in self._fs.ls(self._root, detail=False) if p.rsplit("/", 1)[-1].startswith("archived-")
+        )
+        return [
+            (
+                folder.rsplit("/", 1)[-1][len("archived-") :],
+                [
+                    _entry_at(self._fs, p)
+                    for p in sorted(self._fs.ls(folder, detail=False))
+                    if p.endswith(".json")
+                ],
+            )
+            for folder in folders
+        ]
 
     def statement(self) -> str:
         entries = self.entries()
@@ -317,8 +353,10 @@ def _entry_at(fs: Any, path: str) -> LedgerEntry:
         if not entry.run_id or entry.status not in ("reserved", "committed"):
             raise ValueError("run_id, mu and status are required")
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
-                         "an entry: the privacy it records was spent") from None
+        raise ValueError(
+            f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
+            "an entry: the privacy it records was spent"
+        ) from None
     return entry
 
 
@@ -330,7 +368,9 @@ def _entries(fs: Any, lake_root: str) -> list[LedgerEntry]:
     return [_entry_at(fs, p) for p in sorted(p for p in fs.ls(runs_dir, detail=False) if p.endswith(".json"))]
 
 
-def _overlapping_lakes(fs: Any, root: str, files: frozenset[str]) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
+def _overlapping_lakes(
+    fs: Any, root: str, files: frozenset[str]
+) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
     """Every lake under ``root`` that shares a source file with ``files``: name -> (budget, its files)."""
     fs.invalidate_cache(root)
     found = {}
@@ -353,8 +393,12 @@ class Ledger:
         self.url = url
         self._fs, self._root = open_url(url, storage_options)
 
-    def lake(self, fingerprint: str, budget: LifetimeBudget | None = None,
-             files: tuple[str, ...] | frozenset[str] | None = None) -> LakeLedger:
+    def lake(
+        self,
+        fingerprint: str,
+        budget: LifetimeBudget | None = None,
+        files: tuple[str, ...] | frozenset[str] | None = None,
+    ) -> LakeLedger:
         """Open (and on first use create) the ledger of the lake with this fingerprint.
 
         ``budget`` is required the first time; afterwards it must match the recorded one, so a
@@ -396,8 +440,10 @@ class Ledger:
         if self._fs.exists(path):
             recorded = frozenset(read_json(self._fs, path)["files"])
             if files is not None and frozenset(files) != recorded:
-                raise ValueError(f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
-                                 "the fingerprint must come from the files (pipelines.validate_lake)")
+                raise ValueError(
+                    f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
+                    "the fingerprint must come from the files (pipelines.validate_lake)"
+                )
             return recorded
         if not files:
             return None
@@ -409,7 +455,11 @@ class Ledger:
 
     def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
         """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""
-        lake = self.lake(fingerprint, None) if self._fs.exists(f"{self._root}/{fingerprint}/budget.json") else None
+        lake = (
+            self.lake(fingerprint, None)
+            if self._fs.exists(f"{self._root}/{fingerprint}/budget.json")
+            else None
+        )
         if lake is not None and budget.relation is not lake.budget.relation and lake.entries():
             raise ValueError(
                 f"lake {fingerprint} has runs accounted under {lake.budget.relation}; "

@@ -39,16 +39,14 @@ class NeighbouringRelation(str, enum.Enum):
     ZERO_OUT = "zero-out"
 
     @classmethod
-    def parse(cls, value: "NeighbouringRelation | str") -> "NeighbouringRelation":
+    def parse(cls, value: NeighbouringRelation | str) -> NeighbouringRelation:
         if isinstance(value, cls):
             return value
         try:
             return cls(str(value).strip().lower().replace("_", "-"))
         except ValueError:
             allowed = ", ".join(repr(member.value) for member in cls)
-            raise ValueError(
-                f"relation must be one of {allowed}, got {value!r}"
-            ) from None
+            raise ValueError(f"relation must be one of {allowed}, got {value!r}") from None
 
     def clipped_sum_sensitivity(self, clip_norm: float) -> float:
         """L2 sensitivity of Σ_i clip(v_i, clip_norm): 2·clip_norm (replace-one) or clip_norm (zero-out)."""

@@ -18,8 +18,16 @@ __all__ = ["SPEC", "LABEL_RANGE"]
 LABEL_RANGE = (0.0, 500_001.0)  # dollars; predictions are mapped back with it
 
 SPEC = ConvertSpec(
-    columns=("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population",
-             "households", "median_income"),
+    columns=(
+        "longitude",
+        "latitude",
+        "housing_median_age",
+        "total_rooms",
+        "total_bedrooms",
+        "population",
+        "households",
+        "median_income",
+    ),
     label="median_house_value",
     missing="impute",
     impute_values={"total_bedrooms": 400.0},

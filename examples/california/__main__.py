@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     result = train_flow(str(config), output_dir=str(work / "run"), show_progress=not args.quiet)
 
     training, holdout = read_manifest(str(work / "lake" / "shuffled")).split_last_file()
-    dollars = (LABEL_RANGE[1] - LABEL_RANGE[0]) / (SPEC.scale_range[1] - SPEC.scale_range[0])  # dollars per label unit
+    dollars = (LABEL_RANGE[1] - LABEL_RANGE[0]) / (
+        SPEC.scale_range[1] - SPEC.scale_range[0]
+    )  # dollars per label unit
     least_squares, _ = nonprivate_baseline(training, holdout)
     training_mean = np.mean(np.concatenate([y for _, y in lake_blocks(training)]))
     held_out = np.concatenate([y for _, y in lake_blocks(holdout)])
@@ -57,7 +59,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "training mean (non-private)": float(np.sqrt(np.mean((held_out - training_mean) ** 2))) * dollars,
     }
     console.print(result["report"].to_markdown())
-    console.print(f"\n[bold]Held-out RMSE[/bold] on {len(held_out):,} block groups (evaluation is non-private, operator only):")
+    console.print(
+        f"\n[bold]Held-out RMSE[/bold] on {len(held_out):,} block groups (evaluation is non-private, operator only):"
+    )
     for name, value in figures.items():
         console.print(f"  {name:<30} ${value:>9,.0f}")
     console.print(f"Model, report and plots: {work / 'run'}")

@@ -15,7 +15,9 @@ D = 20
 
 def paper_config(rows, **overrides):
     r_x = math.sqrt(D + 2)
-    kwargs = dict(bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0)  # isotropic test data: ‖H‖ = 1
+    kwargs = dict(
+        bound=r_x * 2 * math.log(rows), feature_norm=r_x, hessian_norm=1.0
+    )  # isotropic test data: ‖H‖ = 1
     kwargs.update(overrides)
     return DPAMBSSGD(1.0, 1e-6, **kwargs)
 
@@ -83,7 +85,9 @@ def test_default_step_is_stable_for_any_distribution_with_the_row_bound():
     algorithm = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0)
     plan = algorithm.plan(10**5, D)
     assert plan.learning_rate == pytest.approx(1 / 9.0)
-    paper = DPAMBSSGD(1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0, hessian_norm=1.0).plan(10**5, D)
+    paper = DPAMBSSGD(
+        1.0, 1e-6, bound=10.0, statistic="gradient_norm", feature_norm=3.0, hessian_norm=1.0
+    ).plan(10**5, D)
     grad = paper.gradient_rows
     assert paper.learning_rate == pytest.approx(grad / (9.0 + grad - 1))
 
@@ -121,7 +125,9 @@ def test_dpstat_paper_rule_overshoots_geometrically_and_slack_fixes_it():
     counts = np.where(np.arange(K) >= level, s, 0)  # all covered from `level` on, far below before
     noise_std = math.sqrt(K) * alpha
     trials = 20_000
-    extra = np.array([dp_stat_threshold(counts, rng.normal(0, noise_std, K), s, 0.0) - level for _ in range(trials)])
+    extra = np.array(
+        [dp_stat_threshold(counts, rng.normal(0, noise_std, K), s, 0.0) - level for _ in range(trials)]
+    )
     for j in range(4):
         p = 2.0 ** -(j + 1)
         assert abs(np.mean(extra == j) - p) < 5 * math.sqrt(p * (1 - p) / trials)
@@ -166,6 +172,8 @@ def test_utility_claims_small_scale():
     # Fixed-clip one-pass DP-SGD at the same ε plateaus at σ = 0.1 (spec §2.3 separation).
     X, y, w_star = gaussian_regression(rows, D, 0.1, seed=11)
     fixed_clip = math.sqrt(D) * math.sqrt(1 + 0.1**2) * math.log(rows)
-    fixed = DPSGD(1.0, 1e-6, clip_norm=fixed_clip, learning_rate=1.0, batch_size=plan.gradient_rows, averaging="tail")
+    fixed = DPSGD(
+        1.0, 1e-6, clip_norm=fixed_clip, learning_rate=1.0, batch_size=plan.gradient_rows, averaging="tail"
+    )
     fixed_excess = excess_risk(train(fixed, X, y).params, w_star)
     assert fixed_excess >= 10 * excess[0.1]

@@ -13,20 +13,42 @@ DIM, ROWS = 13, 16_512
 
 
 def config(**algorithm):
-    return PipelineConfig.model_validate({
-        "lake": {"url": "raw", "features": [f"x{j}" for j in range(DIM)], "label": "y", "shuffled_url": "shuffled"},
-        "algorithm": algorithm, "model": {"kind": "linear"},
-        "budget": {"epsilon": 1.0, "delta": 1e-6, "lifetime_epsilon": 4.0, "ledger_url": "ledger"},
-    })
+    return PipelineConfig.model_validate(
+        {
+            "lake": {
+                "url": "raw",
+                "features": [f"x{j}" for j in range(DIM)],
+                "label": "y",
+                "shuffled_url": "shuffled",
+            },
+            "algorithm": algorithm,
+            "model": {"kind": "linear"},
+            "budget": {"epsilon": 1.0, "delta": 1e-6, "lifetime_epsilon": 4.0, "ledger_url": "ledger"},
+        }
+    )
 
 
-@pytest.mark.parametrize("settings", [{}, {"name": "dpsgd"}, {"name": "srgd", "batch_size": 128}, {"learning_rate": 0.05},
-                                      {"name": "ambssgd", "num_steps": 8}, {"name": "dpsgd", "noise": "nu", "nu": 0.05}],
-                         ids=["auto", "dpsgd", "srgd", "lr-selects-dpsgd", "ambssgd", "nu"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"name": "dpsgd"},
+        {"name": "srgd", "batch_size": 128},
+        {"learning_rate": 0.05},
+        {"name": "ambssgd", "num_steps": 8},
+        {"name": "dpsgd", "noise": "nu", "nu": 0.05},
+    ],
+    ids=["auto", "dpsgd", "srgd", "lr-selects-dpsgd", "ambssgd", "nu"],
+)
 def test_config_and_estimator_build_the_same_algorithm(settings):
-    estimator = DPLinearRegression(epsilon=1.0, delta=1e-6, fit_intercept=False,
-                                   algorithm=settings.get("name", "auto"), clip_norm=1.0,
-                                   **{k: v for k, v in settings.items() if k != "name"})
+    estimator = DPLinearRegression(
+        epsilon=1.0,
+        delta=1e-6,
+        fit_intercept=False,
+        algorithm=settings.get("name", "auto"),
+        clip_norm=1.0,
+        **{k: v for k, v in settings.items() if k != "name"},
+    )
     from_estimator = estimator._build_algorithm(LinearRegressionModel(), ROWS, DIM)
     assert build_for_config(config(**settings), ROWS, DIM) == from_estimator
 
@@ -37,7 +59,9 @@ def test_defaults_resolved_in_one_place():
     name, sgd = build_algorithm(AlgorithmSpec(name="dpsgd"), LogisticRegressionModel(), ROWS, DIM)
     assert sgd.learning_rate == pytest.approx(4.0 / DIM)  # stable 1/(L·R²), L = 1/4, R² = d
     assert sgd.batch_size == 64  # max(64, N/1000)
-    assert build_algorithm(AlgorithmSpec(name="dpsgd"), LinearRegressionModel(), 10, DIM)[1].batch_size == 10  # ≤ N
+    assert (
+        build_algorithm(AlgorithmSpec(name="dpsgd"), LinearRegressionModel(), 10, DIM)[1].batch_size == 10
+    )  # ≤ N
     name, kan = build_algorithm(AlgorithmSpec(), KANModel(num_hidden=4, grid_size=3), ROWS, 100)
     assert name == "dpsgd" and isinstance(kan, DPSGD) and kan.learning_rate == KAN_LEARNING_RATE
     with pytest.raises(ValueError, match="algorithm='ssp' has no steps; learning_rate"):
@@ -46,19 +70,32 @@ def test_defaults_resolved_in_one_place():
 
 def test_a_parameter_the_algorithm_ignores_is_refused():
     """Never silently ignored: the error names what the chosen algorithm uses and what would use it."""
-    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ambssgd', which uses learning_rate, "
-                                         r"num_steps, stat_bound; remove it, or name an algorithm that uses it \('dpsgd', 'srgd'\)"):
-        build_algorithm(AlgorithmSpec(name="ambssgd", given=frozenset({"clip_norm"})), LinearRegressionModel(), ROWS, DIM)
+    with pytest.raises(
+        ValueError,
+        match=r"^clip_norm is not used by algorithm 'ambssgd', which uses learning_rate, "
+        r"num_steps, stat_bound; remove it, or name an algorithm that uses it \('dpsgd', 'srgd'\)",
+    ):
+        build_algorithm(
+            AlgorithmSpec(name="ambssgd", given=frozenset({"clip_norm"})), LinearRegressionModel(), ROWS, DIM
+        )
     # An estimator has no row_norm_bound / label_bound: the error does not send its user there.
-    with pytest.raises(ValueError, match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\), which has none "):
+    with pytest.raises(
+        ValueError,
+        match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\), which has none ",
+    ):
         DPLinearRegression(clip_norm=2.0).fit(*_data())
-    with pytest.raises(ValueError, match=r"^correlation is not used by algorithm 'dpsgd'"):  # only with noise="lambda"
+    with pytest.raises(
+        ValueError, match=r"^correlation is not used by algorithm 'dpsgd'"
+    ):  # only with noise="lambda"
         DPLinearRegression(algorithm="dpsgd", noise="nu", correlation=0.3).fit(*_data())
     with pytest.raises(ValueError, match=r"^stat_bound is not used by algorithm 'dpsgd'"):
         build_for_config(config(name="dpsgd", stat_bound=10.0), ROWS, DIM)
     # Set to its default value, a parameter counts as not given; used ones pass.
     assert DPLinearRegression(clip_norm=1.0).fit(*_data()).algorithm_ == "ssp"
-    assert build_for_config(config(name="dpsgd", noise="lambda", correlation=0.3), ROWS, DIM).noise.correlation == 0.3
+    assert (
+        build_for_config(config(name="dpsgd", noise="lambda", correlation=0.3), ROWS, DIM).noise.correlation
+        == 0.3
+    )
     with pytest.raises(ValueError, match="given names colour, which are not hyperparameters"):
         AlgorithmSpec(given=frozenset({"colour"}))
 

@@ -1,6 +1,5 @@
 """One-pass DP-SGD with noise processes: exact noise, equivalences, report, projection, correlation payoff."""
 
-
 import numpy as np
 import pytest
 
@@ -22,7 +21,9 @@ def test_noise_is_exactly_the_calibrated_process():
     algorithm = config(noise=LambdaCorrelatedNoise(0.6))
     result = train(algorithm, X, y)
     plan = algorithm.plan(5000, 4)
-    noise = LambdaCorrelatedNoise(0.6).noise_matrix(10) @ np.stack([gaussian(fixed_key(), t, "gradient", 4) for t in range(10)])
+    noise = LambdaCorrelatedNoise(0.6).noise_matrix(10) @ np.stack(
+        [gaussian(fixed_key(), t, "gradient", 4) for t in range(10)]
+    )
     expected = -(0.5 / 500) * plan.noise_std * noise.sum(axis=0)
     np.testing.assert_allclose(result.params, expected, rtol=1e-12, atol=1e-15)
 
@@ -35,7 +36,9 @@ def test_lambda_zero_and_nu_one_reproduce_dp_sgd_exactly():
     assert train(config(noise=LambdaCorrelatedNoise(0.3)), X, y).params.tobytes() != reference.tobytes()
 
 
-@pytest.mark.parametrize("kind, params", [("independent", {}), ("lambda", {"correlation": 0.9}), ("nu", {"nu": 0.01})])
+@pytest.mark.parametrize(
+    "kind, params", [("independent", {}), ("lambda", {"correlation": 0.9}), ("nu", {"nu": 0.01})]
+)
 @pytest.mark.parametrize("relation", ["replace-one", "zero-out"])
 def test_report_matches_accountant(kind, params, relation):
     noise = make_noise_process(kind, **params)
@@ -53,7 +56,12 @@ def test_report_matches_accountant(kind, params, relation):
 def test_projection_keeps_iterates_in_the_ball():
     X, y, _ = gaussian_regression(20_000, 6, 5.0)
     radii = []
-    train(config(projection_radius=0.3, learning_rate=5.0), X, y, on_step=lambda s, st: radii.append(np.linalg.norm(st.params)))
+    train(
+        config(projection_radius=0.3, learning_rate=5.0),
+        X,
+        y,
+        on_step=lambda s, st: radii.append(np.linalg.norm(st.params)),
+    )
     assert max(radii) <= 0.3 + 1e-12
     assert max(radii) > 0.29  # the constraint was active
 
@@ -85,10 +93,20 @@ def test_correlated_noise_helps_at_equal_epsilon():
     X = rng.standard_normal((rows, dim)) * np.sqrt(spectrum)
     y = np.zeros(rows)  # θ* = θ_0 = 0: the error is driven by DP noise only
     errors = {}
-    for name, noise in [("sgd", make_noise_process("independent")), ("ftrl", ToeplitzNoise(nu=lr / dim, taps=1024))]:
+    for name, noise in [
+        ("sgd", make_noise_process("independent")),
+        ("ftrl", ToeplitzNoise(nu=lr / dim, taps=1024)),
+    ]:
         algorithm = DPSGD(64.0, 1e-6, clip_norm=1.0, learning_rate=lr, batch_size=1, noise=noise)
         trace = []
-        train(algorithm, X, y, on_step=lambda s, st: trace.append(0.5 * np.sum(spectrum * st.params**2)) if s >= 5000 else None)
+        train(
+            algorithm,
+            X,
+            y,
+            on_step=lambda s, st, trace=trace: (
+                trace.append(0.5 * np.sum(spectrum * st.params**2)) if s >= 5000 else None
+            ),
+        )
         errors[name] = np.mean(trace)
     # LTI theory (nu_dpftrl.md §3.5) predicts ≈ 10 here; the constant-free bound of §5.6 is ≥ 5.
     assert errors["sgd"] / errors["ftrl"] > 5

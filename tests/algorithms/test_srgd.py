@@ -41,7 +41,9 @@ def run_noiseless(algorithm, X, y, model):
     executor = InMemoryExecutor(model, [(X, y)])
     states = []
     for span in plan.spans:
-        state = algorithm.apply(state, span, executor.compute(span, algorithm.request(state, span, plan)), fixed_key(), plan)
+        state = algorithm.apply(
+            state, span, executor.compute(span, algorithm.request(state, span, plan)), fixed_key(), plan
+        )
         states.append(state)
     return plan, states
 
@@ -54,7 +56,10 @@ def test_noiseless_accelerated_rate_with_exact_gradients():
     X, y = np.tile(batch, (50, 1)), np.tile(target, 50)
     x_star = np.linalg.lstsq(batch, target, rcond=None)[0]
     hessian = batch.T @ batch / 64
-    objective = lambda w: 0.5 * np.mean((batch @ w - target) ** 2)
+
+    def objective(w):
+        return 0.5 * np.mean((batch @ w - target) ** 2)
+
     smoothness = float(np.linalg.eigvalsh(hessian).max())
     algorithm = AcceleratedDPSRGD(1.0, 1e-6, clip_norm=1e9, batch_size=64, beta=smoothness)
     _, states = run_noiseless(algorithm, X, y, LinearRegressionModel())
@@ -70,7 +75,14 @@ def test_iterates_stay_feasible():
     X, y, _ = gaussian_regression(40_000, 6, 1.0)
     norms = []
     algorithm = AcceleratedDPSRGD(0.5, 1e-6, clip_norm=5.0, radius=0.4, beta=10.0)
-    train(algorithm, X, y, on_step=lambda s, st: norms.append(max(np.linalg.norm(st.x), np.linalg.norm(st.y), np.linalg.norm(st.z))))
+    train(
+        algorithm,
+        X,
+        y,
+        on_step=lambda s, st: norms.append(
+            max(np.linalg.norm(st.x), np.linalg.norm(st.y), np.linalg.norm(st.z))
+        ),
+    )
     assert max(norms) <= 0.4 + 1e-12
 
 
@@ -92,7 +104,12 @@ def test_utility_beats_dpsgd_with_same_gradient_budget():
     X, y, w_star = gaussian_regression(rows, dim, 1.0, seed=5)
     srgd = excess_risk(train(AcceleratedDPSRGD(1.0, 1e-6, clip_norm=8.0), X, y).params, w_star)
     # DP-SGD with the same 2N gradient evaluations cannot take two passes; one pass, same batch.
-    dpsgd = excess_risk(train(DPSGD(1.0, 1e-6, clip_norm=8.0, learning_rate=0.5, batch_size=548, averaging="tail"), X, y).params, w_star)
+    dpsgd = excess_risk(
+        train(
+            DPSGD(1.0, 1e-6, clip_norm=8.0, learning_rate=0.5, batch_size=548, averaging="tail"), X, y
+        ).params,
+        w_star,
+    )
     assert srgd < 0.05
     assert srgd < 3 * dpsgd
 
@@ -101,5 +118,7 @@ def test_logistic_runs_and_learns():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50_000, 5))
     y = np.where(X @ np.array([1.0, -1.0, 0.5, 0.0, 2.0]) > 0, 1.0, -1.0)
-    result = train(AcceleratedDPSRGD(1.0, 1e-6, clip_norm=2.0, smoothness=0.25), X, y, model=LogisticRegressionModel())
+    result = train(
+        AcceleratedDPSRGD(1.0, 1e-6, clip_norm=2.0, smoothness=0.25), X, y, model=LogisticRegressionModel()
+    )
     assert np.mean(np.sign(X @ result.params) == y) > 0.9

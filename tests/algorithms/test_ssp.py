@@ -38,7 +38,9 @@ def test_gram_and_moment_sensitivities_hold_and_are_attained():
         worst_gram = max(worst_gram, np.linalg.norm(upper(g1 - g2)))
         worst_moment = max(worst_moment, np.linalg.norm(m1 - m2))
         common = base.T @ base
-        worst_eigen = max(worst_eigen, abs(np.linalg.eigvalsh(common + g1)[0] - np.linalg.eigvalsh(common + g2)[0]))
+        worst_eigen = max(
+            worst_eigen, abs(np.linalg.eigvalsh(common + g1)[0] - np.linalg.eigvalsh(common + g2)[0])
+        )
     assert worst_gram <= REPLACE.gram_sensitivity(bound) + 1e-12
     assert worst_moment <= REPLACE.moment_sensitivity(bound, label_bound) + 1e-12
     assert worst_eigen <= REPLACE.eigenvalue_sensitivity(bound) + 1e-12
@@ -103,18 +105,34 @@ def test_release_is_the_exact_statistics_plus_the_keyed_noise():
     rng = np.random.default_rng(2)
     X, y = rng.uniform(-1, 1, (3000, 3)), rng.uniform(-1, 1, 3000)
     algorithm = AdaSSP(1.0, 1e-6, row_norm_bound=math.sqrt(3), label_bound=1.0)
-    result = run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=3000, dim=3,
-                 initial_params=np.zeros(3), key=KEY)
+    result = run(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+        num_rows=3000,
+        dim=3,
+        initial_params=np.zeros(3),
+        key=KEY,
+    )
     plan = algorithm.plan(3000, 3)
     gram, moment = X.T @ X, X.T @ y  # rows inside the bound: nothing clipped
     noisy_gram = gram + plan.gram_std * symmetric_noise(gaussian(KEY, 0, "ssp-gram", 6), 3)
     noisy_moment = moment + plan.moment_std * gaussian(KEY, 0, "ssp-moment", 3)
     ridge = algorithm.ridge(np.linalg.eigvalsh(gram)[0], gaussian(KEY, 0, "ssp-eigenvalue", 1)[0], plan)
     assert result.state.ridge == pytest.approx(ridge)
-    assert result.state.curvature == pytest.approx(np.trace(noisy_gram) / 3)  # no intercept: the whole noisy XᵀX
-    np.testing.assert_allclose(result.params, np.linalg.solve(noisy_gram + ridge * np.eye(3), noisy_moment), rtol=1e-8)
-    again = run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X[:1000], y[:1000]), (X[1000:], y[1000:])]),
-                num_rows=3000, dim=3, initial_params=np.zeros(3), key=KEY)
+    assert result.state.curvature == pytest.approx(
+        np.trace(noisy_gram) / 3
+    )  # no intercept: the whole noisy XᵀX
+    np.testing.assert_allclose(
+        result.params, np.linalg.solve(noisy_gram + ridge * np.eye(3), noisy_moment), rtol=1e-8
+    )
+    again = run(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), [(X[:1000], y[:1000]), (X[1000:], y[1000:])]),
+        num_rows=3000,
+        dim=3,
+        initial_params=np.zeros(3),
+        key=KEY,
+    )
     np.testing.assert_allclose(again.params, result.params, rtol=1e-10)  # a retry releases the same values
 
 
@@ -133,8 +151,14 @@ def test_utility_close_to_ols_at_large_n():
     X = rng.uniform(-1, 1, (rows, dim)) / math.sqrt(dim) * 2
     y = np.clip(X @ w_star + 0.3 * rng.standard_normal(rows), -1, 1)
     algorithm = AdaSSP(1.0, 1e-6, row_norm_bound=2.0, label_bound=1.0)
-    params = run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=rows, dim=dim,
-                 initial_params=np.zeros(dim), key=KEY).params
+    params = run(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+        num_rows=rows,
+        dim=dim,
+        initial_params=np.zeros(dim),
+        key=KEY,
+    ).params
     ols = np.linalg.lstsq(X, y, rcond=None)[0]
     mse = lambda w: float(np.mean((X @ w - y) ** 2))  # noqa: E731
     assert mse(params) <= 1.05 * mse(ols)
@@ -152,21 +176,33 @@ def test_intercept_is_not_shrunk():
     errors = {}
     for index in (None, 4):
         algorithm = AdaSSP(1.0, 1e-6, row_norm_bound=math.sqrt(5), label_bound=1.0, intercept_index=index)
-        fits = [run(algorithm, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=rows, dim=5,
-                    initial_params=np.zeros(5), key=NoiseKey.from_secret(bytes([i]) * 32)).params for i in range(9)]
+        fits = [
+            run(
+                algorithm,
+                InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+                num_rows=rows,
+                dim=5,
+                initial_params=np.zeros(5),
+                key=NoiseKey.from_secret(bytes([i]) * 32),
+            ).params
+            for i in range(9)
+        ]
         errors[index] = np.median([np.mean((X @ w - y) ** 2) for w in fits])
     # Fixed keys; measured 0.044 against 0.070 (at N = 300, ε = 1 neither is near the exact-mean constant).
     assert errors[4] < 0.8 * errors[None]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(row_norm_bound=0.0), "row_norm_bound"),
-    (dict(label_bound=-1.0), "label_bound"),
-    (dict(failure_probability=1.0), "failure_probability"),
-    (dict(budget_split=(0.5, 0.5, 0.5)), "budget_split"),
-    (dict(budget_split=(0.0, 0.5, 0.5)), "budget_split"),
-    (dict(link="probit"), "link"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(row_norm_bound=0.0), "row_norm_bound"),
+        (dict(label_bound=-1.0), "label_bound"),
+        (dict(failure_probability=1.0), "failure_probability"),
+        (dict(budget_split=(0.5, 0.5, 0.5)), "budget_split"),
+        (dict(budget_split=(0.0, 0.5, 0.5)), "budget_split"),
+        (dict(link="probit"), "link"),
+    ],
+)
 def test_bad_parameters_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AdaSSP(1.0, 1e-6, **kwargs)

@@ -1,6 +1,6 @@
 """A durable training job run as a separate process by the fault tests:
 
-    python -m tests.durability.job CHECKPOINT_DIR LEDGER_DIR RUN_ID OUT.npy [--sleep S] [--fsize-limit-after STEP]
+python -m tests.durability.job CHECKPOINT_DIR LEDGER_DIR RUN_ID OUT.npy [--sleep S] [--fsize-limit-after STEP]
 """
 
 from __future__ import annotations
@@ -29,7 +29,14 @@ def data():
 
 
 def algorithm():
-    return DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=200, noise=make_noise_process("lambda", correlation=0.5))
+    return DPSGD(
+        1.0,
+        1e-6,
+        clip_norm=3.0,
+        learning_rate=0.5,
+        batch_size=200,
+        noise=make_noise_process("lambda", correlation=0.5),
+    )
 
 
 def main() -> None:
@@ -52,9 +59,15 @@ def main() -> None:
     X, y = data()
     lake = Ledger(args.ledger).lake("job-lake", LifetimeBudget(10.0, 1e-6))
     result = run(
-        algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=ROWS, dim=DIM,
-        initial_params=np.zeros(DIM), checkpoint=CheckpointPolicy(args.checkpoints, retries=2, backoff_seconds=0.05),
-        run_id=args.run_id, ledger=lake, on_step=on_step,
+        algorithm(),
+        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+        num_rows=ROWS,
+        dim=DIM,
+        initial_params=np.zeros(DIM),
+        checkpoint=CheckpointPolicy(args.checkpoints, retries=2, backoff_seconds=0.05),
+        run_id=args.run_id,
+        ledger=lake,
+        on_step=on_step,
     )
     np.save(args.out, result.params)
     print(result.report.to_markdown())

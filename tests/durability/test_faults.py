@@ -29,16 +29,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def start_job(tmp_path, run_id, *extra):
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.durability.job", str(tmp_path / "ckpt"), str(tmp_path / "ledger"), run_id,
-         str(tmp_path / f"{run_id}.npy"), *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "tests.durability.job",
+            str(tmp_path / "ckpt"),
+            str(tmp_path / "ledger"),
+            run_id,
+            str(tmp_path / f"{run_id}.npy"),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
 def reference_params(key: NoiseKey) -> np.ndarray:
     X, y = job.data()
-    return run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=job.ROWS, dim=job.DIM,
-               initial_params=np.zeros(job.DIM), key=key).params
+    return run(
+        job.algorithm(),
+        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+        num_rows=job.ROWS,
+        dim=job.DIM,
+        initial_params=np.zeros(job.DIM),
+        key=key,
+    ).params
 
 
 def test_sigkilled_coordinator_resumes_to_the_same_model_and_is_charged_once(tmp_path):
@@ -72,7 +88,9 @@ def test_full_disk_gives_a_clear_error_and_keeps_the_last_checkpoint(tmp_path):
     out, err = process.communicate(timeout=120)
     assert process.returncode != 0
     message = err.decode()
-    assert "CheckpointError" in message and "could not write the checkpoint of run 'full' (step 26)" in message
+    assert (
+        "CheckpointError" in message and "could not write the checkpoint of run 'full' (step 26)" in message
+    )
     assert "the last good checkpoint is intact" in message
     saved = CheckpointStore(CheckpointPolicy(str(tmp_path / "ckpt"))).load("full")
     assert saved.step == 25
@@ -84,27 +102,50 @@ def test_unwritable_location_is_a_clear_error(tmp_path):
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the checkpoint folder should be")
     X, y = job.data()
-    with pytest.raises(CheckpointError, match="could not write the checkpoint of run 'r1' \\(step 0\\).*after 2 attempts"):
-        run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=job.ROWS, dim=job.DIM,
-            initial_params=np.zeros(job.DIM), checkpoint=CheckpointPolicy(str(blocker), retries=1, backoff_seconds=0.01),
-            run_id="r1")
+    with pytest.raises(
+        CheckpointError, match="could not write the checkpoint of run 'r1' \\(step 0\\).*after 2 attempts"
+    ):
+        run(
+            job.algorithm(),
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            num_rows=job.ROWS,
+            dim=job.DIM,
+            initial_params=np.zeros(job.DIM),
+            checkpoint=CheckpointPolicy(str(blocker), retries=1, backoff_seconds=0.01),
+            run_id="r1",
+        )
 
 
 def test_resume_refuses_other_configuration_or_key(tmp_path):
     X, y = job.data()
     policy = CheckpointPolicy(str(tmp_path / "c"))
-    common = dict(num_rows=job.ROWS, dim=job.DIM, initial_params=np.zeros(job.DIM), checkpoint=policy, run_id="r")
+    common = dict(
+        num_rows=job.ROWS, dim=job.DIM, initial_params=np.zeros(job.DIM), checkpoint=policy, run_id="r"
+    )
     run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), **common)
     from dpstream.algorithms import DPSGD
 
     other = DPSGD(2.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=200)
-    with pytest.raises(CheckpointError, match="another configuration, lake, shuffle of the lake or code version"):
+    with pytest.raises(
+        CheckpointError, match="another configuration, lake, shuffle of the lake or code version"
+    ):
         run(other, InMemoryExecutor(LinearRegressionModel(), [(X, y)]), **common)
     with pytest.raises(ValueError, match="resumes with the noise key of its checkpoint"):
-        run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), key=NoiseKey.generate(), **common)
+        run(
+            job.algorithm(),
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            key=NoiseKey.generate(),
+            **common,
+        )
     with pytest.raises(ValueError, match="needs a run_id"):
-        run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=job.ROWS, dim=job.DIM,
-            initial_params=np.zeros(job.DIM), checkpoint=policy)
+        run(
+            job.algorithm(),
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            num_rows=job.ROWS,
+            dim=job.DIM,
+            initial_params=np.zeros(job.DIM),
+            checkpoint=policy,
+        )
 
 
 def test_s3_outage_is_retried_then_reported(s3_bucket):
@@ -117,7 +158,9 @@ def test_s3_outage_is_retried_then_reported(s3_bucket):
     port = int(endpoint.rsplit(":", 1)[1])
     key = NoiseKey.generate()
     checkpoint = new_checkpoint("s3run", "fp", 3, {"w": np.ones(3)}, key, [0.5])
-    store = CheckpointStore(CheckpointPolicy(f"{url}/ckpt", storage_options=options, retries=6, backoff_seconds=0.2))
+    store = CheckpointStore(
+        CheckpointPolicy(f"{url}/ckpt", storage_options=options, retries=6, backoff_seconds=0.2)
+    )
     store.save(checkpoint)
     import tests.conftest as shared
 
@@ -138,7 +181,9 @@ def test_s3_outage_is_retried_then_reported(s3_bucket):
     thread.join()
     assert store.load("s3run").step == 4
     replacement["server"].stop()
-    brief = CheckpointStore(CheckpointPolicy(f"{url}/ckpt", storage_options=options, retries=2, backoff_seconds=0.05))
+    brief = CheckpointStore(
+        CheckpointPolicy(f"{url}/ckpt", storage_options=options, retries=2, backoff_seconds=0.05)
+    )
     with pytest.raises(CheckpointError, match="after 3 attempts"):
         brief.save(new_checkpoint("s3run", "fp", 5, {"w": np.ones(3)}, key, []))
     restarted = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -153,12 +198,24 @@ def test_noise_key_appears_only_in_the_checkpoint(tmp_path, caplog, capfd):
     lake = Ledger(str(tmp_path / "ledger")).lake("job-lake", LifetimeBudget(10.0, 1e-6))
     buffer = io.StringIO()
     with redirect_stdout(buffer):
-        result = run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), num_rows=job.ROWS,
-                     dim=job.DIM, initial_params=np.zeros(job.DIM),
-                     checkpoint=CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=50), run_id="audit", ledger=lake)
+        result = run(
+            job.algorithm(),
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            num_rows=job.ROWS,
+            dim=job.DIM,
+            initial_params=np.zeros(job.DIM),
+            checkpoint=CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=50),
+            run_id="audit",
+            ledger=lake,
+        )
         print(result.report.to_markdown(), result.report.to_dict(), result, repr(result.state))
     secret = CheckpointStore(CheckpointPolicy(str(tmp_path / "ckpt"))).load("audit").noise_secret
-    needles = [secret, secret.hex().encode(), secret.hex().upper().encode(), __import__("base64").b64encode(secret)]
+    needles = [
+        secret,
+        secret.hex().encode(),
+        secret.hex().upper().encode(),
+        __import__("base64").b64encode(secret),
+    ]
     captured = capfd.readouterr()
     texts = [buffer.getvalue(), caplog.text, captured.out, captured.err]
     for text in texts:

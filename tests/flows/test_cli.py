@@ -16,11 +16,26 @@ from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
-NUMERIC = ["longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population", "households", "median_income"]
+NUMERIC = [
+    "longitude",
+    "latitude",
+    "housing_median_age",
+    "total_rooms",
+    "total_bedrooms",
+    "population",
+    "households",
+    "median_income",
+]
 
 
 def dpstream(*args):
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def config_text(tmp_path, raw, **overrides):
@@ -29,44 +44,98 @@ def config_text(tmp_path, raw, **overrides):
     features = ", ".join(f'"{c}"' for c in NUMERIC + ["ocean_proximity=INLAND"])
     return f"""
 [lake]
-url = "{values['url']}"
+url = "{values["url"]}"
 features = [{features}]
 label = "median_house_value"
-shuffled_url = "{values['shuffled']}"
+shuffled_url = "{values["shuffled"]}"
 rows_per_file = 5000
 
 [budget]
-epsilon = {values['epsilon']}
+epsilon = {values["epsilon"]}
 delta = 1e-6
 lifetime_epsilon = 8.0
-ledger_url = "{values['ledger']}"
+ledger_url = "{values["ledger"]}"
 """
 
 
 def test_convert_validate_shuffle_on_real_data(tmp_path):
     raw = tmp_path / "raw"
-    common = ["--label", "median_house_value", "--missing", "impute", "--impute", "total_bedrooms=400", "--categorical",
-              "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN"]
+    common = [
+        "--label",
+        "median_house_value",
+        "--missing",
+        "impute",
+        "--impute",
+        "total_bedrooms=400",
+        "--categorical",
+        "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN",
+    ]
     # A numeric column without public bounds (here all but median_income and the label) is refused, naming each.
-    unbounded = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, *common, "--bounds", "median_income=0,10",
-                         "median_house_value=0,500001")
+    unbounded = dpstream(
+        "convert",
+        HOUSING,
+        raw,
+        "--columns",
+        *NUMERIC,
+        *common,
+        "--bounds",
+        "median_income=0,10",
+        "median_house_value=0,500001",
+    )
     assert unbounded.returncode == 2 and len(unbounded.stderr.strip().splitlines()) == 1
     assert "no public bounds for 'longitude', 'latitude', 'housing_median_age'" in unbounded.stderr
     assert "--bounds longitude=LOW,HIGH latitude=LOW,HIGH" in unbounded.stderr and not raw.exists()
-    bounds = [f"{column}={low:g},{high:g}" for column, (low, high) in SPEC.bounds.items() if column != "median_income"]
-    converted = dpstream("convert", HOUSING, raw, "--columns", *NUMERIC, *common, "--bounds", "median_income=0,10", *bounds)
+    bounds = [
+        f"{column}={low:g},{high:g}"
+        for column, (low, high) in SPEC.bounds.items()
+        if column != "median_income"
+    ]
+    converted = dpstream(
+        "convert", HOUSING, raw, "--columns", *NUMERIC, *common, "--bounds", "median_income=0,10", *bounds
+    )
     assert converted.returncode == 0, converted.stderr
     assert pq.read_table(raw).num_rows == 20_640
     income = pq.read_table(raw, columns=["median_income"]).column(0).to_numpy()
-    assert income.min() >= -1.0 and income.max() == 1.0 and income.min() < -0.9  # [0, 10] onto the default [-1, 1]
-    unit = dpstream("convert", HOUSING, tmp_path / "unit", "--columns", "median_income", "--label", "median_house_value",
-                    "--bounds", "median_income=0,10", "--unscaled", "median_house_value", "--scale-range", "0", "1")
+    assert (
+        income.min() >= -1.0 and income.max() == 1.0 and income.min() < -0.9
+    )  # [0, 10] onto the default [-1, 1]
+    unit = dpstream(
+        "convert",
+        HOUSING,
+        tmp_path / "unit",
+        "--columns",
+        "median_income",
+        "--label",
+        "median_house_value",
+        "--bounds",
+        "median_income=0,10",
+        "--unscaled",
+        "median_house_value",
+        "--scale-range",
+        "0",
+        "1",
+    )
     assert unit.returncode == 0, unit.stderr
     table = pq.read_table(tmp_path / "unit")
     assert table.column("median_income").to_numpy().min() >= 0.0  # [0, 10] onto [0, 1]
-    assert table.column("median_house_value").to_numpy().max() == 500_001.0  # declared unscaled: kept as it is
-    bad = dpstream("convert", HOUSING, tmp_path / "bad", "--columns", "median_income", "--label", "median_house_value",
-                   "--unscaled", "median_income", "median_house_value", "--scale-range", "1", "-1")
+    assert (
+        table.column("median_house_value").to_numpy().max() == 500_001.0
+    )  # declared unscaled: kept as it is
+    bad = dpstream(
+        "convert",
+        HOUSING,
+        tmp_path / "bad",
+        "--columns",
+        "median_income",
+        "--label",
+        "median_house_value",
+        "--unscaled",
+        "median_income",
+        "median_house_value",
+        "--scale-range",
+        "1",
+        "-1",
+    )
     assert bad.returncode == 2 and "scale_range must be finite with low < high" in bad.stderr
     config = tmp_path / "housing.toml"
     config.write_text(config_text(tmp_path, raw))
@@ -74,7 +143,9 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     assert validated.returncode == 0, validated.stderr
     assert "20,640 rows" in validated.stdout and "fingerprint lake-" in validated.stdout
     # What training will use, before anything is shuffled: the layout the shuffle then writes.
-    assert "Training will use 16,512 rows and hold out 4,128 (the last of 5 shuffled files)" in validated.stdout
+    assert (
+        "Training will use 16,512 rows and hold out 4,128 (the last of 5 shuffled files)" in validated.stdout
+    )
     shuffled = dpstream("shuffle", config)
     assert shuffled.returncode == 0, shuffled.stderr
     assert "20,640 rows in 5 files" in shuffled.stdout
@@ -82,7 +153,9 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     assert again.returncode == 0 and again.stdout == shuffled.stdout and again.stderr == ""  # and no bar at 0
     config.write_text(config_text(tmp_path, raw).replace("rows_per_file = 5000", "rows_per_file = 2000"))
     changed = dpstream("shuffle", config, "--quiet")  # another layout: reported, never silently reused
-    assert changed.returncode == 2 and "--reshuffle" in changed.stderr and len(changed.stderr.splitlines()) == 1
+    assert (
+        changed.returncode == 2 and "--reshuffle" in changed.stderr and len(changed.stderr.splitlines()) == 1
+    )
     reshuffled = dpstream("shuffle", config, "--quiet", "--reshuffle")
     assert reshuffled.returncode == 0 and "20,640 rows in 11 files" in reshuffled.stdout, reshuffled.stderr
 
@@ -94,12 +167,33 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     cases = [
         dpstream("validate", config),  # bad config value
         dpstream("validate", tmp_path / "missing.toml"),  # no config
-        dpstream("convert", tmp_path / "none.csv", raw, "--columns", "a", "--label", "b", "--unscaled", "a", "b"),  # no CSV
-        dpstream("convert", HOUSING, raw, "--columns", "ocean_proximity", "--label", "median_house_value",
-                 "--unscaled", "ocean_proximity", "median_house_value"),  # not numeric
+        dpstream(
+            "convert", tmp_path / "none.csv", raw, "--columns", "a", "--label", "b", "--unscaled", "a", "b"
+        ),  # no CSV
+        dpstream(
+            "convert",
+            HOUSING,
+            raw,
+            "--columns",
+            "ocean_proximity",
+            "--label",
+            "median_house_value",
+            "--unscaled",
+            "ocean_proximity",
+            "median_house_value",
+        ),  # not numeric
         dpstream("budget", "reset", "lake-x", "--ledger", tmp_path / "ledger"),  # no such ledger
-        dpstream("convert", HOUSING, raw, "--columns", "median_income", "--label", "median_house_value",
-                 "--bounds", "median_income=0"),  # malformed bounds
+        dpstream(
+            "convert",
+            HOUSING,
+            raw,
+            "--columns",
+            "median_income",
+            "--label",
+            "median_house_value",
+            "--bounds",
+            "median_income=0",
+        ),  # malformed bounds
     ]
     for result in cases:
         assert result.returncode == 2, (result.stdout, result.stderr)
@@ -109,7 +203,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
     assert "is not numeric" in cases[3].stderr
     assert "--bounds must look like COLUMN=LOW,HIGH" in cases[5].stderr
     # CLI errors point at commands and config keys, not at Python classes alone.
-    assert "`dpstream validate CONFIG` prints it" in cases[4].stderr and "budget.ledger_url" in cases[4].stderr
+    assert (
+        "`dpstream validate CONFIG` prints it" in cases[4].stderr and "budget.ledger_url" in cases[4].stderr
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     config.write_text(config_text(tmp_path, empty))
@@ -139,7 +235,17 @@ def test_budget_show_and_reset(tmp_path):
 
 
 def test_help_everywhere():
-    for args in ([], ["validate"], ["convert"], ["shuffle"], ["budget"], ["train"], ["serve"], ["demo"], ["report"]):
+    for args in (
+        [],
+        ["validate"],
+        ["convert"],
+        ["shuffle"],
+        ["budget"],
+        ["train"],
+        ["serve"],
+        ["demo"],
+        ["report"],
+    ):
         result = dpstream(*args, "--help")
         assert result.returncode == 0 and "usage: dpstream" in result.stdout
 
@@ -158,8 +264,16 @@ def test_bad_lakes_exit_2_naming_the_file(tmp_path, s3_server):
     config = write_config(tmp_path, raw)
     path = raw / "day=02.parquet"
     original, original_bytes = pq.read_table(path), path.read_bytes()
-    damages = [(lambda mutate=mutate: pq.write_table(mutate(original), path), match) for mutate, match in BAD_FILE_MUTATIONS]
-    damages.append((lambda: path.write_bytes(original_bytes[: len(original_bytes) // 2]), r"day=02.parquet is corrupt or truncated"))
+    damages = [
+        (lambda mutate=mutate: pq.write_table(mutate(original), path), match)
+        for mutate, match in BAD_FILE_MUTATIONS
+    ]
+    damages.append(
+        (
+            lambda: path.write_bytes(original_bytes[: len(original_bytes) // 2]),
+            r"day=02.parquet is corrupt or truncated",
+        )
+    )
     for damage, match in damages:
         damage()
         result = dpstream("validate", config)
@@ -175,11 +289,19 @@ def test_bad_lakes_exit_2_naming_the_file(tmp_path, s3_server):
     assert not (tmp_path / "shuffled").exists() and not (tmp_path / "ledger").exists()
     # An S3 location that cannot be read (no such bucket on the moto server).
     remote = tmp_path / "remote.toml"
-    remote.write_text(config.read_text().replace(f'url = "{raw}"', 'url = "s3://no-such-bucket/lake"').replace(
-        'rows_per_file = 4000', f'rows_per_file = 4000\nstorage_options = {{ key = "testing", secret = "testing", '
-        f'client_kwargs = {{ endpoint_url = "{s3_server}" }} }}'))
+    remote.write_text(
+        config.read_text()
+        .replace(f'url = "{raw}"', 'url = "s3://no-such-bucket/lake"')
+        .replace(
+            "rows_per_file = 4000",
+            f'rows_per_file = 4000\nstorage_options = {{ key = "testing", secret = "testing", '
+            f'client_kwargs = {{ endpoint_url = "{s3_server}" }} }}',
+        )
+    )
     result = dpstream("validate", remote)
-    assert result.returncode == 2 and "cannot read the lake location s3://no-such-bucket/lake" in result.stderr
+    assert (
+        result.returncode == 2 and "cannot read the lake location s3://no-such-bucket/lake" in result.stderr
+    )
 
 
 def test_serve_refuses_a_missing_or_bad_schedule(tmp_path):
@@ -200,6 +322,8 @@ def test_train_output_inside_the_lake_is_refused_before_anything_starts(tmp_path
     before = sorted(p.name for p in raw.iterdir())
     refused = dpstream("train", config, "--run-id", "r", "--output", raw / "out", "--quiet")
     lines = refused.stderr.strip().splitlines()
-    assert refused.returncode == 2 and len(lines) == 1 and "overlaps the source lake" in lines[0], refused.stderr[-2000:]
+    assert refused.returncode == 2 and len(lines) == 1 and "overlaps the source lake" in lines[0], (
+        refused.stderr[-2000:]
+    )
     assert "full log" not in lines[0]  # refused before the flow (and its log) started
     assert sorted(p.name for p in raw.iterdir()) == before and not (tmp_path / "ledger").exists()

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from flows.demo import DEMO_MARKER
-
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 
@@ -14,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def dpstream(*args):
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_demo_on_a_small_lake(tmp_path):
@@ -47,7 +51,9 @@ def test_train_then_budget_refused_exit_3(tmp_path):
     assert "held-out RMSE" in first.stdout
     report = dpstream("report", tmp_path / "one")
     assert report.returncode == 0, report.stderr
-    assert "run one" in report.stdout and "(1.5, 1e-06)-DP" in report.stdout and "held-out RMSE" in report.stdout
+    assert (
+        "run one" in report.stdout and "(1.5, 1e-06)-DP" in report.stdout and "held-out RMSE" in report.stdout
+    )
     assert "linear model trained with ambssgd: x0, x1" in report.stdout  # how to apply it, from model.json
     missing = dpstream("report", tmp_path / "nowhere")
     assert missing.returncode == 2 and "no published run" in missing.stderr

@@ -45,30 +45,72 @@ def test_good_config(tmp_path):
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (lambda t: t.replace('clip_norm = 2.0', 'clip_norm = 0'), r"algorithm\.clip_norm: Input should be greater than 0"),
-        (lambda t: t.replace('nu = 0.01', 'nu = 1.5'), r"algorithm\.nu: Input should be less than or equal to 1"),
-        (lambda t: t.replace('batch_size = 1024', 'batch_size = 1024\nbatchsize = 3'), r"algorithm\.batchsize: unknown key"),
-        (lambda t: t.replace('epsilon = 1.0', 'epsilon = -1.0'), r"budget\.epsilon: Input should be greater than 0"),
-        (lambda t: t.replace('delta = 1e-6', 'delta = 1.0'), r"budget\.delta: must be below 0\.5"),
-        (lambda t: t.replace('delta = 1e-6', 'delta = 0.5'), r"budget\.delta: must be below 0\.5: δ is the probability"),
-        (lambda t: t.replace('epsilon = 1.0', 'epsilon = inf'), r"budget\.epsilon: must be a finite number"),
-        (lambda t: t.replace('epsilon = 1.0', 'epsilon = nan'), r"budget\.epsilon: must be a finite number"),
-        (lambda t: t.replace('lifetime_epsilon = 8.0', 'lifetime_epsilon = inf'), r"budget\.lifetime_epsilon: must be a finite"),
-        (lambda t: t.replace('["x0", "x1"]', '["x0", "y"]'), r"lake\.features: the label 'y' is also listed as a feature"),
-        (lambda t: t.replace('["x0", "x1"]', '["x0", "x1", "x0"]'), r"lake\.features: .*'x0' listed more than once"),
-        (lambda t: t.replace('"/data/shuffled"', '"/data/raw"'), r"lake\.shuffled_url /data/raw is the source lake"),
+        (
+            lambda t: t.replace("clip_norm = 2.0", "clip_norm = 0"),
+            r"algorithm\.clip_norm: Input should be greater than 0",
+        ),
+        (
+            lambda t: t.replace("nu = 0.01", "nu = 1.5"),
+            r"algorithm\.nu: Input should be less than or equal to 1",
+        ),
+        (
+            lambda t: t.replace("batch_size = 1024", "batch_size = 1024\nbatchsize = 3"),
+            r"algorithm\.batchsize: unknown key",
+        ),
+        (
+            lambda t: t.replace("epsilon = 1.0", "epsilon = -1.0"),
+            r"budget\.epsilon: Input should be greater than 0",
+        ),
+        (lambda t: t.replace("delta = 1e-6", "delta = 1.0"), r"budget\.delta: must be below 0\.5"),
+        (
+            lambda t: t.replace("delta = 1e-6", "delta = 0.5"),
+            r"budget\.delta: must be below 0\.5: δ is the probability",
+        ),
+        (lambda t: t.replace("epsilon = 1.0", "epsilon = inf"), r"budget\.epsilon: must be a finite number"),
+        (lambda t: t.replace("epsilon = 1.0", "epsilon = nan"), r"budget\.epsilon: must be a finite number"),
+        (
+            lambda t: t.replace("lifetime_epsilon = 8.0", "lifetime_epsilon = inf"),
+            r"budget\.lifetime_epsilon: must be a finite",
+        ),
+        (
+            lambda t: t.replace('["x0", "x1"]', '["x0", "y"]'),
+            r"lake\.features: the label 'y' is also listed as a feature",
+        ),
+        (
+            lambda t: t.replace('["x0", "x1"]', '["x0", "x1", "x0"]'),
+            r"lake\.features: .*'x0' listed more than once",
+        ),
+        (
+            lambda t: t.replace('"/data/shuffled"', '"/data/raw"'),
+            r"lake\.shuffled_url /data/raw is the source lake",
+        ),
         (lambda t: t.replace('"/data/shuffled"', '"/data/raw/shuffled"'), r"lies inside the source lake"),
         (lambda t: t.replace('"/data/shuffled"', '"/data"'), r"contains the source lake"),
         (lambda t: t.replace('"/data/shuffled"', '"."'), r"\(the pipeline config's folder\)"),
-        (lambda t: t.replace('epsilon = 1.0', 'epsilon = 9.0'), r"exceeds lifetime_epsilon=8.0"),
-        (lambda t: t.replace('name = "dpsgd"', 'name = "adam"'), r"algorithm\.name: Input should be 'auto', 'ssp', 'ambssgd', 'dpsgd' or 'srgd'"),
-        (lambda t: t.replace('label = "y"\n', ''), r"lake\.label: required key is missing"),
+        (lambda t: t.replace("epsilon = 1.0", "epsilon = 9.0"), r"exceeds lifetime_epsilon=8.0"),
+        (
+            lambda t: t.replace('name = "dpsgd"', 'name = "adam"'),
+            r"algorithm\.name: Input should be 'auto', 'ssp', 'ambssgd', 'dpsgd' or 'srgd'",
+        ),
+        (lambda t: t.replace('label = "y"\n', ""), r"lake\.label: required key is missing"),
         (lambda t: t + "\n[extra]\nkey = 1\n", r"extra: unknown key"),
-        (lambda t: t.replace('[budget]', '[budget'), r"not valid TOML"),
-        (lambda t: t.replace('"0 2 * * *"', '"0 2 * *"'), r"schedule\.cron: Value error, a cron string has 5 fields"),
-        (lambda t: t.replace('name = "dpsgd"', 'name = "srgd"') + '\n[model]\nkind = "kan"\n', r"model.kind = 'kan' trains with algorithm.name = 'dpsgd'"),
-        (lambda t: t + '\n[model]\nkind = "kan"\nnum_hidden = 0\n', r"model\.num_hidden: Input should be greater than 0"),
-        (lambda t: t + '\n[model]\nbackend = "tpu"\n', r"model\.backend: Input should be 'numpy', 'cupy' or 'auto'"),
+        (lambda t: t.replace("[budget]", "[budget"), r"not valid TOML"),
+        (
+            lambda t: t.replace('"0 2 * * *"', '"0 2 * *"'),
+            r"schedule\.cron: Value error, a cron string has 5 fields",
+        ),
+        (
+            lambda t: t.replace('name = "dpsgd"', 'name = "srgd"') + '\n[model]\nkind = "kan"\n',
+            r"model.kind = 'kan' trains with algorithm.name = 'dpsgd'",
+        ),
+        (
+            lambda t: t + '\n[model]\nkind = "kan"\nnum_hidden = 0\n',
+            r"model\.num_hidden: Input should be greater than 0",
+        ),
+        (
+            lambda t: t + '\n[model]\nbackend = "tpu"\n',
+            r"model\.backend: Input should be 'numpy', 'cupy' or 'auto'",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(tmp_path, edit, match):
@@ -93,7 +135,13 @@ def test_relative_locations_are_relative_to_the_config(tmp_path):
 def test_model_sections_build_their_models(tmp_path):
     from dpstream.models import KANModel, LogisticRegressionModel
 
-    kan = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "kan"\nnum_hidden = 8\nfeature_low = [-1.0, -2.0]\nfeature_high = 3.0\n'))
+    kan = load_config(
+        write(
+            tmp_path,
+            GOOD
+            + '\n[model]\nkind = "kan"\nnum_hidden = 8\nfeature_low = [-1.0, -2.0]\nfeature_high = 3.0\n',
+        )
+    )
     model = kan.model.build()
     assert model == KANModel(num_hidden=8, feature_low=(-1.0, -2.0), feature_high=3.0)
     logistic = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "logistic"\nbackend = "auto"\n'))
@@ -125,10 +173,17 @@ def test_run_locations_keep_checkpoints_private(tmp_path):
 def test_training_split_exists_for_every_lake_that_validates(tmp_path):
     config = load_config(write(tmp_path, GOOD))  # GOOD sets no rows_per_file: the automatic layout
     assert config.rows_per_file(1000) == 200 and config.training_split(1000) == (5, 800, 200)
-    assert config.rows_per_file(10**7) == 250_000 and config.training_split(10**7) == (40, 10**7 - 250_000, 250_000)
+    assert config.rows_per_file(10**7) == 250_000 and config.training_split(10**7) == (
+        40,
+        10**7 - 250_000,
+        250_000,
+    )
     assert config.training_split(2) == (2, 1, 1)
     with pytest.raises(ConfigError, match="a lake needs at least 2 rows"):
         config.training_split(1)
     explicit = load_config(write(tmp_path, GOOD.replace('label = "y"', 'label = "y"\nrows_per_file = 1000')))
-    with pytest.raises(ConfigError, match=r"lake.rows_per_file: 1,000 rows at 1,000 rows per file make one shuffled file.*at most 500"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lake.rows_per_file: 1,000 rows at 1,000 rows per file make one shuffled file.*at most 500",
+    ):
         explicit.training_split(1000)

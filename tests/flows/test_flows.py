@@ -28,7 +28,7 @@ def write_config(tmp_path, raw, epsilon=1.0, algorithm="ambssgd", learning_rate=
 url = "{raw}"
 features = [{features}]
 label = "y"
-shuffled_url = "{tmp_path / 'shuffled'}"
+shuffled_url = "{tmp_path / "shuffled"}"
 rows_per_file = 4000
 
 [algorithm]
@@ -40,7 +40,7 @@ learning_rate = {learning_rate}  # isotropic N(0, I) features: ‖H‖ = 1, so �
 epsilon = {epsilon}
 delta = 1e-6
 lifetime_epsilon = 2.0
-ledger_url = "{tmp_path / 'ledger'}"
+ledger_url = "{tmp_path / "ledger"}"
 
 [cluster]
 n_workers = 1
@@ -66,7 +66,9 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     # What a user needs to apply the model: the features in their order, the label, the kind, the algorithm.
     assert document["features"] == [f"x{j}" for j in range(DIM)] and document["label"] == "y"
     assert document["model"]["kind"] == "linear" and document["algorithm"] == "ambssgd"
-    assert document["preprocessing"] is None  # a lake `dpstream convert` did not write: features read as stored
+    assert (
+        document["preprocessing"] is None
+    )  # a lake `dpstream convert` did not write: features read as stored
     assert not list((tmp_path / "out").glob("*.tmp-*"))  # written atomically, nothing left behind
     lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
     assert len(document["params"]) == DIM and lakes == [document["lake_fingerprint"]]
@@ -92,7 +94,12 @@ def assert_key_absent_from_folder(checkpoints, run_id, folder):
     assert {path.name for path in files} >= {"model.json", "privacy_report.md"}
     for path in files:
         data = path.read_bytes()
-        for needle in (secret, secret.hex().encode(), secret.hex().upper().encode(), base64.b64encode(secret)):
+        for needle in (
+            secret,
+            secret.hex().encode(),
+            secret.hex().upper().encode(),
+            base64.b64encode(secret),
+        ):
             assert needle not in data, path
 
 
@@ -137,11 +144,16 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
     for path in raw.iterdir():
         table = pq.read_table(path)
         labels = pa.array((table.column("y").to_numpy() > 0).astype(np.float64))
-        pq.write_table(table.set_column(table.schema.get_field_index("y"), "y", labels), path, row_group_size=1500)
+        pq.write_table(
+            table.set_column(table.schema.get_field_index("y"), "y", labels), path, row_group_size=1500
+        )
     config = write_config(tmp_path, raw, algorithm="dpsgd", learning_rate=2.0)
-    config.write_text(config.read_text().replace("clip_norm = 4.0", 'clip_norm = 1.0\nbatch_size = 200\n'
-                                                 'noise = "lambda"\ncorrelation = 0.9')
-                      + '\n[model]\nkind = "kan"\nnum_hidden = 16\nfeature_low = -4.0\nfeature_high = 4.0\ninput_map = "cube"\n')
+    config.write_text(
+        config.read_text().replace(
+            "clip_norm = 4.0", 'clip_norm = 1.0\nbatch_size = 200\nnoise = "lambda"\ncorrelation = 0.9'
+        )
+        + '\n[model]\nkind = "kan"\nnum_hidden = 16\nfeature_low = -4.0\nfeature_high = 4.0\ninput_map = "cube"\n'
+    )
     result = train_flow(str(config), run_id="kan-1", output_dir=str(tmp_path / "out"))
     assert result["report"].epsilon == pytest.approx(1.0, rel=1e-9)
     assert result["params"].size == 16 * DIM * 8

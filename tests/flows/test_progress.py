@@ -14,7 +14,14 @@ from flows.progress import RunProgress
 
 
 def test_report_after_bounds_the_prefix():
-    correlated = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=100, noise=make_noise_process("lambda", correlation=0.5))
+    correlated = DPSGD(
+        1.0,
+        1e-6,
+        clip_norm=1.0,
+        learning_rate=0.1,
+        batch_size=100,
+        noise=make_noise_process("lambda", correlation=0.5),
+    )
     plan = correlated.plan(10_000, 4)
     full = correlated.report(plan)
     prefix = [report_after(correlated, plan, t).epsilon for t in (1, 10, plan.num_steps)]
@@ -30,7 +37,9 @@ def test_report_after_bounds_the_prefix():
 
 
 def test_training_bar_reaches_all_rows_and_the_final_epsilon():
-    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=250, noise=make_noise_process("nu", nu=0.05))
+    algorithm = DPSGD(
+        1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=250, noise=make_noise_process("nu", nu=0.05)
+    )
     plan = algorithm.plan(5_000, 3)
     sink = io.StringIO()
     with RunProgress(console=Console(file=sink, width=200, force_terminal=False)) as progress:
@@ -58,7 +67,11 @@ def test_bars_fit_an_80_column_terminal_at_a_billion_rows():
     lines = sink.getvalue().rstrip("\n").splitlines()
     # One line per bar (three), none wrapped or cut: every field is still there.
     assert len(lines) == 3 and all(len(line) <= 80 for line in lines), lines
-    assert "2.00G/2.00G rows" in lines[0] and "1.23G/2.00G rows" in lines[1] and re.search(r"ε [0-9.]+ ", lines[2])
+    assert (
+        "2.00G/2.00G rows" in lines[0]
+        and "1.23G/2.00G rows" in lines[1]
+        and re.search(r"ε [0-9.]+ ", lines[2])
+    )
     assert "train 1999 steps" in lines[2] and "2.00G/2.00G rows" in lines[2]
 
 

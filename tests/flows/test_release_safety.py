@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import psutil
+import pyarrow as pa
 import pytest
 
 from tests.pipelines.conftest import DIM, local_put, make_table, write_lake
@@ -29,12 +29,26 @@ FEATURES = [f"x{j}" for j in range(DIM)]
 
 
 def dpstream(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "flows.cli", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.cli", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def write_config(folder: Path, raw: Path, *, features=FEATURES, epsilon=1.0, lifetime=1.0, kind="linear",
-                 extra="", name="pipeline.toml") -> Path:
+def write_config(
+    folder: Path,
+    raw: Path,
+    *,
+    features=FEATURES,
+    epsilon=1.0,
+    lifetime=1.0,
+    kind="linear",
+    extra="",
+    name="pipeline.toml",
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     listed = ", ".join(f'"{f}"' for f in features)
@@ -43,7 +57,7 @@ def write_config(folder: Path, raw: Path, *, features=FEATURES, epsilon=1.0, lif
 url = "{raw}"
 features = [{listed}]
 label = "y"
-shuffled_url = "{folder / 'shuffled'}"
+shuffled_url = "{folder / "shuffled"}"
 rows_per_file = 4000
 
 [model]
@@ -58,7 +72,7 @@ clip_norm = 4.0
 epsilon = {epsilon}
 delta = 1e-6
 lifetime_epsilon = {lifetime}
-ledger_url = "{folder.parent / 'ledger'}"
+ledger_url = "{folder.parent / "ledger"}"
 
 [cluster]
 n_workers = 1
@@ -68,7 +82,11 @@ mode = "streaming"
 
 
 def tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def ledger_runs(ledger: Path) -> dict[str, str]:
@@ -84,8 +102,13 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     model = json.loads((tmp_path / "out1" / "model.json").read_text())
     # Finding 7: the publish folder holds releases only; the checkpoint (noise key) is beside the ledger.
-    assert sorted(os.listdir(tmp_path / "out1")) == ["clip_norm.png", "epsilon_delta.png", "loss.png", "model.json",
-                                                     "privacy_report.md"]
+    assert sorted(os.listdir(tmp_path / "out1")) == [
+        "clip_norm.png",
+        "epsilon_delta.png",
+        "loss.png",
+        "model.json",
+        "privacy_report.md",
+    ]
     assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.pkl").exists()
     # Findings 2 and 3: the same id again (its own charge filled the budget) replays the same model.
     again = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out2", "--quiet")
@@ -117,7 +140,9 @@ def test_classification_label_refused_before_the_ledger(tmp_path):
     for i in range(2):
         table = make_table(3000, i)
         labels = pa.array(np.arange(3000) % 3, type=pa.float64())  # {0, 1, 2}: not a binary label set
-        local_put(str(raw / f"part-{i}.parquet"), table.set_column(table.schema.get_field_index("y"), "y", labels))
+        local_put(
+            str(raw / f"part-{i}.parquet"), table.set_column(table.schema.get_field_index("y"), "y", labels)
+        )
     config = write_config(tmp_path / "project", raw, kind="logistic", lifetime=4.0)
     for command in (["validate", config], ["train", config, "--run-id", "c1", "--quiet"]):
         result = dpstream(*command)
@@ -133,8 +158,10 @@ def test_shuffle_refuses_the_lake_and_the_project_folder(tmp_path, shuffled):
     raw = project / "raw"
     write_lake(local_put, str(raw), files=2, rows=500)
     config = write_config(project, raw)
-    text = config.read_text().replace(f'shuffled_url = "{project / "shuffled"}"',
-                                      f'shuffled_url = "{(project / shuffled) if shuffled else tmp_path}"')
+    text = config.read_text().replace(
+        f'shuffled_url = "{project / "shuffled"}"',
+        f'shuffled_url = "{(project / shuffled) if shuffled else tmp_path}"',
+    )
     config.write_text(text)
     before = tree(tmp_path)
     result = dpstream("shuffle", config, "--quiet")
@@ -147,16 +174,27 @@ def test_shuffle_refuses_the_lake_and_the_project_folder(tmp_path, shuffled):
 def test_ctrl_c_stops_at_once_and_the_run_resumes(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw), files=4, rows=40_000)
-    config = write_config(tmp_path / "project", raw, lifetime=2.0, extra=f"""
+    config = write_config(
+        tmp_path / "project",
+        raw,
+        lifetime=2.0,
+        extra=f"""
 [checkpoint]
-url = "{tmp_path / 'ckpt'}"
+url = "{tmp_path / "ckpt"}"
 every_steps = 50
-""").as_posix()
+""",
+    ).as_posix()
     text = Path(config).read_text().replace("batch_size = 500", "batch_size = 8")  # ~15,000 small steps
     Path(config).write_text(text)
     # A terminal delivers Ctrl-C to the whole foreground process group: so does this test.
-    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "train", config, "--run-id", "ctrl-c", "--quiet"],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "train", config, "--run-id", "ctrl-c", "--quiet"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     checkpoint = tmp_path / "ckpt" / "ctrl-c" / "checkpoint.pkl"
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -172,8 +210,12 @@ every_steps = 50
     while (leftovers := _leftovers(process.pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert leftovers == []
-    expected = re.compile(r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge "
-                          r"stays reserved and it resumes from its checkpoint with: " + re.escape(f"dpstream train {config} --run-id ctrl-c") + "$")
+    expected = re.compile(
+        r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge "
+        r"stays reserved and it resumes from its checkpoint with: "
+        + re.escape(f"dpstream train {config} --run-id ctrl-c")
+        + "$"
+    )
     # The message is the CLI's last word. A child killed while it was being spawned may still print its
     # own EOFError traceback a moment later on the shared stderr (seen once in CI): not the CLI's output.
     ours = [line for line in stderr.strip().splitlines() if line.startswith("dpstream:")]

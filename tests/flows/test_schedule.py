@@ -56,11 +56,29 @@ def prefect_server(tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_SERVER_UI_ENABLED="false",
-               DO_NOT_TRACK="1", PREFECT_LOGGING_LEVEL="INFO")
+    env.update(
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_SERVER_UI_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_LOGGING_LEVEL="INFO",
+    )
     log = open(home / "server.log", "w")
-    server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port),
-                               "--analytics-off"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            str(BIN / "prefect"),
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--analytics-off",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -85,7 +103,9 @@ def api(env, method: str, path: str, body=None):
 
 
 def run_logged(args, env, cwd, log: Path) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(arg) for arg in args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(arg) for arg in args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     log.write_text(result.stdout + result.stderr)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     return result
@@ -115,7 +135,9 @@ def wait_for_completed_runs(env, deployment_names, processes) -> dict[str, dict]
             if process.poll() is not None:
                 pytest.fail(f"{label} exited early with code {process.returncode}")
         if time.monotonic() > deadline:
-            pytest.fail(f"no completed scheduled run within {RUN_DEADLINE_SECONDS} s; completed: {sorted(completed)}")
+            pytest.fail(
+                f"no completed scheduled run within {RUN_DEADLINE_SECONDS} s; completed: {sorted(completed)}"
+            )
         time.sleep(2)
     return completed
 
@@ -140,18 +162,43 @@ def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
     text = YAML.read_text()
     assert '"0 2 * * *"' in text
     every_minute.write_text(text.replace('"0 2 * * *"', '"* * * * *"'))
-    run_logged([BIN / "prefect", "work-pool", "create", "dpstream-process", "--type", "process"], env, ROOT, logs / "pool.log")
-    run_logged([BIN / "prefect", "--no-prompt", "deploy", "--prefect-file", every_minute, "--all"],
-               {**env, "DPSTREAM_CONFIG": str(deployed_config)}, ROOT, logs / "deploy.log")
+    run_logged(
+        [BIN / "prefect", "work-pool", "create", "dpstream-process", "--type", "process"],
+        env,
+        ROOT,
+        logs / "pool.log",
+    )
+    run_logged(
+        [BIN / "prefect", "--no-prompt", "deploy", "--prefect-file", every_minute, "--all"],
+        {**env, "DPSTREAM_CONFIG": str(deployed_config)},
+        ROOT,
+        logs / "deploy.log",
+    )
     processes = {}
     try:
         with open(logs / "serve.log", "w") as serve_log, open(logs / "worker.log", "w") as worker_log:
             processes["dpstream serve"] = subprocess.Popen(
-                [str(BIN / "dpstream"), "serve", str(served_config), "--cron", "* * * * *", "--name", "every-minute"],
-                env=env, cwd=tmp_path, stdout=serve_log, stderr=subprocess.STDOUT)
+                [
+                    str(BIN / "dpstream"),
+                    "serve",
+                    str(served_config),
+                    "--cron",
+                    "* * * * *",
+                    "--name",
+                    "every-minute",
+                ],
+                env=env,
+                cwd=tmp_path,
+                stdout=serve_log,
+                stderr=subprocess.STDOUT,
+            )
             processes["prefect worker"] = subprocess.Popen(
                 [str(BIN / "prefect"), "worker", "start", "--pool", "dpstream-process"],
-                env=env, cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+                env=env,
+                cwd=ROOT,
+                stdout=worker_log,
+                stderr=subprocess.STDOUT,
+            )
             completed = wait_for_completed_runs(env, {"every-minute", "nightly-train"}, processes)
     except BaseException:
         for name in ("serve.log", "worker.log"):
@@ -170,7 +217,10 @@ def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
         document = json.loads(published[0].read_text())
         assert document["privacy"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
         fingerprint = read_manifest(str(config.parent / "shuffled")).fingerprint
-        statuses = {entry.run_id: entry.status for entry in Ledger(str(config.parent / "ledger")).lake(fingerprint).entries()}
+        statuses = {
+            entry.run_id: entry.status
+            for entry in Ledger(str(config.parent / "ledger")).lake(fingerprint).entries()
+        }
         assert statuses.get(document["run_id"]) == "committed"
     deployment = next(d for d in api(env, "POST", "/deployments/filter", {}) if d["name"] == "nightly-train")
     assert [s["schedule"]["cron"] for s in deployment["schedules"]] == ["* * * * *"]

@@ -13,11 +13,20 @@ from dpstream.models import BatchStats, LinearRegressionModel, LogisticRegressio
 def test_device_path_equals_the_cpu_kernel(model, dtype):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10_000, 8)).astype(dtype)
-    y = rng.standard_normal(10_000) if model.name == "linear" else np.where(rng.random(10_000) > 0.5, 1.0, 0.0)
+    y = (
+        rng.standard_normal(10_000)
+        if model.name == "linear"
+        else np.where(rng.random(10_000) > 0.5, 1.0, 0.0)
+    )
     w = rng.standard_normal(8)
     requests = [
         ("gradient", StatsRequest(params=w, clip_norms=np.array([0.5, 2.0, np.inf]))),
-        ("gradient", StatsRequest(params=w, clip_norms=np.array([1.0]), previous_params=0.9 * w, weight=0.3, previous_weight=0.2)),
+        (
+            "gradient",
+            StatsRequest(
+                params=w, clip_norms=np.array([1.0]), previous_params=0.9 * w, weight=0.3, previous_weight=0.2
+            ),
+        ),
         ("stat", StatsRequest(params=w, thresholds=np.array([0.1, 1.0, 10.0]), statistic="gradient_norm")),
     ]
     tolerance = 1e-6 if dtype == np.float32 else 1e-12  # float32 products, chunked differently
@@ -25,7 +34,12 @@ def test_device_path_equals_the_cpu_kernel(model, dtype):
         cpu = model.block_stats(X, y, request, role)
         device = BatchStats.zeros(len(request.clip_norms), 8, None if role == "gradient" else 3)
         model._accumulate_on_device(X, y, request, role, device, np, chunk_rows=3000)
-        np.testing.assert_allclose(device.clipped_sums, cpu.clipped_sums, rtol=tolerance, atol=tolerance * np.abs(cpu.clipped_sums).max())
+        np.testing.assert_allclose(
+            device.clipped_sums,
+            cpu.clipped_sums,
+            rtol=tolerance,
+            atol=tolerance * np.abs(cpu.clipped_sums).max(),
+        )
         assert device.loss_sum == pytest.approx(cpu.loss_sum, rel=1e-9)
         if role == "stat":
             np.testing.assert_array_equal(device.histogram, cpu.histogram)
@@ -39,8 +53,10 @@ def test_classification_labels_zero_one_mean_minus_one_plus_one():
     zero_one = np.where(rng.random(500) > 0.5, 1.0, 0.0)
     request = StatsRequest(params=w)
     model = LogisticRegressionModel()
-    np.testing.assert_array_equal(model.block_stats(X, zero_one, request).clipped_sums,
-                                  model.block_stats(X, 2 * zero_one - 1, request).clipped_sums)
+    np.testing.assert_array_equal(
+        model.block_stats(X, zero_one, request).clipped_sums,
+        model.block_stats(X, 2 * zero_one - 1, request).clipped_sums,
+    )
 
 
 def test_backend_selection():

@@ -46,7 +46,9 @@ def test_clipped_sums_equal_materialised(model, dtype, rtol):
         assert stats.clipped_rows[k] == clipped
     # Single clip norm takes the GEMV path: same numbers.
     single = model.block_stats(X, y, StatsRequest(w, clip_norms=[0.5]))
-    np.testing.assert_allclose(single.clipped_sums[0], stats.clipped_sums[1], rtol=1e-6 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(
+        single.clipped_sums[0], stats.clipped_sums[1], rtol=1e-6 if dtype == np.float32 else 1e-12
+    )
     assert stats.row_count == X.shape[0]
     assert stats.loss_sum == pytest.approx(model.loss(X.astype(np.float64) @ w, y).sum(), rel=1e-5)
 
@@ -57,7 +59,9 @@ def test_clipped_norm_bound_and_identity_below():
     for i in range(50):  # one row at a time: the clipped contribution itself
         stats = model.block_stats(X[i : i + 1], y[i : i + 1], StatsRequest(w, clip_norms=[1.0, 1e9]))
         assert np.linalg.norm(stats.clipped_sums[0]) <= 1.0 + 1e-12
-        np.testing.assert_allclose(stats.clipped_sums[1], per_example_gradients(model, X[i : i + 1], y[i : i + 1], w)[0])
+        np.testing.assert_allclose(
+            stats.clipped_sums[1], per_example_gradients(model, X[i : i + 1], y[i : i + 1], w)[0]
+        )
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
@@ -65,7 +69,9 @@ def test_srgd_weighted_difference(model):
     X, y, w = data(rows=3000, classification=model.name == "logistic")
     w_prev = w + 0.1
     eta, eta_prev, clip = 7.0, 6.0, 1.3
-    stats = model.block_stats(X, y, StatsRequest(w, clip_norms=[clip], previous_params=w_prev, weight=eta, previous_weight=eta_prev))
+    stats = model.block_stats(
+        X, y, StatsRequest(w, clip_norms=[clip], previous_params=w_prev, weight=eta, previous_weight=eta_prev)
+    )
     U = eta * per_example_gradients(model, X, y, w) - eta_prev * per_example_gradients(model, X, y, w_prev)
     expected, _ = explicit_clipped_sum(U, clip)
     np.testing.assert_allclose(stats.clipped_sums[0], expected, rtol=1e-10, atol=1e-10)
@@ -101,7 +107,10 @@ def test_monoid_merge_is_order_fixed_and_matches_whole():
     request = StatsRequest(w, clip_norms=[0.3, 3.0], thresholds=np.array([0.5, 1.0, 2.0]))
     whole = model.block_stats(X, y, request) + model.block_stats(X, y, request, role="stat")
     cuts = [0, 1234, 4096, 4097, 8000, 10_000]
-    parts = [model.block_stats(X[a:b], y[a:b], request) + model.block_stats(X[a:b], y[a:b], request, role="stat") for a, b in zip(cuts, cuts[1:])]
+    parts = [
+        model.block_stats(X[a:b], y[a:b], request) + model.block_stats(X[a:b], y[a:b], request, role="stat")
+        for a, b in zip(cuts, cuts[1:], strict=False)
+    ]
     merged = parts[0]
     for part in parts[1:]:
         merged = merged + part

@@ -16,14 +16,26 @@ def test_basis_matches_scipy_and_spec_constants(grid_size):
     v = np.linspace(-1.0, 1.0, 401)
     ours = dense_basis(v, grid_size)
     t = knots(grid_size)
-    reference = np.nan_to_num(np.stack(
-        [BSpline.basis_element(t[k : k + 5], extrapolate=False)(v) for k in range(num_basis(grid_size))], axis=1))
-    np.testing.assert_allclose(ours[:-1], reference[:-1], atol=1e-14)  # scipy's half-open support leaves 0 at v = 1
-    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-14)  # partition of unity, right end point included
+    reference = np.nan_to_num(
+        np.stack(
+            [BSpline.basis_element(t[k : k + 5], extrapolate=False)(v) for k in range(num_basis(grid_size))],
+            axis=1,
+        )
+    )
+    np.testing.assert_allclose(
+        ours[:-1], reference[:-1], atol=1e-14
+    )  # scipy's half-open support leaves 0 at v = 1
+    np.testing.assert_allclose(
+        ours.sum(axis=1), 1.0, atol=1e-14
+    )  # partition of unity, right end point included
     squares = (ours**2).sum(axis=1)
-    assert squares.min() >= 1060 / 2304 - 1e-12 and squares.max() <= 0.5 + 1e-12  # spec: [0.4601, 0.5], exact min 1060/2304 at s = 1/2
+    assert (
+        squares.min() >= 1060 / 2304 - 1e-12 and squares.max() <= 0.5 + 1e-12
+    )  # spec: [0.4601, 0.5], exact min 1060/2304 at s = 1/2
     assert ours.max() <= 2 / 3 + 1e-15 and np.count_nonzero(ours, axis=1).max() <= 4
-    np.testing.assert_array_equal(dense_basis(np.array([-3.0, 7.0]), grid_size), dense_basis(np.array([-1.0, 1.0]), grid_size))
+    np.testing.assert_array_equal(
+        dense_basis(np.array([-3.0, 7.0]), grid_size), dense_basis(np.array([-1.0, 1.0]), grid_size)
+    )
 
 
 def test_basis_derivative_matches_finite_differences():
@@ -38,8 +50,15 @@ def test_basis_derivative_matches_finite_differences():
 
 
 def small_problem(activation="tanh", input_map="ball", rows=11, features=3, seed=1):
-    model = KANModel(num_hidden=6, grid_size=4, activation=activation, feature_low=-2.0, feature_high=(2.0, 3.0, 2.5),
-                     input_map=input_map, seed=seed)
+    model = KANModel(
+        num_hidden=6,
+        grid_size=4,
+        activation=activation,
+        feature_low=-2.0,
+        feature_high=(2.0, 3.0, 2.5),
+        input_map=input_map,
+        seed=seed,
+    )
     rng = np.random.default_rng(seed)
     X = rng.uniform(-2.5, 3.0, (rows, features))
     y = np.where(rng.random(rows) > 0.5, 1.0, -1.0)
@@ -54,7 +73,9 @@ def test_gradient_matches_finite_differences(activation, input_map):
         return model.loss(model.predict_margin(X, params), y).sum()
 
     step = 1e-6
-    numeric = np.array([(total_loss(W + step * e) - total_loss(W - step * e)) / (2 * step) for e in np.eye(W.size)])
+    numeric = np.array(
+        [(total_loss(W + step * e) - total_loss(W - step * e)) / (2 * step) for e in np.eye(W.size)]
+    )
     stats = model.block_stats(X, y, StatsRequest(params=W))
     np.testing.assert_allclose(stats.clipped_sums[0], numeric, atol=1e-8 * max(1.0, np.abs(numeric).max()))
     assert stats.loss_sum == pytest.approx(total_loss(W), rel=1e-12) and stats.row_count == X.shape[0]
@@ -62,7 +83,12 @@ def test_gradient_matches_finite_differences(activation, input_map):
 
 def test_clipped_sum_equals_materialised_per_example_gradients(monkeypatch):
     model, X, y, W = small_problem(rows=40)
-    per_example = np.stack([model.block_stats(X[i : i + 1], y[i : i + 1], StatsRequest(params=W)).clipped_sums[0] for i in range(40)])
+    per_example = np.stack(
+        [
+            model.block_stats(X[i : i + 1], y[i : i + 1], StatsRequest(params=W)).clipped_sums[0]
+            for i in range(40)
+        ]
+    )
     norms = np.linalg.norm(per_example, axis=1)
     clip_norms = np.array([np.quantile(norms, 0.2), np.median(norms), np.inf])
     expected = np.stack([(per_example * np.minimum(1.0, c / norms)[:, None]).sum(axis=0) for c in clip_norms])
@@ -71,14 +97,18 @@ def test_clipped_sum_equals_materialised_per_example_gradients(monkeypatch):
     np.testing.assert_allclose(stats.clipped_sums, expected, rtol=1e-10, atol=1e-14)
     np.testing.assert_array_equal(stats.clipped_rows, [(norms > c).sum() for c in clip_norms])
     thresholds = np.quantile(norms, [0.1, 0.5, 0.9])
-    counts = model.block_stats(X, y, StatsRequest(params=W, thresholds=thresholds, statistic="gradient_norm"), role="stat").histogram
+    counts = model.block_stats(
+        X, y, StatsRequest(params=W, thresholds=thresholds, statistic="gradient_norm"), role="stat"
+    ).histogram
     np.testing.assert_array_equal(counts, [(norms <= t).sum() for t in thresholds])
 
 
 def test_float32_blocks_and_public_initialisation():
     model, X, y, W = small_problem(rows=30)
     as_float32 = model.block_stats(X.astype(np.float32), y, StatsRequest(params=W)).clipped_sums
-    as_float64 = model.block_stats(X.astype(np.float32).astype(np.float64), y, StatsRequest(params=W)).clipped_sums
+    as_float64 = model.block_stats(
+        X.astype(np.float32).astype(np.float64), y, StatsRequest(params=W)
+    ).clipped_sums
     np.testing.assert_array_equal(as_float32, as_float64)  # computed in float64 either way
     again = KANModel(num_hidden=6, grid_size=4, seed=1)
     np.testing.assert_array_equal(again.init_params(3), W)  # W₀ from the public seed only
@@ -113,14 +143,20 @@ def test_requests_the_kan_cannot_serve():
         model.block_stats(X, y, StatsRequest(params=W[:-1]))
 
 
-@pytest.mark.skipif(gpu_status()[0], reason="this machine has a GPU; the no-GPU error path cannot be exercised")
+@pytest.mark.skipif(
+    gpu_status()[0], reason="this machine has a GPU; the no-GPU error path cannot be exercised"
+)
 def test_cupy_backend_without_a_gpu_says_why():
     with pytest.raises(RuntimeError, match=r"backend='cupy' needs a GPU: .*use backend='numpy' or 'auto'"):
         KANModel(backend="cupy")
     model, X, y, W = small_problem()
-    auto = KANModel(num_hidden=6, grid_size=4, feature_low=-2.0, feature_high=(2.0, 3.0, 2.5), seed=1, backend="auto")
-    np.testing.assert_array_equal(auto.block_stats(X, y, StatsRequest(params=W)).clipped_sums,
-                                  model.block_stats(X, y, StatsRequest(params=W)).clipped_sums)  # falls back to NumPy
+    auto = KANModel(
+        num_hidden=6, grid_size=4, feature_low=-2.0, feature_high=(2.0, 3.0, 2.5), seed=1, backend="auto"
+    )
+    np.testing.assert_array_equal(
+        auto.block_stats(X, y, StatsRequest(params=W)).clipped_sums,
+        model.block_stats(X, y, StatsRequest(params=W)).clipped_sums,
+    )  # falls back to NumPy
 
 
 def test_every_model_implements_the_model_protocol():

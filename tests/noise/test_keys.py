@@ -74,6 +74,9 @@ def test_replay_identical_in_another_process():
         "sys.stdout.buffer.write(gaussian(key, 123, 'gradient', 64).tobytes())\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", program], input=key.export_secret().hex().encode(), capture_output=True, check=True
+        [sys.executable, "-c", program],
+        input=key.export_secret().hex().encode(),
+        capture_output=True,
+        check=True,
     )
     assert np.frombuffer(result.stdout, dtype=np.float64).tobytes() == here.tobytes()

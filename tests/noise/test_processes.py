@@ -67,7 +67,9 @@ def test_empirical_covariance_matches_decoder(process):
 @pytest.mark.parametrize("process", PROCESSES, ids=lambda p: p.describe())
 @pytest.mark.parametrize("steps", [1, 2, 7, 16, 33])
 def test_sensitivity_is_largest_encoder_column(process, steps):
-    assert process.sensitivity(steps) == pytest.approx(max_column_norm(encoder_matrix(process, steps)), rel=1e-10)
+    assert process.sensitivity(steps) == pytest.approx(
+        max_column_norm(encoder_matrix(process, steps)), rel=1e-10
+    )
 
 
 @pytest.mark.parametrize("process", PROCESSES, ids=lambda p: p.describe())
@@ -87,7 +89,11 @@ def test_resume_from_any_step_replays_bit_for_bit(process):
 def test_lambda_zero_and_nu_one_are_dp_sgd_exactly():
     key = NoiseKey.generate()
     sgd, _ = run(IndependentNoise(), key, 6, 12)
-    for process in (LambdaCorrelatedNoise(0.0), ToeplitzNoise(nu=1.0), ToeplitzNoise(nu=1.0, history="replay")):
+    for process in (
+        LambdaCorrelatedNoise(0.0),
+        ToeplitzNoise(nu=1.0),
+        ToeplitzNoise(nu=1.0, history="replay"),
+    ):
         other, _ = run(process, key, 6, 12)
         assert other.tobytes() == sgd.tobytes()
         assert process.sensitivity(1000) == 1.0
@@ -103,13 +109,17 @@ def test_lambda_sensitivity_closed_form():
 def test_nu_coefficients_table():
     # nu_dpftrl.md §1.5 and §1.6 at ν = 0.1.
     np.testing.assert_allclose(
-        nu_coefficients(0.1, 7), [1, -0.45, -0.10125, -0.0455625, -0.02562891, -0.01614621, -0.01089869], atol=5e-9
+        nu_coefficients(0.1, 7),
+        [1, -0.45, -0.10125, -0.0455625, -0.02562891, -0.01614621, -0.01089869],
+        atol=5e-9,
     )
     np.testing.assert_allclose(
         nu_inverse_coefficients(0.1, 6), [1, 0.45, 0.30375, 0.2278125, 0.17940234, 0.1453159], atol=5e-9
     )
     # ν → 0: the (−1)^t C(1/2, t) of Fichtenberger et al.
-    np.testing.assert_allclose(nu_coefficients(0.0, 7), [1, -1 / 2, -1 / 8, -1 / 16, -5 / 128, -7 / 256, -21 / 1024])
+    np.testing.assert_allclose(
+        nu_coefficients(0.0, 7), [1, -1 / 2, -1 / 8, -1 / 16, -5 / 128, -7 / 256, -21 / 1024]
+    )
     # Sums: Σ β = sqrt(ν) and the β_t < 0 for t ≥ 1.
     beta = nu_coefficients(0.3, 4000)
     assert beta.sum() == pytest.approx(math.sqrt(0.3), abs=1e-12)
@@ -123,12 +133,22 @@ def test_inverse_coefficients_match_dense_inverse():
         index = np.subtract.outer(np.arange(n), np.arange(n))
         dense = np.where(index >= 0, padded[np.clip(index, 0, None)], 0.0)
         np.testing.assert_allclose(inverse_coefficients(beta, n), np.linalg.inv(dense)[:, 0], atol=1e-13)
-    np.testing.assert_allclose(inverse_coefficients(nu_coefficients(0.2, 50), 50), nu_inverse_coefficients(0.2, 50), atol=1e-14)
+    np.testing.assert_allclose(
+        inverse_coefficients(nu_coefficients(0.2, 50), 50), nu_inverse_coefficients(0.2, 50), atol=1e-14
+    )
 
 
 @pytest.mark.parametrize(
     "nu, gamma_squared",
-    [(0.5, 1.073182), (0.1, 1.451843), (1e-2, 2.136878), (1e-3, 2.861986), (1e-4, 3.593813), (1.5625e-4, 3.451836), (1e-5, 4.326605)],
+    [
+        (0.5, 1.073182),
+        (0.1, 1.451843),
+        (1e-2, 2.136878),
+        (1e-3, 2.861986),
+        (1e-4, 3.593813),
+        (1.5625e-4, 3.451836),
+        (1e-5, 4.326605),
+    ],
 )
 def test_gamma_infinity_table(nu, gamma_squared):
     assert nu_gamma_infinity(nu) ** 2 == pytest.approx(gamma_squared, abs=1e-6)
@@ -136,8 +156,17 @@ def test_gamma_infinity_table(nu, gamma_squared):
 
 @pytest.mark.parametrize(
     "nu, steps, gamma_squared",
-    [(1e-2, 10, 1.7406), (1e-2, 100, 2.1213), (1e-2, 1000, 2.1369), (1e-3, 10, 1.7861), (1e-3, 100, 2.4721),
-     (1e-3, 1000, 2.8464), (1e-3, 10_000, 2.8620), (1.5625e-4, 10_000, 3.4483), (1.5625e-4, 100_000, 3.4518)],
+    [
+        (1e-2, 10, 1.7406),
+        (1e-2, 100, 2.1213),
+        (1e-2, 1000, 2.1369),
+        (1e-3, 10, 1.7861),
+        (1e-3, 100, 2.4721),
+        (1e-3, 1000, 2.8464),
+        (1e-3, 10_000, 2.8620),
+        (1.5625e-4, 10_000, 3.4483),
+        (1.5625e-4, 100_000, 3.4518),
+    ],
 )
 def test_gamma_finite_horizon_table(nu, steps, gamma_squared):
     assert ToeplitzNoise(nu=nu).sensitivity(steps) ** 2 == pytest.approx(gamma_squared, abs=1e-4)
@@ -146,7 +175,9 @@ def test_gamma_finite_horizon_table(nu, steps, gamma_squared):
 def test_gamma_small_horizon_and_anytime_limit():
     for nu in (0.0 + 1e-12, 0.4):
         gamma2 = [ToeplitzNoise(nu=nu).sensitivity(t) ** 2 for t in (1, 2, 3)]
-        np.testing.assert_allclose(gamma2, [1, 1 + (1 - nu) ** 2 / 4, 1 + (1 - nu) ** 2 / 4 + 9 / 64 * (1 - nu) ** 4])
+        np.testing.assert_allclose(
+            gamma2, [1, 1 + (1 - nu) ** 2 / 4, 1 + (1 - nu) ** 2 / 4 + 9 / 64 * (1 - nu) ** 4]
+        )
     # nu_dpftrl.md §1.10: γ_∞(0.05) = γ_{10^6} = 1.2840764619869.
     assert ToeplitzNoise(nu=0.05).sensitivity(10**6) == pytest.approx(1.2840764619869, abs=1e-12)
     assert nu_gamma_infinity(0.05) == pytest.approx(1.2840764619869, abs=1e-12)
@@ -155,7 +186,9 @@ def test_gamma_small_horizon_and_anytime_limit():
 def test_truncation_recomputes_sensitivity():
     exact, truncated = ToeplitzNoise(nu=0.01), ToeplitzNoise(nu=0.01, taps=8)
     assert truncated.sensitivity(500) != pytest.approx(exact.sensitivity(500), rel=1e-3)
-    assert truncated.sensitivity(60) == pytest.approx(max_column_norm(encoder_matrix(truncated, 60)), rel=1e-10)
+    assert truncated.sensitivity(60) == pytest.approx(
+        max_column_norm(encoder_matrix(truncated, 60)), rel=1e-10
+    )
 
 
 def test_tree_prefix_variance_is_popcount_and_memory_is_logarithmic():

@@ -54,7 +54,9 @@ def lake(tmp_path):
 def dask_client():
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="2GiB")
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="2GiB"
+    )
     client = Client(cluster)
     try:
         yield client

@@ -10,13 +10,26 @@ from pipelines import LakeError, LakeSpec, validate_lake
 from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 
 HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
-NUMERIC = ("longitude", "latitude", "housing_median_age", "total_rooms", "total_bedrooms", "population",
-           "households", "median_income")
+NUMERIC = (
+    "longitude",
+    "latitude",
+    "housing_median_age",
+    "total_rooms",
+    "total_bedrooms",
+    "population",
+    "households",
+    "median_income",
+)
 OCEAN = ("<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN")  # public category list
 
 
 def housing_spec(**overrides):
-    kwargs = dict(columns=NUMERIC, label="median_house_value", categorical={"ocean_proximity": OCEAN}, rows_per_file=8000)
+    kwargs = dict(
+        columns=NUMERIC,
+        label="median_house_value",
+        categorical={"ocean_proximity": OCEAN},
+        rows_per_file=8000,
+    )
     kwargs.update(overrides)
     return ConvertSpec(**kwargs)
 
@@ -24,7 +37,11 @@ def housing_spec(**overrides):
 def test_california_drop_missing(tmp_path):
     out = str(tmp_path / "lake")
     paths = csv_to_parquet(str(HOUSING), out, housing_spec())
-    assert [os.path.basename(p) for p in paths] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    assert [os.path.basename(p) for p in paths] == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+        "part-00002.parquet",
+    ]
     table = pq.read_table(out)
     assert table.num_rows == 20_433  # the 207 rows with a missing total_bedrooms are dropped
     onehot = [f"ocean_proximity={v}" for v in OCEAN]
@@ -32,10 +49,17 @@ def test_california_drop_missing(tmp_path):
     assert (sum(table.column(c).to_numpy() for c in onehot) == 1).all()
     summary = validate_lake(LakeSpec(out, tuple(NUMERIC) + tuple(onehot), "median_house_value"))
     assert summary.num_rows == 20_433 and summary.num_features == 13
-    assert os.path.getsize(HOUSING) > 0 and sorted(os.listdir(out)) == ["_convert.json"] + [os.path.basename(p) for p in paths]
+    assert os.path.getsize(HOUSING) > 0 and sorted(os.listdir(out)) == ["_convert.json"] + [
+        os.path.basename(p) for p in paths
+    ]
     record = read_convert_record(out)  # the public preprocessing, for whoever applies a model trained on it
-    assert record["features"] == list(NUMERIC) + onehot and record["categorical"] == {"ocean_proximity": list(OCEAN)}
-    assert record["source"] == "housing.csv" and validate_lake(LakeSpec(out, tuple(NUMERIC), "median_house_value")).stray_files == ()
+    assert record["features"] == list(NUMERIC) + onehot and record["categorical"] == {
+        "ocean_proximity": list(OCEAN)
+    }
+    assert (
+        record["source"] == "housing.csv"
+        and validate_lake(LakeSpec(out, tuple(NUMERIC), "median_house_value")).stray_files == ()
+    )
 
 
 def test_california_impute_public_constant(tmp_path):
@@ -49,14 +73,28 @@ def test_california_impute_public_constant(tmp_path):
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (dict(require_bounds=True, bounds={"longitude": (-124.5, -114.0)}, unscaled=NUMERIC[2:]),
-         r"no public bounds for 'latitude', 'median_house_value'.*--bounds latitude=LOW,HIGH median_house_value=LOW,HIGH"),
-        (dict(unscaled=("median_house_value", "ocean_proximity")), r"unscaled names column 'ocean_proximity', which is neither"),
-        (dict(bounds={"latitude": (32.5, 42.0)}, unscaled=("latitude",)), r"column 'latitude' has bounds and is also listed as unscaled"),
+        (
+            dict(require_bounds=True, bounds={"longitude": (-124.5, -114.0)}, unscaled=NUMERIC[2:]),
+            r"no public bounds for 'latitude', 'median_house_value'.*--bounds latitude=LOW,HIGH median_house_value=LOW,HIGH",
+        ),
+        (
+            dict(unscaled=("median_house_value", "ocean_proximity")),
+            r"unscaled names column 'ocean_proximity', which is neither",
+        ),
+        (
+            dict(bounds={"latitude": (32.5, 42.0)}, unscaled=("latitude",)),
+            r"column 'latitude' has bounds and is also listed as unscaled",
+        ),
         (dict(columns=NUMERIC + ("rooms_per_person",)), r"column 'rooms_per_person' is not in the CSV"),
-        (dict(columns=NUMERIC + ("ocean_proximity",), categorical={}), r"column 'ocean_proximity' is not numeric"),
+        (
+            dict(columns=NUMERIC + ("ocean_proximity",), categorical={}),
+            r"column 'ocean_proximity' is not numeric",
+        ),
         (dict(categorical={"ocean_proximity": OCEAN[:3]}), r"category 'NEAR BAY' not in the public list"),
-        (dict(missing="impute"), r"column 'total_bedrooms' has a missing value at row 290 and no imputation constant"),
+        (
+            dict(missing="impute"),
+            r"column 'total_bedrooms' has a missing value at row 290 and no imputation constant",
+        ),
     ],
 )
 def test_bad_conversions_write_nothing(tmp_path, overrides, match):
@@ -68,8 +106,12 @@ def test_bad_conversions_write_nothing(tmp_path, overrides, match):
 
 def test_unknown_categories_can_be_dropped(tmp_path):
     out = str(tmp_path / "lake")
-    csv_to_parquet(str(HOUSING), out, housing_spec(categorical={"ocean_proximity": ("INLAND",)}, unknown_category="drop"))
-    assert pq.read_table(out).num_rows == sum(1 for line in open(HOUSING) if ",INLAND" in line and ",," not in line)
+    csv_to_parquet(
+        str(HOUSING), out, housing_spec(categorical={"ocean_proximity": ("INLAND",)}, unknown_category="drop")
+    )
+    assert pq.read_table(out).num_rows == sum(
+        1 for line in open(HOUSING) if ",INLAND" in line and ",," not in line
+    )
 
 
 def test_bad_spec_and_locations(tmp_path):
@@ -87,20 +129,29 @@ def test_bad_spec_and_locations(tmp_path):
 
 def test_public_bounds_clip_and_scale_to_unit_range(tmp_path):
     out = str(tmp_path / "lake")
-    bounds = {"total_rooms": (0.0, 10_000.0), "median_income": (0.0, 15.0), "median_house_value": (0.0, 500_001.0)}
+    bounds = {
+        "total_rooms": (0.0, 10_000.0),
+        "median_income": (0.0, 15.0),
+        "median_house_value": (0.0, 500_001.0),
+    }
     csv_to_parquet(str(HOUSING), out, housing_spec(bounds=bounds))
     table = pq.read_table(out)
     rooms = table.column("total_rooms").to_numpy()
     assert rooms.min() >= 0.0 and rooms.max() == 1.0  # 39,320 rooms is clipped to the public 10,000
     first = next(line for line in open(HOUSING) if line.startswith("-122.23,37.88"))
     assert rooms[0] == pytest.approx(880.0 / 10_000.0)  # the CSV's first row, unshuffled
-    assert table.column("median_house_value").to_numpy()[0] == pytest.approx(float(first.split(",")[8]) / 500_001.0)
+    assert table.column("median_house_value").to_numpy()[0] == pytest.approx(
+        float(first.split(",")[8]) / 500_001.0
+    )
     assert table.column("longitude").to_numpy()[0] == -122.23  # columns without bounds are unchanged
 
 
 @pytest.mark.parametrize(
     "bounds, match",
-    [({"rooms": (0.0, 1.0)}, r"bounds name column 'rooms', which is neither"), ({"total_rooms": (5.0, 5.0)}, r"low < high")],
+    [
+        ({"rooms": (0.0, 1.0)}, r"bounds name column 'rooms', which is neither"),
+        ({"total_rooms": (5.0, 5.0)}, r"low < high"),
+    ],
 )
 def test_bad_bounds(bounds, match):
     with pytest.raises(LakeError, match=match):
@@ -109,9 +160,17 @@ def test_bad_bounds(bounds, match):
 
 def test_required_bounds_are_met_by_bounds_or_unscaled(tmp_path):
     out = str(tmp_path / "lake")
-    spec = housing_spec(missing="impute", impute_values={"total_bedrooms": 400.0}, require_bounds=True, scale_range=(-1.0, 1.0),
-                        bounds={"longitude": (-124.5, -114.0), "latitude": (32.5, 42.0)}, unscaled=NUMERIC[2:] + ("median_house_value",))
+    spec = housing_spec(
+        missing="impute",
+        impute_values={"total_bedrooms": 400.0},
+        require_bounds=True,
+        scale_range=(-1.0, 1.0),
+        bounds={"longitude": (-124.5, -114.0), "latitude": (32.5, 42.0)},
+        unscaled=NUMERIC[2:] + ("median_house_value",),
+    )
     assert spec.unbounded_columns() == []
     table = pq.read_table(csv_to_parquet(str(HOUSING), out, spec)[0])
-    assert -1.0 <= table.column("latitude").to_numpy().min() and table.column("latitude").to_numpy().max() <= 1.0
+    assert (
+        -1.0 <= table.column("latitude").to_numpy().min() and table.column("latitude").to_numpy().max() <= 1.0
+    )
     assert table.column("total_rooms").to_numpy().max() > 1_000  # unscaled: as in the CSV

@@ -21,13 +21,22 @@ from .conftest import DIM, W_STAR, feature_spec, write_lake
 KEY = NoiseKey.from_secret(b"e" * 32)
 ALGORITHMS = [
     DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", hessian_norm=1.0),  # isotropic test features
-    DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=1500, noise=make_noise_process("lambda", correlation=0.5)),
+    DPSGD(
+        1.0,
+        1e-6,
+        clip_norm=4.0,
+        learning_rate=0.5,
+        batch_size=1500,
+        noise=make_noise_process("lambda", correlation=0.5),
+    ),
     AdaSSP(4.0, 1e-6, row_norm_bound=6.0, label_bound=5.0),  # one task per block, one merge, no steps
 ]
 
 
 def fit(algorithm, executor, manifest):
-    return run(algorithm, executor, num_rows=manifest.num_rows, dim=DIM, initial_params=np.zeros(DIM), key=KEY).params
+    return run(
+        algorithm, executor, num_rows=manifest.num_rows, dim=DIM, initial_params=np.zeros(DIM), key=KEY
+    ).params
 
 
 @pytest.fixture()
@@ -63,8 +72,12 @@ def test_s3_lake_shuffle_and_train(s3_bucket, dask_client):
     assert manifest.num_rows == 12_000 and len(manifest.files) == 3
     assert fs.exists(f"{url[5:]}/shuffled/_manifest.json")
     algorithm = ALGORITHMS[0]
-    distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel(), options), manifest)
-    in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest, options)), manifest)
+    distributed = fit(
+        algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel(), options), manifest
+    )
+    in_memory = fit(
+        algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest, options)), manifest
+    )
     assert distributed.tobytes() == in_memory.tobytes()
 
 
@@ -81,13 +94,38 @@ def external_cluster(tmp_path):
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    processes = [subprocess.Popen(dask + ["--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    processes = [
+        subprocess.Popen(
+            dask + ["--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    ]
     for n in range(2):
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--memory-limit", "1GiB",
-             "--local-directory", str(tmp_path / f"w{n}"), "--dashboard-address", ":0", "--host", "127.0.0.1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "distributed.cli.dask_worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--memory-limit",
+                    "1GiB",
+                    "--local-directory",
+                    str(tmp_path / f"w{n}"),
+                    "--dashboard-address",
+                    ":0",
+                    "--host",
+                    "127.0.0.1",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        )
     from distributed import Client
 
     client = Client(address, timeout=60)
@@ -118,7 +156,9 @@ def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
     from pipelines import train_on_lake
 
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
-    result, mode = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_blocks=1)
+    result, mode = train_on_lake(
+        manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_blocks=1
+    )
     assert mode == "streaming"
     assert result.params.tobytes() == in_memory.tobytes()
 
@@ -156,7 +196,9 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
     import pipelines.shuffle as shuffle_module
 
     monkeypatch.setattr(shuffle_module, "ROW_GROUP_ROWS", 1000)
-    manifest = shuffle_once(lake, str(tmp_path / "groups"), rows_per_file=7000)  # in-process: the patch applies
+    manifest = shuffle_once(
+        lake, str(tmp_path / "groups"), rows_per_file=7000
+    )  # in-process: the patch applies
     assert manifest.row_groups[0] == (1000,) * 6 + (667,)  # 20,000 rows in 3 files of 6,667 / 6,667 / 6,666
     assert sum(rows for *_, rows in manifest.blocks()) == 20_000 and len(manifest.blocks()) == 21
     for algorithm in ALGORITHMS:
@@ -173,16 +215,38 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
     algorithm = ALGORITHMS[1]
     policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
     lake = Ledger(str(tmp_path / "ledger")).lake(manifest.fingerprint, LifetimeBudget(5.0, 1e-6))
-    first, _ = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, mode="scatter",
-                             checkpoint=policy, run_id="lake-run", ledger=lake)
+    first, _ = train_on_lake(
+        manifest,
+        algorithm,
+        LinearRegressionModel(),
+        dask_client,
+        mode="scatter",
+        checkpoint=policy,
+        run_id="lake-run",
+        ledger=lake,
+    )
     saved = CheckpointStore(policy).load("lake-run")
     assert saved.step == len(first.training_loss)
-    again, _ = train_on_lake(manifest, algorithm, LinearRegressionModel(), dask_client, mode="streaming",
-                             checkpoint=policy, run_id="lake-run", ledger=lake)  # complete: nothing left to run
+    again, _ = train_on_lake(
+        manifest,
+        algorithm,
+        LinearRegressionModel(),
+        dask_client,
+        mode="streaming",
+        checkpoint=policy,
+        run_id="lake-run",
+        ledger=lake,
+    )  # complete: nothing left to run
     assert again.params.tobytes() == first.params.tobytes()
     assert [e.status for e in lake.entries()] == ["committed"]
-    reference = run(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), num_rows=manifest.num_rows,
-                    dim=DIM, initial_params=np.zeros(DIM), key=saved.key).params
+    reference = run(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)),
+        num_rows=manifest.num_rows,
+        dim=DIM,
+        initial_params=np.zeros(DIM),
+        key=saved.key,
+    ).params
     assert first.params.tobytes() == reference.tobytes()  # same key, same data order: bit-for-bit
 
 
@@ -192,21 +256,52 @@ def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifes
     from pipelines import train_on_lake
 
     policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
-    train_on_lake(manifest, ALGORITHMS[1], LinearRegressionModel(), dask_client, mode="streaming", checkpoint=policy, run_id="r")
+    train_on_lake(
+        manifest,
+        ALGORITHMS[1],
+        LinearRegressionModel(),
+        dask_client,
+        mode="streaming",
+        checkpoint=policy,
+        run_id="r",
+    )
     reshuffled = shuffle_once(lake, manifest.url, rows_per_file=3500, reshuffle=True)
     assert reshuffled.fingerprint == manifest.fingerprint  # same data: the ledger's unit is unchanged
-    with pytest.raises(CheckpointError, match="another configuration, lake, shuffle of the lake or code version"):
-        train_on_lake(reshuffled, ALGORITHMS[1], LinearRegressionModel(), dask_client, mode="streaming", checkpoint=policy, run_id="r")
+    with pytest.raises(
+        CheckpointError, match="another configuration, lake, shuffle of the lake or code version"
+    ):
+        train_on_lake(
+            reshuffled,
+            ALGORITHMS[1],
+            LinearRegressionModel(),
+            dask_client,
+            mode="streaming",
+            checkpoint=policy,
+            run_id="r",
+        )
 
 
 @pytest.mark.parametrize("mode", ["scatter", "streaming"])
 def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
     """The KAN uses the same model interface: shipped to the workers, bit-for-bit the in-memory fit."""
     model = KANModel(num_hidden=8, grid_size=4, feature_low=-4.0, feature_high=4.0)
-    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=1.0, batch_size=1000, noise=make_noise_process("lambda", correlation=0.5))
+    algorithm = DPSGD(
+        1.0,
+        1e-6,
+        clip_norm=1.0,
+        learning_rate=1.0,
+        batch_size=1000,
+        noise=make_noise_process("lambda", correlation=0.5),
+    )
     dim = model.num_params(DIM)
-    in_memory = run(algorithm, InMemoryExecutor(model, lake_blocks(manifest)), num_rows=manifest.num_rows, dim=dim,
-                    initial_params=model.init_params(DIM), key=KEY).params
+    in_memory = run(
+        algorithm,
+        InMemoryExecutor(model, lake_blocks(manifest)),
+        num_rows=manifest.num_rows,
+        dim=dim,
+        initial_params=model.init_params(DIM),
+        key=KEY,
+    ).params
     result, used = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode=mode)
     assert used == mode and result.params.tobytes() == in_memory.tobytes()
     assert not np.array_equal(result.params, model.init_params(DIM))  # it moved
@@ -218,8 +313,11 @@ def test_auto_mode_runs_every_model_kind(kind, manifest, dask_client):
     has m·d·p parameters; its probe used to be built with that many columns and failed)."""
     from dpstream.models import LogisticRegressionModel
 
-    model = {"linear": LinearRegressionModel(), "logistic": LogisticRegressionModel(),
-             "kan": KANModel(num_hidden=4, grid_size=3, feature_low=-4.0, feature_high=4.0)}[kind]
+    model = {
+        "linear": LinearRegressionModel(),
+        "logistic": LogisticRegressionModel(),
+        "kan": KANModel(num_hidden=4, grid_size=3, feature_low=-4.0, feature_high=4.0),
+    }[kind]
     algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.5, batch_size=500)
     result, mode = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode="auto")
     assert mode in ("scatter", "streaming")

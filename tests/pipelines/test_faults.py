@@ -3,7 +3,6 @@
 import os
 import signal
 
-
 from dpstream.coordinator import InMemoryExecutor
 from dpstream.models import LinearRegressionModel
 from pipelines import DaskExecutor, lake_blocks, shuffle_once
@@ -17,7 +16,9 @@ def test_killed_worker_is_replaced_and_the_model_is_unchanged(lake, tmp_path):
     manifest = shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3500)
     algorithm = ALGORITHMS[1]  # DP-λCGD: 13 steps
     reference = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="1GiB")
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, memory_limit="1GiB"
+    )
     client = Client(cluster)
     try:
         before = set(client.run(os.getpid).values())

@@ -14,7 +14,10 @@ from .conftest import feature_spec, local_put, write_lake
 
 
 def checksums(root):
-    return {name: hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest() for name in sorted(os.listdir(root))}
+    return {
+        name: hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest()
+        for name in sorted(os.listdir(root))
+    }
 
 
 def output_tables(manifest):
@@ -24,8 +27,12 @@ def output_tables(manifest):
 def test_permutation_balanced_and_source_untouched(lake, tmp_path):
     source = checksums(lake.url)
     reported = []
-    manifest = shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3000,
-                            on_progress=lambda phase, rows: reported.append((phase, rows)))
+    manifest = shuffle_once(
+        lake,
+        str(tmp_path / "shuffled"),
+        rows_per_file=3000,
+        on_progress=lambda phase, rows: reported.append((phase, rows)),
+    )
     assert reported == [("scatter", 5000)] * 4 + [("gather", rows) for _, rows in manifest.files]
     assert checksums(lake.url) == source
     sizes = [rows for _, rows in manifest.files]
@@ -37,13 +44,13 @@ def test_permutation_balanced_and_source_untouched(lake, tmp_path):
     originals = {}
     for name in os.listdir(lake.url):
         t = pq.read_table(os.path.join(lake.url, name))
-        for row_id, value in zip(t.column("row_id").to_numpy(), t.column("y").to_numpy()):
+        for row_id, value in zip(t.column("row_id").to_numpy(), t.column("y").to_numpy(), strict=True):
             originals[row_id] = value
     shuffled_y = np.sort(np.concatenate([t.column("y").to_numpy() for t in tables]))
     np.testing.assert_array_equal(shuffled_y, np.sort(np.array(list(originals.values()))))
     # Mixed: the first output file draws rows from every input file, spread across its length.
     source_days = pq.read_table(lake.url, columns=["y", "day"])
-    lookup = dict(zip(source_days.column("y").to_numpy(), source_days.column("day").to_numpy()))
+    lookup = dict(zip(source_days.column("y").to_numpy(), source_days.column("day").to_numpy(), strict=True))
     first_days = [lookup[v] for v in tables[0].column("y").to_numpy()]
     assert set(first_days) == {0, 1, 2, 3}
     assert abs(np.mean(first_days) - 1.5) < 0.1
@@ -77,7 +84,9 @@ def test_a_shuffle_with_another_layout_is_never_reused_silently(lake, tmp_path):
     first = shuffle_once(lake, out, rows_per_file=5000)  # 20,000 rows: 4 files
     assert shuffle_once(lake, out, rows_per_file=6000) == first  # also 4 files: the same layout, reused
     before = {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
-    with pytest.raises(LakeError, match=r"in 4 files, but rows_per_file=2000 asks for 10.*never reused silently.*e\.g\. 5000"):
+    with pytest.raises(
+        LakeError, match=r"in 4 files, but rows_per_file=2000 asks for 10.*never reused silently.*e\.g\. 5000"
+    ):
         shuffle_once(lake, out, rows_per_file=2000)
     assert before == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}  # nothing touched
 
@@ -93,7 +102,9 @@ def test_reshuffle_replaces_the_shuffle_and_changes_its_row_order(lake, tmp_path
     assert pq.read_table(out).num_rows == 20_000
     # Same data, so the same ledger unit; another row order, so no checkpoint of the first resumes on it.
     assert second.fingerprint == first.fingerprint and second.row_order != first.row_order
-    assert shuffle_once(lake, out, rows_per_file=2000).row_order == second.row_order  # reused: stable identity
+    assert (
+        shuffle_once(lake, out, rows_per_file=2000).row_order == second.row_order
+    )  # reused: stable identity
 
 
 def test_reshuffle_deletes_nothing_it_did_not_write(lake, tmp_path):
@@ -101,7 +112,9 @@ def test_reshuffle_deletes_nothing_it_did_not_write(lake, tmp_path):
     shuffle_once(lake, str(out), rows_per_file=5000)
     (out / "notes.txt").write_text("mine")
     before = sorted(os.listdir(out))
-    with pytest.raises(LakeError, match=r"holds files a shuffle did not write \(notes.txt\); nothing was deleted"):
+    with pytest.raises(
+        LakeError, match=r"holds files a shuffle did not write \(notes.txt\); nothing was deleted"
+    ):
         shuffle_once(lake, str(out), rows_per_file=2000, reshuffle=True)
     assert sorted(os.listdir(out)) == before and read_manifest(str(out)) is not None
 
@@ -133,8 +146,13 @@ def test_bad_rows_per_file(lake, tmp_path):
 
 def test_shuffle_on_cluster_matches_contract(lake, tmp_path, dask_client):
     reported = []
-    manifest = shuffle_once(lake, str(tmp_path / "cluster"), rows_per_file=4000, client=dask_client,
-                            on_progress=lambda phase, rows: reported.append((phase, rows)))
+    manifest = shuffle_once(
+        lake,
+        str(tmp_path / "cluster"),
+        rows_per_file=4000,
+        client=dask_client,
+        on_progress=lambda phase, rows: reported.append((phase, rows)),
+    )
     assert [rows for _, rows in manifest.files] == [4000] * 5
     # Progress: one call per input file (scatter) and per output file (gather), each phase all rows.
     assert sorted(rows for phase, rows in reported if phase == "scatter") == [5000] * 4
@@ -173,7 +191,10 @@ def test_output_equal_to_or_containing_a_protected_folder_is_refused(lake, tmp_p
             shuffle_once(lake, str(out), protected=(str(config_folder),))
     assert (config_folder / "pipeline.toml").read_text() == "# config"
     # A folder of its own beside the config is fine.
-    assert shuffle_once(lake, str(config_folder / "shuffled"), protected=(str(config_folder),)).num_rows == 20_000
+    assert (
+        shuffle_once(lake, str(config_folder / "shuffled"), protected=(str(config_folder),)).num_rows
+        == 20_000
+    )
 
 
 def test_non_empty_folder_without_manifest_is_refused_and_kept(lake, tmp_path):
@@ -182,7 +203,9 @@ def test_non_empty_folder_without_manifest_is_refused_and_kept(lake, tmp_path):
     (out / "thesis.tex").write_text("years of work")
     (out / "part-00000.parquet").write_bytes(b"someone else's")  # looks like ours, but no marker
     before = tree_checksums(out)
-    with pytest.raises(LakeError, match="not empty .* holds no dpstream shuffle manifest; nothing was deleted"):
+    with pytest.raises(
+        LakeError, match="not empty .* holds no dpstream shuffle manifest; nothing was deleted"
+    ):
         shuffle_once(lake, str(out))
     assert tree_checksums(out) == before
 

@@ -32,12 +32,38 @@ def corrupt(lake_root, name, table):
 # Each turns the lake's day=02.parquet bad; the CLI tests reuse them (exit code 2).
 BAD_FILE_MUTATIONS = [
     (lambda t: t.drop_columns(["x3"]), r"day=02.parquet: column 'x3' is missing"),
-    (lambda t: t.set_column(t.schema.get_field_index("x1"), "x1", pa.array(["a"] * t.num_rows)), r"day=02.parquet: feature column 'x1' has non-numeric type string"),
-    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(["a"] * t.num_rows)), r"label column 'y' has non-numeric type"),
-    (lambda t: t.set_column(t.schema.get_field_index("x2"), "x2", pa.array(np.where(np.arange(t.num_rows) == 1234, np.nan, 1.0).astype(np.float32))), r"day=02.parquet: row 1234 of column 'x2' is nan"),
-    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(np.where(np.arange(t.num_rows) == 77, np.inf, 1.0))), r"row 77 of column 'y' is inf"),
-    (lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array([None] * 5 + [1.0] * (t.num_rows - 5), pa.float64())), r"row 0 of column 'y' is missing \(null\)"),
-    (lambda t: t.set_column(t.schema.get_field_index("x0"), "x0", t.column("x0").cast(pa.float64())), r"schema drift: column 'x0' is double in day=02.parquet but float"),
+    (
+        lambda t: t.set_column(t.schema.get_field_index("x1"), "x1", pa.array(["a"] * t.num_rows)),
+        r"day=02.parquet: feature column 'x1' has non-numeric type string",
+    ),
+    (
+        lambda t: t.set_column(t.schema.get_field_index("y"), "y", pa.array(["a"] * t.num_rows)),
+        r"label column 'y' has non-numeric type",
+    ),
+    (
+        lambda t: t.set_column(
+            t.schema.get_field_index("x2"),
+            "x2",
+            pa.array(np.where(np.arange(t.num_rows) == 1234, np.nan, 1.0).astype(np.float32)),
+        ),
+        r"day=02.parquet: row 1234 of column 'x2' is nan",
+    ),
+    (
+        lambda t: t.set_column(
+            t.schema.get_field_index("y"), "y", pa.array(np.where(np.arange(t.num_rows) == 77, np.inf, 1.0))
+        ),
+        r"row 77 of column 'y' is inf",
+    ),
+    (
+        lambda t: t.set_column(
+            t.schema.get_field_index("y"), "y", pa.array([None] * 5 + [1.0] * (t.num_rows - 5), pa.float64())
+        ),
+        r"row 0 of column 'y' is missing \(null\)",
+    ),
+    (
+        lambda t: t.set_column(t.schema.get_field_index("x0"), "x0", t.column("x0").cast(pa.float64())),
+        r"schema drift: column 'x0' is double in day=02.parquet but float",
+    ),
     (lambda t: t.slice(0, 0), r"day=02.parquet is an empty file \(0 rows\)"),
 ]
 
@@ -54,8 +80,12 @@ def test_wrong_vector_length(tmp_path):
     root = str(tmp_path / "vec")
     os.makedirs(root)
     rows = [[0.1] * DIM] * 10 + [[0.1] * (DIM - 1)] + [[0.1] * DIM] * 5
-    pq.write_table(pa.table({"features": pa.array(rows, pa.list_(pa.float32())), "y": np.zeros(16)}), f"{root}/a.parquet")
-    with pytest.raises(LakeError, match=r"a.parquet: row 10 of column 'features' has a vector of length 5, expected 6"):
+    pq.write_table(
+        pa.table({"features": pa.array(rows, pa.list_(pa.float32())), "y": np.zeros(16)}), f"{root}/a.parquet"
+    )
+    with pytest.raises(
+        LakeError, match=r"a.parquet: row 10 of column 'features' has a vector of length 5, expected 6"
+    ):
         validate_lake(feature_spec(root, vector=True))
 
 
@@ -80,7 +110,9 @@ def test_empty_and_missing_lakes(tmp_path):
 
 def test_unreadable_s3_location(s3_server):
     options = {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server}}
-    with pytest.raises(LakeError, match=r"cannot read the lake location s3://no-such-bucket/lake.*credentials"):
+    with pytest.raises(
+        LakeError, match=r"cannot read the lake location s3://no-such-bucket/lake.*credentials"
+    ):
         validate_lake(feature_spec("s3://no-such-bucket/lake", **options))
 
 
@@ -134,26 +166,42 @@ def test_s3_copy_of_a_local_lake_has_the_same_fingerprint(lake, s3_bucket):
     fs = s3fs.S3FileSystem(**options)
     for name in os.listdir(lake.url):
         fs.pipe_file(f"{url[5:]}/copied/{name}", open(os.path.join(lake.url, name), "rb").read())
-    assert validate_lake(feature_spec(f"{url}/copied", **options)).fingerprint == validate_lake(lake).fingerprint
+    assert (
+        validate_lake(feature_spec(f"{url}/copied", **options)).fingerprint == validate_lake(lake).fingerprint
+    )
 
 
-@pytest.mark.parametrize("labels, ok", [
-    ([0, 1], True), ([-1, 1], True), ([1, 1], True), ([0.0, 1.0], True),
-    ([0, 1, 2], False), ([-1, 0, 1], False), ([0.25, 0.5], False),
-])
+@pytest.mark.parametrize(
+    "labels, ok",
+    [
+        ([0, 1], True),
+        ([-1, 1], True),
+        ([1, 1], True),
+        ([0.0, 1.0], True),
+        ([0, 1, 2], False),
+        ([-1, 0, 1], False),
+        ([0.25, 0.5], False),
+    ],
+)
 def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
     root = tmp_path / "raw"
     for i in range(2):
         table = make_table(300, i)
         values = np.resize(np.array(labels, dtype=np.float64), 300)
-        local_put(str(root / f"part-{i}.parquet"), table.set_column(table.schema.get_field_index("y"), "y", pa.array(values)))
+        local_put(
+            str(root / f"part-{i}.parquet"),
+            table.set_column(table.schema.get_field_index("y"), "y", pa.array(values)),
+        )
     spec = feature_spec(str(root))
     validate_lake(spec)  # a regression lake takes any finite label
     if ok:
         validate_lake(spec, binary_labels=True)
     else:
-        with pytest.raises(LakeError, match=r"part-0\.parquet: label column 'y' holds the values \{.*\}, but a classifier .* "
-                                            r"\{0, 1\} or \{-1, \+1\}"):
+        with pytest.raises(
+            LakeError,
+            match=r"part-0\.parquet: label column 'y' holds the values \{.*\}, but a classifier .* "
+            r"\{0, 1\} or \{-1, \+1\}",
+        ):
             validate_lake(spec, binary_labels=True)
 
 
@@ -176,14 +224,20 @@ def test_stray_files_are_reported_not_silently_ignored(lake):
 def test_a_lake_of_only_stray_files_says_what_it_found(tmp_path):
     os.makedirs(tmp_path / "csvs")
     (tmp_path / "csvs" / "data.csv").write_text("x0,y\n1,2\n")
-    with pytest.raises(LakeError, match=r"no .parquet files found \(it holds 1 other file\(s\), e.g. data.csv"):
+    with pytest.raises(
+        LakeError, match=r"no .parquet files found \(it holds 1 other file\(s\), e.g. data.csv"
+    ):
         validate_lake(feature_spec(str(tmp_path / "csvs")))
 
 
 def test_a_duplicated_column_is_named_as_duplicated_not_missing(lake):
     path = os.path.join(lake.url, "day=02.parquet")
     table = pq.read_table(path)
-    doubled = pa.Table.from_arrays(list(table.columns) + [table.column("x1")], names=table.column_names + ["x1"])
+    doubled = pa.Table.from_arrays(
+        list(table.columns) + [table.column("x1")], names=table.column_names + ["x1"]
+    )
     pq.write_table(doubled, path)
-    with pytest.raises(LakeError, match=r"day=02.parquet: column 'x1' appears 2 times .* distinct column names"):
+    with pytest.raises(
+        LakeError, match=r"day=02.parquet: column 'x1' appears 2 times .* distinct column names"
+    ):
         validate_lake(lake)

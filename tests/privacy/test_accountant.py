@@ -64,7 +64,9 @@ def test_dpstat_plus_gradient_step_matches_seed000_rho():
 
 
 def test_matrix_mechanism_event():
-    event = MatrixMechanismEvent(row_sensitivity=2.0, noise_std=4.0, max_column_norm=math.sqrt(10), num_steps=1000)
+    event = MatrixMechanismEvent(
+        row_sensitivity=2.0, noise_std=4.0, max_column_norm=math.sqrt(10), num_steps=1000
+    )
     assert event.mu == pytest.approx(math.sqrt(10) / 2)
     assert event.noise_multiplier == pytest.approx(1 / event.mu)
 

@@ -101,7 +101,10 @@ def test_unsafe_names_refused(tmp_path, name):
         ledger.lake("ok", BUDGET).reserve(name, 0.1, mechanism="x", relation="replace-one")
 
 
-@pytest.mark.parametrize("bad", [dict(epsilon=0, delta=1e-6), dict(epsilon=1, delta=0), dict(epsilon=1, delta=1e-6, relation="add")])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(epsilon=0, delta=1e-6), dict(epsilon=1, delta=0), dict(epsilon=1, delta=1e-6, relation="add")],
+)
 def test_bad_budget_values(bad):
     with pytest.raises(ValueError):
         LifetimeBudget(**bad)
@@ -209,4 +212,6 @@ def test_a_refusal_says_which_epsilon_still_fits(tmp_path):
     fits = epsilon_for_delta(BUDGET.delta, remaining)
     assert f"to at most {fits:.4g} at delta={BUDGET.delta:g}" in str(refused.value)
     assert "budget.epsilon" in str(refused.value)
-    lake.reserve("second", remaining * 0.999, mechanism="m", relation="replace-one")  # what it said fits, fits
+    lake.reserve(
+        "second", remaining * 0.999, mechanism="m", relation="replace-one"
+    )  # what it said fits, fits
