@@ -75,6 +75,7 @@ class AcceleratedDPSRGD:
     smoothness: float = 1.0
     radius: float | None = None  # projection ball B(0, R); None = unconstrained
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    noise: TreeNoise = TreeNoise()  # binary-tree noise on the prefix sums (seed 003 §5)
     name: str = "srgd"
 
     def __post_init__(self) -> None:
@@ -93,7 +94,7 @@ class AcceleratedDPSRGD:
                 f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N"
             )
         steps = num_rows // batch
-        tree = TreeNoise()
+        tree = self.noise
         calibration = calibrate_clipped_sum(
             self.epsilon,
             self.delta,
