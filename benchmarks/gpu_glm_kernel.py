@@ -5,7 +5,7 @@ For a resident float32 block (4,194,304 × 64) it times, with CUDA events (media
 * the references: a device-to-device copy of X (bytes read per second) and cuBLAS ``X.T @ (X @ w)``;
 * the kernel alone for each launch shape (rows per warp step, warps per block, rows per warp), with its
   registers and spilled bytes per thread;
-* the whole ``fused_glm_stats`` call (kernel, the partial sums' reduction and the copy to the host).
+* the whole call, ``collect(launch_fused(...))`` (kernel, the partial sums' reduction, the copy back).
 
 Reports bytes of X read per second as a fraction of the copy's and of the device's peak. Run on a
 GPU machine: ``python -m benchmarks.gpu_glm_kernel`` (``make bench-gpu`` runs it too).
@@ -66,7 +66,7 @@ def main() -> list[str]:
     for norms in (1, 31):
         clip_norms = np.geomspace(0.01, 100.0, norms)
         lanes, kmax, default_group = glm_cuda._shape(DIM, norms, np.float32)
-        reference = glm_cuda.fused_glm_stats(X, y, w, clip_norms, 0)[0].ravel()
+        reference = glm_cuda.collect(glm_cuda.launch_fused(X, y, w, clip_norms, 0))[0].ravel()
         for group, warps, rows_per_warp in itertools.product((4, 8, 16), (4, 8), (512,)):
             launch = glm_cuda.Launch(warps_per_block=warps, rows_per_warp=rows_per_warp, group=group)
             try:
@@ -87,7 +87,9 @@ def main() -> list[str]:
                 f"| {norms} | {group} | {warps} | {rows_per_warp} | {registers} | {spilled} | {rate / 1e9:,.0f} | "
                 f"{rate / peak:.3f} | {rate / copy_rate:.2f} | {'yes' if equal else 'NO'} |"
             )
-        whole = bytes_of_x / _event_median(lambda c=clip_norms: glm_cuda.fused_glm_stats(X, y, w, c, 0))
+        whole = bytes_of_x / _event_median(
+            lambda c=clip_norms: glm_cuda.collect(glm_cuda.launch_fused(X, y, w, c, 0))
+        )
         lines.append(
             f"| {norms} | default ({default_group}, {glm_cuda.WARPS_PER_BLOCK}, {glm_cuda.ROWS_PER_WARP}) whole call "
             f"| | | | | {whole / 1e9:,.0f} | {whole / peak:.3f} | {whole / copy_rate:.2f} |"

@@ -153,15 +153,18 @@ class GLM:
             and glm_cuda.supports(X.shape[1], len(request.clip_norms), X.dtype)
         ):
             statistic_kind = -1 if role == "gradient" else (1 if request.statistic == "residual" else 0)
-            sums, loss_sum, clipped_rows, values = glm_cuda.fused_glm_stats(
-                X,
-                y_device,
-                request.params,
-                request.clip_norms,
-                loss_kind,
-                request.previous_params,
-                request.weight,
-                request.previous_weight,
+            sums, loss_sum, clipped_rows, values = glm_cuda.collect(
+                glm_cuda.launch_fused(
+                    X,
+                    y_device,
+                    request.params,
+                    request.clip_norms,
+                    loss_kind,
+                    request.previous_params,
+                    request.weight,
+                    request.previous_weight,
+                    statistic_kind,
+                ),
                 statistic_kind,
             )
             stats.loss_sum += loss_sum

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["supports", "fused_glm_stats", "launch_fused", "Launch", "LOSS_KINDS"]
+__all__ = ["supports", "launch_fused", "collect", "Launch", "LOSS_KINDS"]
 
 LOSS_KINDS = {"linear": 0, "logistic": 1}
 WARPS_PER_BLOCK = 4
@@ -313,7 +313,11 @@ def launch_fused(
     launch: Launch = Launch(),
 ) -> tuple[Any, Any, Any, Any]:
     """Queue the kernel; returns the device arrays (partial sums, partial losses, partial clip counts,
-    per-row values) without waiting for it."""
+    per-row values) without waiting for it (``collect`` reduces them).
+
+    ``X`` is a C-contiguous CuPy block (float32 or float64), ``y`` its float64 labels on the device.
+    ``statistic_kind`` ≥ 0 asks for the DP-STAT values per row instead of the sums (0: gradient norm,
+    1: residual |m − y|)."""
     import cupy
 
     rows, num_features = X.shape
@@ -374,29 +378,16 @@ def launch_fused(
     return partial_sums, partial_loss, partial_clipped, values
 
 
-def fused_glm_stats(
-    X: Any,
-    y: Any,
-    params: np.ndarray,
-    clip_norms: np.ndarray,
-    loss_kind: int,
-    previous: np.ndarray | None = None,
-    weight: float = 1.0,
-    previous_weight: float = 0.0,
-    statistic_kind: int = -1,
+def collect(
+    partials: tuple[Any, Any, Any, Any], statistic_kind: int = -1
 ) -> tuple[np.ndarray, float, np.ndarray, Any]:
-    """(clipped sums (K, d) float64, loss sum, clipped-row counts (K,), per-row values or None).
-
-    ``X`` is a C-contiguous CuPy block (float32 or float64), ``y`` its float64 labels on the device.
-    ``statistic_kind`` ≥ 0 asks for the DP-STAT values per row instead of the sums (0: gradient norm,
-    1: residual |m − y|), returned on the device.
-    """
+    """``launch_fused``'s partials reduced on the device and copied back once: (clipped sums (K, d)
+    float64, loss sum, clipped-row counts (K,), the per-row DP-STAT values on the device or None)."""
     import cupy
 
-    partial_sums, partial_loss, partial_clipped, values = launch_fused(
-        X, y, params, clip_norms, loss_kind, previous, weight, previous_weight, statistic_kind
-    )
-    num_norms, num_features = len(clip_norms), X.shape[1]
+    partial_sums, partial_loss, partial_clipped, values = partials
+    num_norms = partial_clipped.shape[1]
+    num_features = partial_sums.shape[1] // num_norms
     # One transfer out (each .get() waits for the device): counts are exact in float64 below 2**53.
     totals = cupy.concatenate(
         [
