@@ -9,6 +9,7 @@ MODULES = [
     "benchmarks.noise_costs",
     "benchmarks.accountant_speed",
     "benchmarks.kernel_speed",
+    "benchmarks.allocator",
     "benchmarks.ambssgd_utility",
     "benchmarks.ambssgd_scale",
     "benchmarks.correlated_noise",

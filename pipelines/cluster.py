@@ -5,7 +5,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__all__ = ["connect"]
+__all__ = ["connect", "WORKER_ENVIRON"]
+
+# Set in each worker process before it starts (Dask's ``distributed.nanny.pre-spawn-environ``).
+# Dask sets MALLOC_TRIM_THRESHOLD_=65536 there, and any malloc tunable in the environment switches
+# off glibc's dynamic mmap threshold: every temporary over 128 KiB (the statistics kernel makes
+# ~1 MiB ones per 4,096-row chunk) then becomes a fresh mmap whose pages fault in again each chunk.
+# An 8 MiB mmap threshold serves those temporaries from the heap again; decoded blocks (tens of MiB)
+# are still mapped and given back to the OS when freed. Measured in benchmarks/allocator.py.
+WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)}
+
+
+def worker_environ() -> dict[str, str]:
+    """Dask's pre-spawn environment with ``WORKER_ENVIRON`` added (Dask's trim threshold is kept)."""
+    import dask
+
+    return {**dask.config.get("distributed.nanny.pre-spawn-environ", default={}), **WORKER_ENVIRON}
 
 
 def connect(
@@ -13,6 +28,9 @@ def connect(
 ):
     """A ``distributed.Client``: attached to ``address`` (e.g. ``tcp://10.0.0.5:8786``) or to a new
     LocalCluster of ``n_workers`` single-threaded worker processes on loopback.
+
+    Workers start with ``WORKER_ENVIRON`` (see there); for ``dask worker`` processes started by hand,
+    export it in their environment, e.g. ``MALLOC_MMAP_THRESHOLD_=8388608 dask worker ...``.
 
     Scripts that start a LocalCluster must guard their top-level code with
     ``if __name__ == "__main__":`` — workers are spawned and re-import the main module.
@@ -25,14 +43,18 @@ def connect(
     cluster_kwargs.setdefault("silence_logs", logging.WARNING)
     # A free port for the dashboard: the default 8787 warns on stderr whenever another cluster holds it.
     cluster_kwargs.setdefault("dashboard_address", "127.0.0.1:0")
-    client = Client(
-        n_workers=n_workers,
-        threads_per_worker=1,
-        processes=True,
-        memory_limit=memory_limit,
-        host="127.0.0.1",
-        **cluster_kwargs,
-    )
+    import dask
+
+    # The nanny reads the pre-spawn environment when it is created; restarts reuse it.
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
+        client = Client(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit,
+            host="127.0.0.1",
+            **cluster_kwargs,
+        )
     logging.getLogger(__name__).info(
         "LocalCluster of %d workers; Dask dashboard at %s", n_workers, client.dashboard_link
     )
