@@ -9,8 +9,8 @@ processes under each environment, interleaved over rounds, and reports rows/s an
 
 * ``plain``: no malloc variable (a process outside Dask);
 * ``dask default``: ``MALLOC_TRIM_THRESHOLD_=65536`` (what a Dask worker gets);
-* ``dpstream workers``: Dask's variable plus ``pipelines.cluster.WORKER_ENVIRON`` (what ``connect``
-  gives its LocalCluster workers).
+* ``dpstream workers``: ``pipelines.cluster.WORKER_ENVIRON`` over Dask's variable (what ``connect``
+  gives its LocalCluster workers: 8 MiB mmap threshold, 32 MiB trim threshold).
 
 Run: ``python -m benchmarks.allocator`` (part of ``make bench``).
 """

@@ -10,14 +10,16 @@ __all__ = ["connect", "WORKER_ENVIRON"]
 # Set in each worker process before it starts (Dask's ``distributed.nanny.pre-spawn-environ``).
 # Dask sets MALLOC_TRIM_THRESHOLD_=65536 there, and any malloc tunable in the environment switches
 # off glibc's dynamic mmap threshold: every temporary over 128 KiB (the statistics kernel makes
-# ~1 MiB ones per 4,096-row chunk) then becomes a fresh mmap whose pages fault in again each chunk.
-# An 8 MiB mmap threshold serves those temporaries from the heap again; decoded blocks (tens of MiB)
-# are still mapped and given back to the OS when freed. Measured in benchmarks/allocator.py.
-WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20)}
+# ~1 MiB ones per 4,096-row chunk) becomes a fresh mmap, or heap top that is trimmed and grown again,
+# and its pages fault in again each chunk: the 31-norm kernel ran at 0.34–0.42 of a plain process.
+# An 8 MiB mmap threshold serves those temporaries from the heap, and a 32 MiB trim threshold keeps
+# them there (at most 32 MiB of free heap per worker; decoded blocks of tens of MiB are still mapped
+# and returned to the OS when freed). Measured in benchmarks/allocator.py: same peak RSS, 1.0–1.4× plain.
+WORKER_ENVIRON = {"MALLOC_MMAP_THRESHOLD_": str(8 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(32 * 2**20)}
 
 
 def worker_environ() -> dict[str, str]:
-    """Dask's pre-spawn environment with ``WORKER_ENVIRON`` added (Dask's trim threshold is kept)."""
+    """Dask's pre-spawn environment (BLAS thread counts) with ``WORKER_ENVIRON``'s malloc settings."""
     import dask
 
     return {**dask.config.get("distributed.nanny.pre-spawn-environ", default={}), **WORKER_ENVIRON}
@@ -30,7 +32,7 @@ def connect(
     LocalCluster of ``n_workers`` single-threaded worker processes on loopback.
 
     Workers start with ``WORKER_ENVIRON`` (see there); for ``dask worker`` processes started by hand,
-    export it in their environment, e.g. ``MALLOC_MMAP_THRESHOLD_=8388608 dask worker ...``.
+    export it in their environment, e.g. ``MALLOC_MMAP_THRESHOLD_=8388608 MALLOC_TRIM_THRESHOLD_=33554432 dask worker ...``.
 
     Scripts that start a LocalCluster must guard their top-level code with
     ``if __name__ == "__main__":`` — workers are spawned and re-import the main module.
