@@ -72,7 +72,7 @@ def _train_blocks(algorithm, rows: int, w_star: np.ndarray) -> np.ndarray:
         algorithm,
         InMemoryExecutor(model, blocks(rows, w_star, rows)),
         num_rows=rows,
-        dim=D,
+        num_params=D,
         initial_params=np.zeros(D),
         key=NoiseKey.generate(),
     ).params

@@ -182,7 +182,7 @@ def _step_zero_statistic(algorithm: Any, X: np.ndarray, y: np.ndarray, key: Nois
             algorithm,
             InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
             num_rows=X.shape[0],
-            dim=X.shape[1],
+            num_params=X.shape[1],
             initial_params=np.zeros(X.shape[1]),
             key=key,
             on_step=after_step,

@@ -84,10 +84,12 @@ class Checkpoint:
         return NoiseKey.from_secret(self.noise_secret)
 
 
-def config_fingerprint(algorithm: Any, model: Any, num_rows: int, dim: int, lake: str = "") -> str:
+def config_fingerprint(algorithm: Any, model: Any, num_rows: int, num_params: int, lake: str = "") -> str:
     """Identity of what a run computes: algorithm and noise configuration, model, data size and lake,
     checkpoint format and NumPy version (its Philox stream must match for bit-for-bit replay)."""
-    document = repr((algorithm, type(model).__name__, num_rows, dim, lake, FORMAT_VERSION, np.__version__))
+    document = repr(
+        (algorithm, type(model).__name__, num_rows, num_params, lake, FORMAT_VERSION, np.__version__)
+    )
     return hashlib.sha256(document.encode()).hexdigest()[:24]
 
 

@@ -123,7 +123,7 @@ def run(
     executor: Executor,
     *,
     num_rows: int,
-    dim: int,
+    num_params: int,
     initial_params: np.ndarray,
     key: NoiseKey | None = None,
     on_step: Callable[[int, Any], None] | None = None,
@@ -144,14 +144,14 @@ def run(
     returns its final model); without that checkpoint it is refused with ``RunIdReusedError`` before
     anything is computed.
     """
-    plan = algorithm.plan(num_rows, dim)
+    plan = algorithm.plan(num_rows, num_params)
     report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
     if (checkpoint is not None or ledger is not None) and not run_id:
         raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
     state, start, losses, store, fingerprint, saved_step = None, 0, [], None, "", None
     if checkpoint is not None:
         store = CheckpointStore(checkpoint)
-        fingerprint = config_fingerprint(algorithm, executor.model, num_rows, dim, lake)
+        fingerprint = config_fingerprint(algorithm, executor.model, num_rows, num_params, lake)
         saved = store.load(run_id)
         if saved is not None:
             if saved.fingerprint != fingerprint:

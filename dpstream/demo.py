@@ -227,7 +227,7 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
             algorithm,
             InMemoryExecutor(LinearRegressionModel(), training_blocks(1, rows, w_star)),
             num_rows=rows,
-            dim=TRAIN_DIM,
+            num_params=TRAIN_DIM,
             initial_params=np.zeros(TRAIN_DIM),
             key=NoiseKey.generate(),
         )

@@ -63,7 +63,7 @@ def train_on_lake(
         algorithm,
         executor,
         num_rows=manifest.num_rows,
-        dim=dim,
+        num_params=dim,
         initial_params=params,
         key=key,
         on_step=on_step,

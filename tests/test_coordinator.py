@@ -24,7 +24,7 @@ def fit(algorithm, blocks, rows, dim):
         algorithm,
         InMemoryExecutor(LinearRegressionModel(), blocks),
         num_rows=rows,
-        dim=dim,
+        num_params=dim,
         initial_params=np.zeros(dim),
         key=KEY,
     )
@@ -101,7 +101,7 @@ def test_one_run_id_releases_one_model(tmp_path):
             algorithm,
             InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
             num_rows=5_000,
-            dim=5,
+            num_params=5,
             initial_params=np.zeros(5),
             key=key,
             checkpoint=policy,

@@ -139,7 +139,7 @@ class DPAMBSSGD:
         """The grid Δ2^k, k = 0..K−1, with Δ = B·2^−K; Δ2^K = B is the cap."""
         return self.bound * 2.0 ** (np.arange(self.levels) - self.levels)
 
-    def clip_norms(self, num_rows: int, dim: int) -> np.ndarray:
+    def clip_norms(self, num_rows: int, num_params: int) -> np.ndarray:
         """Candidate ζ for every possible DP-STAT outcome γ ∈ {Δ2^k : k = 0..K}."""
         gammas = self.bound * 2.0 ** (np.arange(self.levels + 1) - self.levels)
         if self.statistic == "residual":

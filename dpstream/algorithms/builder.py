@@ -73,30 +73,30 @@ class AlgorithmSpec:
             )
 
 
-def default_learning_rate(model: Any, dim: int) -> float:
+def default_learning_rate(model: Any, num_params: int) -> float:
     """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
     ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
     return (
-        stable_learning_rate(model, dim)
+        stable_learning_rate(model, num_params)
         if getattr(model, "name", None) in ("linear", "logistic")
         else KAN_LEARNING_RATE
     )
 
 
-def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, dim: int) -> tuple[str, Any]:
-    """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``dim`` parameters
+def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
+    """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``num_params`` parameters
     trained on ``num_rows`` rows."""
     name = choose_algorithm(
         spec.name,
         model,
-        dim,
+        num_params,
         num_steps=spec.num_steps,
         batch_size=spec.batch_size,
         learning_rate=spec.learning_rate,
     )
     _refuse_ignored(spec, name)
     learning_rate = (
-        spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, dim)
+        spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, num_params)
     )
     common = dict(relation=spec.relation)
     if name == "ssp":

@@ -24,13 +24,13 @@ ALGORITHMS = ("auto", "ssp", "ambssgd", "dpsgd", "srgd")
 def choose_algorithm(
     requested: str,
     model: Any,
-    dim: int,
+    num_params: int,
     *,
     num_steps: Any = None,
     batch_size: Any = None,
     learning_rate: Any = None,
 ) -> str:
-    """The algorithm to run for ``requested`` (one of ``ALGORITHMS``) on ``model`` with ``dim`` parameters."""
+    """The algorithm to run for ``requested`` (one of ``ALGORITHMS``) on ``model`` with ``num_params`` parameters."""
     if requested not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {requested!r}")
     moments = getattr(model, "supports_moments", False)
@@ -59,7 +59,7 @@ def choose_algorithm(
         return "ambssgd"
     if batch_size is not None or learning_rate is not None:
         return "dpsgd"
-    return "ssp" if moments and dim <= SSP_MAX_DIM else "dpsgd"
+    return "ssp" if moments and num_params <= SSP_MAX_DIM else "dpsgd"
 
 
 def stable_learning_rate(model: Any, row_norm_squared: float) -> float:

@@ -271,7 +271,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y)),
             num_rows=num_rows,
-            dim=dim,
+            num_params=dim,
             initial_params=model.init_params(inputs),
             key=key,
         )

@@ -25,7 +25,7 @@ def train(algorithm, X, y, key=None, model=None, blocks=None, on_step=None):
         algorithm,
         InMemoryExecutor(model, blocks if blocks is not None else [(X, y)]),
         num_rows=X.shape[0],
-        dim=X.shape[1],
+        num_params=X.shape[1],
         initial_params=model.init_params(X.shape[1]),
         key=key or fixed_key(),
         on_step=on_step,

@@ -109,7 +109,7 @@ def test_release_is_the_exact_statistics_plus_the_keyed_noise():
         algorithm,
         InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
         num_rows=3000,
-        dim=3,
+        num_params=3,
         initial_params=np.zeros(3),
         key=KEY,
     )
@@ -129,7 +129,7 @@ def test_release_is_the_exact_statistics_plus_the_keyed_noise():
         algorithm,
         InMemoryExecutor(LinearRegressionModel(), [(X[:1000], y[:1000]), (X[1000:], y[1000:])]),
         num_rows=3000,
-        dim=3,
+        num_params=3,
         initial_params=np.zeros(3),
         key=KEY,
     )
@@ -155,7 +155,7 @@ def test_utility_close_to_ols_at_large_n():
         algorithm,
         InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
         num_rows=rows,
-        dim=dim,
+        num_params=dim,
         initial_params=np.zeros(dim),
         key=KEY,
     ).params
@@ -181,7 +181,7 @@ def test_intercept_is_not_shrunk():
                 algorithm,
                 InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
                 num_rows=rows,
-                dim=5,
+                num_params=5,
                 initial_params=np.zeros(5),
                 key=NoiseKey.from_secret(bytes([i]) * 32),
             ).params

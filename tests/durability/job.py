@@ -62,7 +62,7 @@ def main() -> None:
         algorithm(),
         InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
         num_rows=ROWS,
-        dim=DIM,
+        num_params=DIM,
         initial_params=np.zeros(DIM),
         checkpoint=CheckpointPolicy(args.checkpoints, retries=2, backoff_seconds=0.05),
         run_id=args.run_id,

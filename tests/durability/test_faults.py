@@ -51,7 +51,7 @@ def reference_params(key: NoiseKey) -> np.ndarray:
         job.algorithm(),
         InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
         num_rows=job.ROWS,
-        dim=job.DIM,
+        num_params=job.DIM,
         initial_params=np.zeros(job.DIM),
         key=key,
     ).params
@@ -109,7 +109,7 @@ def test_unwritable_location_is_a_clear_error(tmp_path):
             job.algorithm(),
             InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
             num_rows=job.ROWS,
-            dim=job.DIM,
+            num_params=job.DIM,
             initial_params=np.zeros(job.DIM),
             checkpoint=CheckpointPolicy(str(blocker), retries=1, backoff_seconds=0.01),
             run_id="r1",
@@ -120,7 +120,7 @@ def test_resume_refuses_other_configuration_or_key(tmp_path):
     X, y = job.data()
     policy = CheckpointPolicy(str(tmp_path / "c"))
     common = dict(
-        num_rows=job.ROWS, dim=job.DIM, initial_params=np.zeros(job.DIM), checkpoint=policy, run_id="r"
+        num_rows=job.ROWS, num_params=job.DIM, initial_params=np.zeros(job.DIM), checkpoint=policy, run_id="r"
     )
     run(job.algorithm(), InMemoryExecutor(LinearRegressionModel(), [(X, y)]), **common)
     from dpstream.algorithms import DPSGD
@@ -142,7 +142,7 @@ def test_resume_refuses_other_configuration_or_key(tmp_path):
             job.algorithm(),
             InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
             num_rows=job.ROWS,
-            dim=job.DIM,
+            num_params=job.DIM,
             initial_params=np.zeros(job.DIM),
             checkpoint=policy,
         )
@@ -202,7 +202,7 @@ def test_noise_key_appears_only_in_the_checkpoint(tmp_path, caplog, capfd):
             job.algorithm(),
             InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
             num_rows=job.ROWS,
-            dim=job.DIM,
+            num_params=job.DIM,
             initial_params=np.zeros(job.DIM),
             checkpoint=CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=50),
             run_id="audit",

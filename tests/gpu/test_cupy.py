@@ -190,7 +190,7 @@ def test_estimator_and_dask_gpu_worker_match_the_cpu_fit(tmp_path):
         algorithm,
         InMemoryExecutor(model, lake_blocks(manifest)),
         num_rows=manifest.num_rows,
-        dim=dim,
+        num_params=dim,
         initial_params=model.init_params(DIM),
         key=KEY,
     ).params
@@ -211,7 +211,7 @@ def test_estimator_and_dask_gpu_worker_match_the_cpu_fit(tmp_path):
             algorithm,
             DaskExecutor(client, manifest, gpu_model),
             num_rows=manifest.num_rows,
-            dim=dim,
+            num_params=dim,
             initial_params=gpu_model.init_params(DIM),
             key=KEY,
         ).params

@@ -35,7 +35,7 @@ ALGORITHMS = [
 
 def fit(algorithm, executor, manifest):
     return run(
-        algorithm, executor, num_rows=manifest.num_rows, dim=DIM, initial_params=np.zeros(DIM), key=KEY
+        algorithm, executor, num_rows=manifest.num_rows, num_params=DIM, initial_params=np.zeros(DIM), key=KEY
     ).params
 
 
@@ -251,7 +251,7 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
         algorithm,
         InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)),
         num_rows=manifest.num_rows,
-        dim=DIM,
+        num_params=DIM,
         initial_params=np.zeros(DIM),
         key=saved.key,
     ).params
@@ -306,7 +306,7 @@ def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
         algorithm,
         InMemoryExecutor(model, lake_blocks(manifest)),
         num_rows=manifest.num_rows,
-        dim=dim,
+        num_params=dim,
         initial_params=model.init_params(DIM),
         key=KEY,
     ).params
