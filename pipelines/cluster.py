@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 __all__ = ["connect", "WORKER_ENVIRON"]
@@ -47,7 +48,12 @@ def connect(
     cluster_kwargs.setdefault("dashboard_address", "127.0.0.1:0")
     import dask
 
-    # The nanny reads the pre-spawn environment when it is created; restarts reuse it.
+    # The nanny reads the pre-spawn environment when it is created (restarts reuse it), but a variable
+    # already in this process's environment wins over the config, and every nanny copies its values
+    # into this process (os.environ) before spawning: after any earlier LocalCluster here, Dask's
+    # 64 KiB trim threshold would be back. So the values go into the environment too; malloc reads
+    # them only at a process's start, so this process itself is unaffected.
+    os.environ.update(WORKER_ENVIRON)
     with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}):
         client = Client(
             n_workers=n_workers,

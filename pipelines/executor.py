@@ -2,9 +2,10 @@
 
 The unit of work is a *block*: one Parquet row group of the shuffled lake (65,536 rows, written by
 shuffle-once and listed in the manifest). For step t the coordinator sends the algorithm's request;
-the executor cuts the step's row span at block boundaries, maps ``slice_stats`` over the pieces on the
-workers (one round trip; the parameters travel with the request) and merges the results in piece
-order, starting from zero statistics — the same fold the in-memory executor performs over the same
+the executor cuts the step's row span at block boundaries, sends each worker one task with its pieces
+(``pieces_stats``; one round trip, one task per worker whatever the number of row groups; the
+parameters travel with the request) and merges the results in piece order, starting from zero
+statistics — the same fold the in-memory executor performs over the same
 blocks, so the result is bit-for-bit identical whatever the number of workers.
 
 Each block is pinned to one worker (block index modulo the workers present, so neighbouring blocks of
@@ -27,7 +28,7 @@ from dpstream.models import BatchStats, Model, StatsRequest
 from pipelines.lake import LakeSpec, read_row_group
 from pipelines.shuffle import Manifest
 
-__all__ = ["DaskExecutor", "slice_stats", "lake_blocks"]
+__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "lake_blocks"]
 
 _CACHE: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
@@ -62,6 +63,16 @@ def slice_stats(
     """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker)."""
     X, y = _block_arrays(path, group, spec)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
+
+
+def pieces_stats(
+    pieces: list[tuple[str, int, int, int, str]], spec: LakeSpec, model: Model, request: StatsRequest
+) -> list[BatchStats]:
+    """``slice_stats`` for each (path, row group, first row, end row, role) piece, in the given order
+    (one worker's share of a step, one task)."""
+    return [
+        slice_stats(path, group, spec, lo, hi, model, request, role) for path, group, lo, hi, role in pieces
+    ]
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
@@ -100,26 +111,30 @@ class DaskExecutor:
         if span.stat_rows is not None:
             pieces += self._slices(*span.stat_rows, "stat")
         pieces += self._slices(*span.gradient_rows, "gradient")
-        futures = []
-        for i, lo, hi, role in pieces:
-            _, path, group, _ = self.blocks[i]
-            futures.append(
-                self.client.submit(
-                    slice_stats,
-                    path,
-                    group,
-                    self.spec,
-                    lo,
-                    hi,
-                    self.model,
-                    request,
-                    role,
-                    workers=[self.workers[i % len(self.workers)]],
-                    allow_other_workers=True,
-                    pure=False,
-                )
+        # One task per worker per step, not per piece: the scheduler's cost per task (~3 ms) would
+        # otherwise grow with the row groups a step touches. Each task returns its pieces' statistics
+        # one by one, so the merge below runs in piece order exactly as before (bit-for-bit).
+        by_worker: dict[int, list[int]] = {}
+        for position, (i, *_rest) in enumerate(pieces):
+            by_worker.setdefault(i % len(self.workers), []).append(position)
+        futures = {
+            worker: self.client.submit(
+                pieces_stats,
+                [(*self.blocks[pieces[p][0]][1:3], *pieces[p][1:]) for p in positions],
+                self.spec,
+                self.model,
+                request,
+                workers=[self.workers[worker]],
+                allow_other_workers=True,
+                pure=False,
             )
+            for worker, positions in by_worker.items()
+        }
+        parts: list[BatchStats | None] = [None] * len(pieces)
+        for worker, results in zip(futures, self.client.gather(list(futures.values())), strict=True):
+            for position, part in zip(by_worker[worker], results, strict=True):
+                parts[position] = part
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
-        for part in self.client.gather(futures):
+        for part in parts:
             stats = stats + part
         return stats

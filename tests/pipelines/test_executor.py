@@ -214,6 +214,24 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
         distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
         assert distributed.tobytes() == in_memory.tobytes()
 
+    class CountingClient:  # the scheduler's cost is per task: a step must not cost one per row group
+        def __init__(self, client):
+            self.client, self.submits = client, 0
+
+        def submit(self, *args, **kwargs):
+            self.submits += 1
+            return self.client.submit(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+    counting = CountingClient(dask_client)
+    adassp = ALGORITHMS[-1]  # one step over all 21 row groups
+    assert fit(adassp, DaskExecutor(counting, manifest, LinearRegressionModel()), manifest).tobytes() == (
+        fit(adassp, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest).tobytes()
+    )
+    assert counting.submits == len(dask_client.scheduler_info()["workers"]) == 2
+
 
 def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_client, tmp_path):
     from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
