@@ -15,6 +15,7 @@ MODULES = [
     "benchmarks.correlated_noise",
     "benchmarks.srgd_utility",
     "benchmarks.data_plane",
+    "benchmarks.step_overhead",
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
     "benchmarks.real_data",

@@ -1,0 +1,103 @@
+"""Per-step cost of the scatter executor as a step spans more row groups (issue 16 item 3).
+
+A lake of 100,000 rows × 8 features shuffled into 1,000 row groups of 100 rows; a 2-worker
+LocalCluster. For a step over 10, 100 and 1,000 row groups it times (median of 5) the executor's
+``compute`` (one task per worker per step, ``pieces_stats``) against the same step submitted the way
+the executor did before (one task per row-group slice, ``slice_stats``), same pinning, same merge. The
+work per row group is tiny, so the difference is the scheduler's and the client's cost per task.
+
+Run: ``python -m benchmarks.step_overhead`` (part of ``make bench``; about a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROWS, FEATURES, GROUP_ROWS = 100_000, 8, 100
+
+
+def _median_seconds(function, repeats: int = 5) -> float:
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def per_slice_step(executor, span, request):
+    """The step as the executor ran it before: one task per row-group slice, merged in piece order."""
+    from dpstream.models import BatchStats
+    from pipelines.executor import slice_stats
+
+    pieces = executor._slices(*span.gradient_rows, "gradient")
+    futures = [
+        executor.client.submit(
+            slice_stats,
+            *executor.blocks[i][1:3],
+            executor.spec,
+            lo,
+            hi,
+            executor.model,
+            request,
+            role,
+            workers=[executor.workers[i % len(executor.workers)]],
+            allow_other_workers=True,
+            pure=False,
+        )
+        for i, lo, hi, role in pieces
+    ]
+    stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
+    for part in executor.client.gather(futures):
+        stats = stats + part
+    return stats
+
+
+def main() -> None:
+    import pipelines.shuffle as shuffle_module
+    from dpstream.algorithms import StepSpan
+    from dpstream.models import LinearRegressionModel, StatsRequest
+    from pipelines import DaskExecutor, LakeSpec, connect, shuffle_once
+
+    folder = tempfile.mkdtemp(prefix="step-overhead-")
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((ROWS, FEATURES)).astype(np.float32)
+    table = pa.table({**{f"x{j}": X[:, j] for j in range(FEATURES)}, "y": X.sum(axis=1)})
+    os.makedirs(f"{folder}/raw")
+    pq.write_table(table, f"{folder}/raw/part-0.parquet")
+    shuffle_module.ROW_GROUP_ROWS = GROUP_ROWS  # in-process shuffle: tiny row groups
+    spec = LakeSpec(f"{folder}/raw", tuple(f"x{j}" for j in range(FEATURES)), "y")
+    manifest = shuffle_once(spec, f"{folder}/shuffled", rows_per_file=ROWS)
+    request = StatsRequest(params=np.zeros(FEATURES))
+    print(
+        f"Scatter step cost: {ROWS:,} rows in {len(manifest.blocks()):,} row groups of {GROUP_ROWS}; 2 workers; medians of 5"
+    )
+    print("| row groups per step | tasks before / now | seconds before | seconds now | before / now |")
+    print("|---|---|---|---|---|")
+    client = connect(n_workers=2, memory_limit="1GiB")
+    try:
+        executor = DaskExecutor(client, manifest, LinearRegressionModel())
+        for groups in (10, 100, 1000):
+            span = StepSpan(0, (0, groups * GROUP_ROWS))
+            now = executor.compute(span, request)
+            before = per_slice_step(executor, span, request)
+            assert np.array_equal(now.clipped_sums, before.clipped_sums)  # same merge, same bits
+            seconds_before = _median_seconds(lambda span=span: per_slice_step(executor, span, request))
+            seconds_now = _median_seconds(lambda span=span: executor.compute(span, request))
+            print(
+                f"| {groups:,} | {groups:,} / {min(groups, len(executor.workers))} | {seconds_before:.3f} | "
+                f"{seconds_now:.3f} | {seconds_before / seconds_now:.1f} |"
+            )
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
