@@ -25,29 +25,40 @@ import numpy as np
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
-from pipelines.lake import LakeSpec, read_row_group
+from pipelines.lake import LakeSpec, read_footer, read_row_group
 from pipelines.shuffle import Manifest
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "lake_blocks"]
 
-_CACHE: OrderedDict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+# Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
+# long-lived worker must never serve a block or a footer of an earlier shuffle written at the same path.
+_CACHE: OrderedDict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_FOOTERS: OrderedDict[tuple[str, str], Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_BLOCKS = 4
+FOOTER_FILES = 8
 
 
-def _block_arrays(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
-    key = (path, group)
+def _cached(cache: OrderedDict, key: tuple, limit: int, load: Any) -> Any:
     with _CACHE_LOCK:
-        if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
-    fs, _ = spec.filesystem()
-    arrays = read_row_group(fs, path, spec, group)
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+    value = load()
     with _CACHE_LOCK:
-        _CACHE[key] = arrays
-        while len(_CACHE) > CACHE_BLOCKS:
-            _CACHE.popitem(last=False)
-    return arrays
+        cache[key] = value
+        while len(cache) > limit:
+            cache.popitem(last=False)
+    return value
+
+
+def _block_arrays(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
+    def load() -> tuple[np.ndarray, np.ndarray]:
+        fs, _ = spec.filesystem()
+        footer = _cached(_FOOTERS, (lake, path), FOOTER_FILES, lambda: read_footer(fs, path))
+        return read_row_group(fs, path, spec, group, footer)
+
+    return _cached(_CACHE, (lake, path, group), CACHE_BLOCKS, load)
 
 
 def slice_stats(
@@ -59,19 +70,26 @@ def slice_stats(
     model: Model,
     request: StatsRequest,
     role: str,
+    lake: str = "",
 ) -> BatchStats:
-    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker)."""
-    X, y = _block_arrays(path, group, spec)
+    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker); ``lake`` is
+    the shuffle's identity (``Manifest.row_order``) that keys the worker's caches."""
+    X, y = _block_arrays(path, group, spec, lake)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
 
 
 def pieces_stats(
-    pieces: list[tuple[str, int, int, int, str]], spec: LakeSpec, model: Model, request: StatsRequest
+    pieces: list[tuple[str, int, int, int, str]],
+    spec: LakeSpec,
+    model: Model,
+    request: StatsRequest,
+    lake: str = "",
 ) -> list[BatchStats]:
     """``slice_stats`` for each (path, row group, first row, end row, role) piece, in the given order
     (one worker's share of a step, one task)."""
     return [
-        slice_stats(path, group, spec, lo, hi, model, request, role) for path, group, lo, hi, role in pieces
+        slice_stats(path, group, spec, lo, hi, model, request, role, lake)
+        for path, group, lo, hi, role in pieces
     ]
 
 
@@ -94,6 +112,7 @@ class DaskExecutor:
         self.blocks = manifest.blocks(storage_options)
         self.starts = np.concatenate([[0], np.cumsum([rows for *_, rows in self.blocks])]).tolist()
         self.workers = sorted(client.scheduler_info()["workers"])
+        self.lake = manifest.row_order  # keys the workers' block and footer caches
 
     def _slices(self, start: int, stop: int, role: str) -> list[tuple[int, int, int, str]]:
         """(block index, first row, end row, role) pieces of global rows [start, stop), in order."""
@@ -124,6 +143,7 @@ class DaskExecutor:
                 self.spec,
                 self.model,
                 request,
+                self.lake,
                 workers=[self.workers[worker]],
                 allow_other_workers=True,
                 pure=False,

@@ -348,3 +348,21 @@ def test_auto_mode_runs_every_model_kind(kind, manifest, dask_client):
     result, mode = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode="auto")
     assert mode in ("scatter", "streaming")
     assert result.params.shape == (model.num_params(DIM),) and np.isfinite(result.params).all()
+
+
+def test_worker_caches_never_serve_an_earlier_shuffle_at_the_same_path(lake, tmp_path):
+    """A long-lived worker keeps decoded blocks and parsed footers; a reshuffle writes new rows under the
+    same file names, so the caches are keyed by the shuffle's identity too."""
+    from dpstream.models import StatsRequest
+    from pipelines.executor import slice_stats
+
+    model, request = LinearRegressionModel(), StatsRequest(params=np.zeros(DIM))
+    first = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500)
+    _, path, group, _ = first.blocks()[0]
+    before = slice_stats(path, group, first.spec(), 0, 500, model, request, "gradient", first.row_order)
+    second = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500, reshuffle=True)
+    assert second.blocks()[0][1:3] == (path, group) and second.row_order != first.row_order
+    after = slice_stats(path, group, second.spec(), 0, 500, model, request, "gradient", second.row_order)
+    X, y = next(lake_blocks(second))
+    assert after.clipped_sums.tobytes() == model.block_stats(X[:500], y[:500], request).clipped_sums.tobytes()
+    assert after.clipped_sums.tobytes() != before.clipped_sums.tobytes()
