@@ -5,60 +5,37 @@ shuffle-once and listed in the manifest). For step t the coordinator sends the a
 the executor cuts the step's row span at block boundaries, sends each worker one task with its pieces
 (``pieces_stats``; one round trip, one task per worker whatever the number of row groups; the
 parameters travel with the request) and merges the results in piece order, starting from zero
-statistics — the same fold the in-memory executor performs over the same
-blocks, so the result is bit-for-bit identical whatever the number of workers.
+statistics — the same fold the in-memory executor performs over the same blocks, so the result is
+bit-for-bit identical whatever the number of workers.
 
 Each block is pinned to one worker (block index modulo the workers present, so neighbouring blocks of
-one step land on different workers), whose process keeps the last ``CACHE_BLOCKS`` decoded blocks:
-consecutive steps read consecutive slices of the same blocks, so each block is read and decoded once,
-and a worker never holds more than a few blocks.
+one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
+footers of its last 8 files (``pipelines.lake.read_block``): consecutive steps read consecutive slices
+of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
+blocks.
 """
 
 from __future__ import annotations
 
 import bisect
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
-from pipelines.lake import LakeSpec, read_footer, read_row_group
+from pipelines.lake import LakeSpec, LruCache, read_block, read_row_group
 from pipelines.shuffle import Manifest
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "lake_blocks"]
 
 # Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
-# long-lived worker must never serve a block or a footer of an earlier shuffle written at the same path.
-_CACHE: OrderedDict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-_FOOTERS: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
-CACHE_BLOCKS = 4
-FOOTER_FILES = 8
-
-
-def _cached(cache: OrderedDict, key: tuple, limit: int, load: Any) -> Any:
-    with _CACHE_LOCK:
-        if key in cache:
-            cache.move_to_end(key)
-            return cache[key]
-    value = load()
-    with _CACHE_LOCK:
-        cache[key] = value
-        while len(cache) > limit:
-            cache.popitem(last=False)
-    return value
+# long-lived worker must never serve a block of an earlier shuffle written at the same path.
+_BLOCKS = LruCache(4)
 
 
 def _block_arrays(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
-    def load() -> tuple[np.ndarray, np.ndarray]:
-        fs, _ = spec.filesystem()
-        footer = _cached(_FOOTERS, (lake, path), FOOTER_FILES, lambda: read_footer(fs, path))
-        return read_row_group(fs, path, spec, group, footer)
-
-    return _cached(_CACHE, (lake, path, group), CACHE_BLOCKS, load)
+    return _BLOCKS.get((lake, path, group), lambda: read_block(spec.filesystem()[0], path, spec, group, lake))
 
 
 def slice_stats(

@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +30,8 @@ __all__ = [
     "list_lake",
     "read_row_group",
     "read_footer",
+    "read_block",
+    "LruCache",
     "table_to_arrays",
     "fingerprint",
     "file_identity",
@@ -201,3 +206,35 @@ def read_footer(fs: Any, path: str) -> pq.FileMetaData:
     """The parsed footer of one Parquet file (row groups, schema), to pass to ``read_row_group``."""
     with fs.open(path, "rb") as handle:
         return pq.ParquetFile(handle).metadata
+
+
+class LruCache:
+    """A small thread-safe least-recently-used cache for worker processes (decoded blocks, footers)."""
+
+    def __init__(self, limit: int):
+        self.limit, self._items, self._lock = limit, OrderedDict(), threading.Lock()
+
+    def get(self, key: Any, load: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return value
+
+
+# Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
+# long-lived worker must never use the footer of an earlier shuffle written at the same path.
+_FOOTERS = LruCache(8)
+
+
+def read_block(
+    fs: Any, path: str, spec: LakeSpec, group: int, lake: str = ""
+) -> tuple[np.ndarray, np.ndarray]:
+    """``read_row_group`` with the file's footer parsed once per worker process and shuffle ``lake``."""
+    footer = _FOOTERS.get((lake, path), lambda: read_footer(fs, path))
+    return read_row_group(fs, path, spec, group, footer)

@@ -23,15 +23,15 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan
 from dpstream.models import Model, StatsRequest
-from pipelines.lake import LakeSpec, aligned, read_row_group
+from pipelines.lake import LakeSpec, aligned, read_block
 from pipelines.shuffle import Manifest
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block"]
 
 
-def load_block(path: str, group: int, spec: LakeSpec) -> tuple[np.ndarray, np.ndarray]:
+def load_block(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
     fs, _ = spec.filesystem()
-    return read_row_group(fs, path, spec, group)
+    return read_block(fs, path, spec, group, lake)
 
 
 def prefetched_blocks(
@@ -41,15 +41,16 @@ def prefetched_blocks(
     if prefetch_blocks < 1:
         raise ValueError(f"prefetch_blocks must be a positive integer, got {prefetch_blocks!r}")
     spec = manifest.spec(storage_options)
+    lake = manifest.row_order  # keys the workers' footer caches
     jobs = [(path, group) for _, path, group, _ in manifest.blocks(storage_options)]
     pending: deque = deque()
     for path, group in jobs[:prefetch_blocks]:
-        pending.append(client.submit(load_block, path, group, spec, pure=False))
+        pending.append(client.submit(load_block, path, group, spec, lake, pure=False))
     for index in range(len(jobs)):
         future = pending.popleft()
         following = index + prefetch_blocks
         if following < len(jobs):
-            pending.append(client.submit(load_block, *jobs[following], spec, pure=False))
+            pending.append(client.submit(load_block, *jobs[following], spec, lake, pure=False))
         X, y = future.result()
         future.release()  # the worker drops its copy: memory stays bounded
         yield aligned(X), aligned(y)  # unpickled arrays land anywhere; see lake.aligned_empty

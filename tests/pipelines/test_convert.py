@@ -6,20 +6,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from examples.california import SPEC as CALIFORNIA
 from pipelines import LakeError, LakeSpec, validate_lake
 from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 
 HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
-NUMERIC = (
-    "longitude",
-    "latitude",
-    "housing_median_age",
-    "total_rooms",
-    "total_bedrooms",
-    "population",
-    "households",
-    "median_income",
-)
+NUMERIC = CALIFORNIA.columns  # the numeric columns of housing.csv (examples/california)
 OCEAN = ("<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN")  # public category list
 
 
