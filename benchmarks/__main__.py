@@ -19,6 +19,7 @@ MODULES = [
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
     "benchmarks.real_data",
+    "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",

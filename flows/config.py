@@ -113,8 +113,10 @@ class ModelConfig(_Section):
 
 class AlgorithmConfig(_Section):
     # "auto": AdaSSP for linear / logistic models up to 256 parameters, DP-SGD otherwise
-    # (dpstream.algorithms.choice); "ssp" clips rows to row_norm_bound (default sqrt(#features), the
-    # bound for features on the public scale [-1, 1]) and labels to label_bound.
+    # (dpstream.algorithms.choice); "ssp" clips rows to row_norm_bound and labels to label_bound.
+    # row_norm_bound's default: from the lake's public schema where `dpstream convert` wrote it (a one-hot
+    # group counts 1, a mapped column max(a², b²) of scale_range: flows.schema_row_norm_bound), else
+    # sqrt(#features), the bound for features on the public scale [-1, 1].
     name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = "auto"
     noise: Literal["independent", "lambda", "nu"] = "independent"
     correlation: float = Field(default=0.5, ge=0.0, lt=1.0)

@@ -27,14 +27,16 @@ from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
 from flows.config import PipelineConfig, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
 from pipelines import Manifest, connect, shuffle_once, train_on_lake
-from pipelines.convert import read_convert_record
+from pipelines.convert import ConvertSpec, read_convert_record
 from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
 
 
 def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
-    """The algorithm the config's [algorithm] section names, built as the estimators build theirs."""
+    """The algorithm the config's [algorithm] section names, built as the estimators build theirs. AdaSSP's
+    row-norm bound, when the config leaves it out, comes from the lake's public schema where
+    ``dpstream convert`` wrote the lake (``schema_row_norm_bound``), else sqrt(d)."""
     a, b = config.algorithm, config.budget
     spec = AlgorithmSpec(
         name=a.name,
@@ -49,11 +51,21 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
         noise=a.noise,
         correlation=a.correlation,
         nu=a.nu,
-        row_norm_bound=a.row_norm_bound,
+        row_norm_bound=a.row_norm_bound if a.row_norm_bound is not None else schema_row_norm_bound(config),
         label_bound=a.label_bound,
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, config.model.build(), num_rows, dim)[1]
+
+
+def schema_row_norm_bound(config: PipelineConfig) -> float | None:
+    """The public bound on ‖x‖ that the conversion record of ``config.lake.url`` implies for the selected
+    features (``ConvertSpec.row_norm_bound``: a one-hot group counts 1, not its size), or None for a lake
+    ``dpstream convert`` did not write. Public: it reads the recorded preprocessing, never the rows."""
+    record = read_convert_record(config.lake.url, config.lake.storage_options)
+    if record is None or isinstance(config.lake.features, str):
+        return None
+    return ConvertSpec.from_record(record).row_norm_bound(config.lake.features)
 
 
 @task(name="validate lake")

@@ -10,7 +10,9 @@ failure leaves nothing behind. The source is only read.
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +150,26 @@ class ConvertSpec:
             for column in (*self.columns, self.label)
             if column not in self.bounds and column not in self.unscaled
         ]
+
+    def row_norm_bound(self, features: Sequence[str]) -> float | None:
+        """A public bound on ‖x‖ for rows of ``features`` as this conversion writes them, from the schema
+        alone (never from rows): sqrt(Σ contributions), where a column mapped onto ``scale_range`` [a, b]
+        contributes max(a², b²), an unscaled column 1 (the public scale [−1, 1] the algorithms assume, as
+        in the sqrt(d) default), and each one-hot group 1 however many of its columns are selected (exactly
+        one of them is 1 in every row: unknown categories are refused or dropped). For California's 8
+        numeric columns and 5 one-hot columns that is 3 instead of sqrt(13). None when a feature is not a
+        column this conversion wrote (the caller keeps its sqrt(d) default)."""
+        low, high = self.scale_range
+        numeric = {column: max(low * low, high * high) for column in self.columns if column in self.bounds}
+        numeric.update({column: 1.0 for column in self.columns if column not in self.bounds})
+        groups = {
+            f"{column}={value}": column for column, values in self.categorical.items() for value in values
+        }
+        if not features or any(name not in numeric and name not in groups for name in features):
+            return None
+        squared = sum(numeric[name] for name in features if name in numeric)
+        squared += len({groups[name] for name in features if name in groups})
+        return math.sqrt(squared)
 
     def output_columns(self) -> list[str]:
         onehot = [f"{column}={value}" for column, values in self.categorical.items() for value in values]

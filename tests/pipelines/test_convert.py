@@ -166,3 +166,27 @@ def test_required_bounds_are_met_by_bounds_or_unscaled(tmp_path):
         -1.0 <= table.column("latitude").to_numpy().min() and table.column("latitude").to_numpy().max() <= 1.0
     )
     assert table.column("total_rooms").to_numpy().max() > 1_000  # unscaled: as in the CSV
+
+
+def test_schema_row_norm_bound_holds_for_every_converted_row(tmp_path):
+    """The bound comes from the record alone; every row the conversion wrote lies within it, and a one-hot
+    group counts 1 (California: 8 columns on [−1, 1] plus one group → 3, not sqrt(13))."""
+    import numpy as np
+
+    out = str(tmp_path / "lake")
+    spec = CALIFORNIA  # public bounds, scale_range (−1, 1), ocean_proximity one-hot
+    csv_to_parquet(str(HOUSING), out, spec)
+    restored = ConvertSpec.from_record(read_convert_record(out))
+    features = restored.output_columns()
+    bound = restored.row_norm_bound(features)
+    assert bound == pytest.approx(3.0)
+    rows = np.column_stack([pq.read_table(out).column(c).to_numpy() for c in features])
+    norms = np.linalg.norm(rows, axis=1)
+    assert norms.max() <= bound + 1e-12 and norms.max() > 0.9 * bound  # tight, not merely valid
+    assert restored.row_norm_bound(features[:9]) == pytest.approx(
+        3.0
+    )  # one one-hot column: still the group's 1
+    assert restored.row_norm_bound(features[:8]) == pytest.approx(np.sqrt(8.0))
+    assert restored.row_norm_bound([*features, "rooms_per_person"]) is None  # not written by this conversion
+    unit = housing_spec(bounds={"median_income": (0.0, 15.0)}, scale_range=(0.0, 1.0), unscaled=NUMERIC[:-1])
+    assert unit.row_norm_bound(unit.output_columns()) == pytest.approx(3.0)  # unscaled columns count 1
