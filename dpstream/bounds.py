@@ -81,8 +81,11 @@ class PrivateBounds:
             columns.shape[1], width
         )
 
-    def release(self, counts: np.ndarray, key: NoiseKey) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) per column from the exact counts and the key's noise (module docstring)."""
+    def release(
+        self, counts: np.ndarray, key: NoiseKey, names: tuple[str, ...] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) per column from the exact counts and the key's noise (module docstring); ``names``
+        label the columns in errors (else their indices)."""
         counts = np.asarray(counts, dtype=np.float64)
         std = self.noise_std(counts.shape[0])
         noisy = counts + std * gaussian(key, 0, "private-bounds", counts.shape)
@@ -92,8 +95,9 @@ class PrivateBounds:
         for column in range(counts.shape[0]):
             occupied = np.flatnonzero(noisy[column] >= threshold)
             if occupied.size == 0:
+                label = names[column] if names else column
                 raise ValueError(
-                    f"too few rows for private bounds: no bin of column {column} reached {threshold:.0f} noisy rows "
+                    f"too few rows for private bounds: no bin of column {label!r} reached {threshold:.0f} noisy rows "
                     f"({self.threshold_sigmas:g}σ at epsilon={self.epsilon:g}); the histograms need about "
                     f"{2 * threshold:.0f} rows in one bin of every column. Pass public bounds instead"
                 )

@@ -67,7 +67,8 @@ def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 
 def _convert(args, console: Console) -> int:
-    from pipelines.convert import ConvertSpec, csv_to_parquet
+    from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
+    from pipelines.convert_bounds import PrivateBoundsRequest
 
     impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
     categorical = {
@@ -92,11 +93,22 @@ def _convert(args, console: Console) -> int:
         scale_range=tuple(args.scale_range),
         unscaled=tuple(args.unscaled),
         require_bounds=True,
+        private_bounds=PrivateBoundsRequest(
+            tuple(args.private_bounds), args.private_epsilon, args.private_delta
+        )
+        if args.private_bounds
+        else None,
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(
         f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
     )
+    if spec.private_bounds:
+        record = read_convert_record(args.out)
+        released = ", ".join(
+            f"{c}=[{record['bounds'][c][0]:g}, {record['bounds'][c][1]:g}]" for c in args.private_bounds
+        )
+        console.print(f"private bounds {released}: {record['private_bounds']['guarantee']}")
     return EXIT_OK
 
 
@@ -303,11 +315,19 @@ def _preprocessing_line(record: dict | None, label: str) -> str:
         if label_bounds
         else ""
     )
+    kind = "their" if record.get("private_bounds") else "public"
     return (
         f"preprocessing (dpstream convert of {record.get('source', 'a CSV')}): {len(record['bounds'])} column(s) clipped "
-        f"to public bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
-        f"{len(record['impute_values'])} imputed{label_part}; all in model.json"
+        f"to {kind} bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
+        f"{len(record['impute_values'])} imputed{label_part}{_private_part(record)}; all in model.json"
     )
+
+
+def _private_part(record: dict) -> str:
+    private = record.get("private_bounds")
+    if not private:
+        return ""
+    return f"; the bounds of {', '.join(private['columns'])} are DP estimates, {private['guarantee']}"
 
 
 def _audit(args, console: Console) -> int:
@@ -396,6 +416,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar=("LOW", "HIGH"),
         help="the range bounded columns are mapped onto (default -1 1, the public scale the "
         "algorithms' row bounds and steps assume)",
+    )
+    convert.add_argument(
+        "--private-bounds",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="numeric columns with no public range: estimate their bounds with DP from every 10th row, "
+        "which is then left out of the lake (the lake's ledger is not charged; model.json states the guarantee)",
+    )
+    convert.add_argument(
+        "--private-epsilon", type=float, default=1.0, help="ε of the private bounds (default 1)"
+    )
+    convert.add_argument(
+        "--private-delta", type=float, default=1e-6, help="δ of the private bounds (default 1e-6)"
     )
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from dpstream.storage import open_url, read_json, write_json_atomic
+from pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_batch
 from pipelines.lake import LakeError
 from pipelines.shuffle import _write_parquet
 
@@ -61,6 +62,9 @@ class ConvertSpec:
     # algorithms' clip norms and steps assume the public scale, and one raw column (longitude, dollars)
     # ruins the model without an error. ``dpstream convert`` sets it.
     require_bounds: bool = False
+    # Columns whose bounds are estimated privately from a sample of rows left out of the lake
+    # (pipelines.convert_bounds); the record then holds the released bounds and their guarantee.
+    private_bounds: PrivateBoundsRequest | None = None
 
     def __post_init__(self) -> None:
         if self.missing not in ("drop", "impute"):
@@ -87,14 +91,24 @@ class ConvertSpec:
                 raise LakeError(
                     f"column {column!r} has bounds and is also listed as unscaled; keep one of the two"
                 )
+        for column in self.private_bounds.columns if self.private_bounds else ():
+            if column not in self.columns and column != self.label:
+                raise LakeError(
+                    f"private bounds name column {column!r}, which is neither a selected numeric feature column nor the label"
+                )
+            if column in self.bounds or column in self.unscaled:
+                raise LakeError(
+                    f"column {column!r} has public bounds or is unscaled and is also named for private bounds; keep one"
+                )
         missing = self.unbounded_columns()
         if self.require_bounds and missing:
             template = " ".join(f"{column}=LOW,HIGH" for column in missing)
             raise LakeError(
                 f"no public bounds for {', '.join(map(repr, missing))}: the algorithms assume every column on the public "
                 f"scale, and one raw column (coordinates, dollars) gives a model worse than the mean. Pass --bounds "
-                f"{template} with public ranges (documentation, domain knowledge; never measured on the data), or "
-                "--unscaled COLUMN for a column already on that scale (an indicator, a 0/1 class label)"
+                f"{template} with public ranges (documentation, domain knowledge; never measured on the data), "
+                "--unscaled COLUMN for a column already on that scale (an indicator, a 0/1 class label), or "
+                "--private-bounds COLUMN to estimate them privately from a sample of rows left out of the lake"
             )
         low, high = self.scale_range
         if not (np.isfinite(low) and np.isfinite(high) and low < high):
@@ -148,7 +162,9 @@ class ConvertSpec:
         return [
             column
             for column in (*self.columns, self.label)
-            if column not in self.bounds and column not in self.unscaled
+            if column not in self.bounds
+            and column not in self.unscaled
+            and column not in (self.private_bounds.columns if self.private_bounds else ())
         ]
 
     def row_norm_bound(self, features: Sequence[str]) -> float | None:
@@ -176,7 +192,12 @@ class ConvertSpec:
         return list(self.columns) + onehot
 
 
-def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source: str) -> pa.Table:
+def _convert_batch(
+    batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source: str, positions: np.ndarray | None = None
+) -> pa.Table:
+    """The batch's rows converted by ``spec``; ``positions`` are the CSV data rows of a filtered batch
+    (errors name them), else the rows are ``offset``, ``offset + 1``, ..."""
+    row_of = (lambda row: int(positions[row])) if positions is not None else (lambda row: offset + row)
     table = pa.Table.from_batches([batch])
     needed = list(spec.columns) + list(spec.categorical) + [spec.label]
     missing_columns = [c for c in needed if c not in table.column_names]
@@ -207,7 +228,7 @@ def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source
                 array = np.where(nulls, float(spec.impute_values[column]), array)
             else:
                 raise LakeError(
-                    f"{source}: column {column!r} has a missing value at row {offset + int(np.argmax(nulls))} and "
+                    f"{source}: column {column!r} has a missing value at row {row_of(int(np.argmax(nulls)))} and "
                     "no imputation constant; pass impute_values={column: public_value} or missing='drop'"
                 )
         if column in spec.bounds:
@@ -225,7 +246,7 @@ def _convert_batch(batch: pa.RecordBatch, spec: ConvertSpec, offset: int, source
             else:
                 row = int(np.argmax(~known))
                 raise LakeError(
-                    f"{source}: row {offset + row} of column {column!r} has category {values[row]!r} not in the "
+                    f"{source}: row {row_of(row)} of column {column!r} has category {values[row]!r} not in the "
                     f"public list {list(categories)}; add it to the list or set unknown_category='drop'"
                 )
         for value in categories:
@@ -254,18 +275,27 @@ def csv_to_parquet(
     staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
     name = source_path.rsplit("/", 1)[-1]
     parts, pending, offset = [], [], 0
-    try:
+
+    def batches():
         with source_fs.open(source_path, "rb") as handle:
-            reader = pcsv.open_csv(handle, read_options=pcsv.ReadOptions(block_size=block_size))
-            for batch in reader:
-                pending.append(_convert_batch(batch, spec, offset, name))
-                offset += batch.num_rows
-                while sum(t.num_rows for t in pending) >= spec.rows_per_file:
-                    table = pa.concat_tables(pending)
-                    path = f"{staging}/part-{len(parts):05d}.parquet"
-                    _write_parquet(out_fs, path, table.slice(0, spec.rows_per_file))
-                    parts.append(path)
-                    pending = [table.slice(spec.rows_per_file)]
+            yield from pcsv.open_csv(handle, read_options=pcsv.ReadOptions(block_size=block_size))
+
+    try:
+        spec, provenance, every = _release_private_bounds(spec, batches(), name)
+        for batch in batches():
+            rows, positions = batch.num_rows, None
+            if every:  # the sampled rows were spent on the bounds and are not written
+                mask = sample_mask(offset, rows, every)
+                positions = np.arange(offset, offset + rows)[~mask]
+                batch = split_batch(batch, mask)[1]
+            pending.append(_convert_batch(batch, spec, offset, name, positions))
+            offset += rows
+            while sum(t.num_rows for t in pending) >= spec.rows_per_file:
+                table = pa.concat_tables(pending)
+                path = f"{staging}/part-{len(parts):05d}.parquet"
+                _write_parquet(out_fs, path, table.slice(0, spec.rows_per_file))
+                parts.append(path)
+                pending = [table.slice(spec.rows_per_file)]
         if pending and sum(t.num_rows for t in pending):
             path = f"{staging}/part-{len(parts):05d}.parquet"
             _write_parquet(out_fs, path, pa.concat_tables(pending))
@@ -278,7 +308,10 @@ def csv_to_parquet(
             out_fs.mv(path, target)
             final.append(target)
         # Bookkeeping ("_" prefix): not a lake file, not in the fingerprint; read by the train flow.
-        write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", {**spec.record(), "source": name})
+        record = {**spec.record(), "source": name}
+        if provenance:
+            record["private_bounds"] = provenance
+        write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", record)
         return final
     except pa.ArrowInvalid as error:
         raise LakeError(
@@ -287,3 +320,31 @@ def csv_to_parquet(
     finally:
         if out_fs.exists(staging):
             out_fs.rm(staging, recursive=True)
+
+
+def _release_private_bounds(
+    spec: ConvertSpec, batches: Any, source: str
+) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
+    """(the spec with the released bounds in place of the request, their provenance, the sampling period;
+    0 without a request): one pass over the sampled rows, converted by the same policies with the
+    requested columns left raw (``pipelines.convert_bounds``)."""
+    request = spec.private_bounds
+    if request is None:
+        return spec, None, 0
+    raw = replace(spec, private_bounds=None, require_bounds=False)
+    sample: dict[str, list[np.ndarray]] = {column: [] for column in request.columns}
+    offset = 0
+    for batch in batches:
+        mask = sample_mask(offset, batch.num_rows, request.sample_every)
+        positions = np.arange(offset, offset + batch.num_rows)[mask]
+        table = _convert_batch(split_batch(batch, mask)[0], raw, offset, source, positions)
+        for column in request.columns:
+            sample[column].append(table.column(column).to_numpy())
+        offset += batch.num_rows
+    values = {column: np.concatenate(arrays) for column, arrays in sample.items()}
+    bounds, provenance = request.release(values, len(next(iter(values.values()))))
+    return (
+        replace(spec, bounds={**spec.bounds, **bounds}, private_bounds=None),
+        provenance,
+        request.sample_every,
+    )

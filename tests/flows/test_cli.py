@@ -318,3 +318,30 @@ def test_train_output_inside_the_lake_is_refused_before_anything_starts(tmp_path
     )
     assert "full log" not in lines[0]  # refused before the flow (and its log) started
     assert sorted(p.name for p in raw.iterdir()) == before and not (tmp_path / "ledger").exists()
+
+
+def test_convert_with_private_bounds(tmp_path):
+    """--private-bounds stands in for --bounds: the lake holds the other rows, the output states the
+    released bounds and their guarantee; naming a column that is not selected exits 2 with one line."""
+    common = ["--label", "median_house_value", "--columns", "median_income", "housing_median_age"]
+    result = dpstream(
+        "convert",
+        HOUSING,
+        tmp_path / "raw",
+        *common,
+        "--bounds",
+        "housing_median_age=0,60",
+        "--private-bounds",
+        "median_income",
+        "median_house_value",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "private bounds median_income=[" in result.stdout and "(1, 1e-06)-DP" in result.stdout
+    assert "not in the lake" in result.stdout
+    bad = dpstream("convert", HOUSING, tmp_path / "other", *common, "--private-bounds", "latitude")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "private bounds name column 'latitude'" in bad.stderr and not (tmp_path / "other").exists()
+    missing = dpstream("convert", HOUSING, tmp_path / "third", *common)
+    assert (
+        missing.returncode == 2 and "--private-bounds COLUMN" in missing.stderr
+    )  # the refusal names the option

@@ -190,3 +190,65 @@ def test_schema_row_norm_bound_holds_for_every_converted_row(tmp_path):
     assert restored.row_norm_bound([*features, "rooms_per_person"]) is None  # not written by this conversion
     unit = housing_spec(bounds={"median_income": (0.0, 15.0)}, scale_range=(0.0, 1.0), unscaled=NUMERIC[:-1])
     assert unit.row_norm_bound(unit.output_columns()) == pytest.approx(3.0)  # unscaled columns count 1
+
+
+def test_private_bounds_leave_their_sample_out_of_the_lake(tmp_path):
+    """Every 10th CSV row is spent on the DP histograms and never written; the released bounds are on the
+    public grid, recorded with their guarantee, and the lake's rows are exactly the other rows converted
+    with those bounds (so ``from_record`` prepares new rows as the lake was prepared)."""
+    import numpy as np
+    import pandas as pd
+
+    from dpstream.bounds import default_edges
+    from pipelines.convert_bounds import PrivateBoundsRequest
+
+    out = str(tmp_path / "lake")
+    request = PrivateBoundsRequest(("median_income", "median_house_value"), epsilon=1.0, delta=1e-6)
+    spec = housing_spec(
+        columns=("median_income", "housing_median_age"),
+        bounds={"housing_median_age": (0.0, 60.0)},
+        scale_range=(-1.0, 1.0),
+        private_bounds=request,
+        require_bounds=True,  # satisfied by the private request
+    )
+    csv_to_parquet(str(HOUSING), out, spec)
+    record = read_convert_record(out)
+    frame = pd.read_csv(HOUSING)
+    kept = frame[np.arange(len(frame)) % 10 != 0]
+    table = pq.read_table(out)
+    assert table.num_rows == len(kept) == 20_640 - 2_064
+    private = record["private_bounds"]
+    assert private["columns"] == ["median_income", "median_house_value"] and private["sample_rows"] == 2_064
+    assert private["epsilon"] == 1.0 and "not in the lake" in private["guarantee"]
+    edges = set(default_edges())
+    for column in request.columns:
+        low, high = record["bounds"][column]
+        assert low in edges and high in edges and low < high
+        # Half-decade bins holding ≥ 5σ ≈ 90 of the 2,064 sampled rows: the bulk of the column lies inside.
+        inside = kept[column].between(low, high).mean()
+        assert inside > 0.95, (column, low, high, inside)
+    assert record["bounds"]["housing_median_age"] == [0.0, 60.0]  # public bounds untouched
+    low, high = record["bounds"]["median_income"]
+    expected = -1 + 2 * (np.clip(kept["median_income"].to_numpy(), low, high) - low) / (high - low)
+    np.testing.assert_allclose(table.column("median_income").to_numpy(), expected)
+    restored = ConvertSpec.from_record(record)
+    assert restored.private_bounds is None and restored.bounds["median_income"] == (low, high)
+
+
+def test_private_bounds_refusals_write_nothing(tmp_path):
+    from pipelines.convert_bounds import PrivateBoundsRequest
+
+    out = tmp_path / "lake"
+    with pytest.raises(LakeError, match="neither a selected numeric feature column nor the label"):
+        housing_spec(private_bounds=PrivateBoundsRequest(("rooms",)))
+    with pytest.raises(LakeError, match="also named for private bounds"):
+        housing_spec(
+            bounds={"median_income": (0.0, 15.0)}, private_bounds=PrivateBoundsRequest(("median_income",))
+        )
+    with pytest.raises(LakeError, match="epsilon"):
+        PrivateBoundsRequest(("median_income",), epsilon=-1.0)
+    # 2,064 sampled rows, 24 of them dropped for a missing total_bedrooms (missing='drop')
+    tiny = housing_spec(private_bounds=PrivateBoundsRequest(("median_income",), epsilon=0.001))
+    with pytest.raises(LakeError, match=r"no bin of column 'median_income'.*every 10th row: 2,040 rows"):
+        csv_to_parquet(str(HOUSING), str(out), tiny)
+    assert not out.exists() or not any(out.iterdir())

@@ -1,0 +1,99 @@
+"""Private bounds at conversion time, for columns that have no public range.
+
+``dpstream convert --private-bounds COLUMN ...`` spends a fixed, data-independent sample of the CSV's
+rows (every ``sample_every``-th data row, position 0 included) on ``dpstream.bounds.PrivateBounds``:
+noisy per-column histograms on a public half-decade grid, the support of the bins holding at least 5σ
+rows. Those rows are **not written to the lake**, so no training run ever reads them.
+
+Guarantee (parallel composition, the argument of ``dpstream.bounds`` for the estimators). A record is
+either in the sample (its only release is the bounds: (ε, δ) of this request under its relation) or in
+the lake (the released bounds do not depend on it; every training run on the lake is charged to the
+lake's ledger as usual, and choosing the scaling after seeing the bounds is post-processing for the
+sample's records). So the bounds cost the lake's ledger nothing, and the conversion record states
+their guarantee beside them (``"private_bounds"``), which model.json copies.
+
+The released bounds are then public values like any others: ``ConvertSpec.from_record`` prepares new
+rows with them, without a sample. A systematic sample rather than a prefix keeps the estimate useful on
+CSVs sorted by a column (California is sorted by longitude blocks). The noise key comes from OS entropy
+and is dropped after the release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
+from dpstream.noise import NoiseKey
+from dpstream.privacy import NeighbouringRelation
+from pipelines.lake import LakeError
+
+__all__ = ["PrivateBoundsRequest", "sample_mask"]
+
+
+@dataclass(frozen=True)
+class PrivateBoundsRequest:
+    columns: tuple[str, ...]  # numeric columns (features or the label) whose bounds are estimated
+    epsilon: float = 1.0
+    delta: float = 1e-6
+    relation: str = "replace-one"
+    sample_every: int = round(1 / PRIVATE_BOUNDS_FRACTION)  # every 10th data row is spent on the histograms
+
+    def __post_init__(self) -> None:
+        if not self.columns:
+            raise LakeError("private bounds need at least one column; name them with --private-bounds COLUMN")
+        if len(set(self.columns)) != len(self.columns):
+            raise LakeError(f"private bounds name a column twice: {list(self.columns)}")
+        if not (isinstance(self.sample_every, int) and self.sample_every >= 2):
+            raise LakeError(f"sample_every must be an integer ≥ 2, got {self.sample_every!r}")
+        try:
+            self.mechanism()
+        except ValueError as error:
+            raise LakeError(f"private bounds: {error}") from None
+
+    def mechanism(self) -> PrivateBounds:
+        return PrivateBounds(self.epsilon, self.delta, NeighbouringRelation.parse(self.relation))
+
+    def release(self, sample: dict[str, np.ndarray], sample_rows: int) -> tuple[dict, dict[str, Any]]:
+        """({column: (low, high)}, the provenance for the record) from the sample's raw column values."""
+        mechanism = self.mechanism()
+        values = np.column_stack([sample[column] for column in self.columns])
+        try:
+            low, high = mechanism.release(mechanism.histogram(values), NoiseKey.generate(), self.columns)
+        except ValueError as error:  # too few rows: say which flag to change
+            raise LakeError(
+                f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
+                f"{self.sample_every}th row: {sample_rows:,} rows here)"
+            ) from None
+        bounds = {
+            column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)
+        }
+        event = mechanism.event(len(self.columns))
+        provenance = {
+            "columns": list(self.columns),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "relation": NeighbouringRelation.parse(self.relation).value,
+            "mu": event.mu,
+            "sample_every": self.sample_every,
+            "sample_rows": sample_rows,
+            "mechanism": "noisy per-column histograms on a half-decade grid (dpstream.bounds)",
+            "guarantee": (
+                f"({self.epsilon:g}, {self.delta:g})-DP ({event.mu:.6g}-GDP) for the {sample_rows:,} sampled "
+                "rows, which are not in the lake (parallel composition: the lake's ledger is not charged)"
+            ),
+        }
+        return bounds, provenance
+
+
+def sample_mask(offset: int, num_rows: int, every: int) -> np.ndarray:
+    """True for the rows of a batch starting at data row ``offset`` whose position is a multiple of ``every``."""
+    return (np.arange(offset, offset + num_rows) % every) == 0
+
+
+def split_batch(batch: pa.RecordBatch, mask: np.ndarray) -> tuple[pa.RecordBatch, pa.RecordBatch]:
+    """(the sampled rows, the rest) of ``batch``."""
+    return batch.filter(pa.array(mask)), batch.filter(pa.array(~mask))
