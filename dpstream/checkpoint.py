@@ -12,22 +12,30 @@ ledger is charged once. Writes are atomic (temporary file then rename, or one PU
 exponential backoff; after the retry budget a ``CheckpointError`` names the location, and the last
 good checkpoint is left intact.
 
-The format is a pickle: loading one runs code, which is acceptable only because checkpoints live in
-storage as trusted as the data itself. Never load a checkpoint from an untrusted location.
+Format (version 2): one ``checkpoint.npz`` per run id, written in a single atomic put. Its ``meta``
+entry is UTF-8 JSON (run id, fingerprint, next step, losses, creation time, the state's structure); the
+other entries are the state's arrays and the noise secret (``dpstream.state_codec``). It is read with
+``allow_pickle=False`` and state objects are rebuilt only from a closed list of state classes, so
+loading a checkpoint runs no code. Version 1 was a pickle (``checkpoint.pkl``): such a checkpoint is
+refused, not loaded, with a message naming the fix. Checkpoints still hold the noise secret: keep them
+as private as the raw data.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import pickle
+import io
+import json
 import time
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dpstream.noise import NoiseKey
+from dpstream.state_codec import StateFormatError, decode, encode
 from dpstream.storage import open_url, write_bytes_atomic
 
 __all__ = [
@@ -40,7 +48,9 @@ __all__ = [
     "FORMAT_VERSION",
 ]
 
-FORMAT_VERSION = 1  # bump when a state layout changes: older checkpoints are then refused
+FORMAT_VERSION = 2  # bump when a state layout changes: older checkpoints are then refused
+FILE_NAME = "checkpoint.npz"
+LEGACY_FILE_NAME = "checkpoint.pkl"  # version 1 (pickle): refused
 
 
 class CheckpointError(RuntimeError):
@@ -98,32 +108,35 @@ class CheckpointStore:
         self.policy = policy
         self._fs, self._root = open_url(policy.url, policy.storage_options)
 
-    def _path(self, run_id: str) -> str:
-        return f"{self._root}/{run_id}/checkpoint.pkl"
+    def _path(self, run_id: str, name: str = FILE_NAME) -> str:
+        return f"{self._root}/{run_id}/{name}"
 
     def exists(self, run_id: str) -> bool:
-        return bool(self._fs.exists(self._path(run_id)))
+        return bool(
+            self._fs.exists(self._path(run_id)) or self._fs.exists(self._path(run_id, LEGACY_FILE_NAME))
+        )
 
     def load(self, run_id: str) -> Checkpoint | None:
         path = self._path(run_id)
         try:
             if not self._fs.exists(path):
+                if self._fs.exists(self._path(run_id, LEGACY_FILE_NAME)):
+                    raise CheckpointError(
+                        f"the checkpoint of run {run_id!r} at {self.policy.url} is in the old pickle format of an "
+                        "earlier dpstream, which is not loaded (unpickling runs code); start a new run id (the "
+                        "privacy it spent stays in the ledger)"
+                    )
                 return None
             with self._fs.open(path, "rb") as handle:
-                checkpoint = pickle.load(handle)
-        except (OSError, pickle.UnpicklingError, EOFError) as error:
+                data = handle.read()
+            return _from_bytes(data, run_id)
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as error:
             raise CheckpointError(
-                f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}"
+                f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}: {error}"
             ) from None
-        if not isinstance(checkpoint, Checkpoint) or checkpoint.format_version != FORMAT_VERSION:
-            raise CheckpointError(
-                f"the checkpoint of run {run_id!r} was written by an incompatible dpstream version; "
-                "start a new run id (the privacy it spent stays in the ledger)"
-            )
-        return checkpoint
 
     def save(self, checkpoint: Checkpoint) -> None:
-        data = pickle.dumps(checkpoint, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _to_bytes(checkpoint)
         delay = self.policy.backoff_seconds
         for attempt in range(self.policy.retries + 1):
             try:
@@ -152,4 +165,52 @@ def new_checkpoint(
         noise_secret=key.export_secret(),
         training_loss=list(losses),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _to_bytes(checkpoint: Checkpoint) -> bytes:
+    tree, arrays = encode(checkpoint.state)
+    meta = {
+        "format_version": checkpoint.format_version,
+        "run_id": checkpoint.run_id,
+        "fingerprint": checkpoint.fingerprint,
+        "step": checkpoint.step,
+        "training_loss": [float(loss) for loss in checkpoint.training_loss],
+        "created_at": checkpoint.created_at,
+        "state": tree,
+    }
+    entries = {
+        "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        "noise_secret": np.frombuffer(checkpoint.noise_secret, dtype=np.uint8),
+        **{f"state_{name}": array for name, array in arrays.items()},
+    }
+    buffer = io.BytesIO()
+    np.savez(buffer, **entries)
+    return buffer.getvalue()
+
+
+def _from_bytes(data: bytes, run_id: str) -> Checkpoint:
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        entries = {name: archive[name] for name in archive.files}
+    meta = json.loads(entries.pop("meta").tobytes().decode())
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"the checkpoint of run {run_id!r} was written by an incompatible dpstream version "
+            f"(format {meta.get('format_version')!r}, this version reads {FORMAT_VERSION}); start a new run id "
+            "(the privacy it spent stays in the ledger)"
+        )
+    arrays = {name[len("state_") :]: array for name, array in entries.items() if name.startswith("state_")}
+    try:
+        state = decode(meta["state"], arrays)
+    except StateFormatError as error:
+        raise CheckpointError(f"the checkpoint of run {run_id!r} cannot be rebuilt: {error}") from None
+    return Checkpoint(
+        run_id=meta["run_id"],
+        fingerprint=meta["fingerprint"],
+        step=int(meta["step"]),
+        state=state,
+        noise_secret=entries["noise_secret"].tobytes(),
+        training_loss=[float(loss) for loss in meta["training_loss"]],
+        created_at=meta["created_at"],
+        format_version=meta["format_version"],
     )

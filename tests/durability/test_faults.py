@@ -225,7 +225,7 @@ def test_noise_key_appears_only_in_the_checkpoint(tmp_path, caplog, capfd):
         for name in names:
             files[os.path.join(folder, name)] = open(os.path.join(folder, name), "rb").read()
     holders = sorted(path for path, content in files.items() if any(n in content for n in needles))
-    assert holders == [str(tmp_path / "ckpt" / "audit" / "checkpoint.pkl")]  # and nowhere else
+    assert holders == [str(tmp_path / "ckpt" / "audit" / "checkpoint.npz")]  # and nowhere else
     saved = CheckpointStore(CheckpointPolicy(str(tmp_path / "ckpt"))).load("audit")
     assert "redacted" in repr(NoiseKey.from_secret(secret)) and secret.hex() not in repr(saved)
     assert isinstance(saved, Checkpoint)
@@ -236,9 +236,12 @@ def test_checkpoint_from_incompatible_version_refused(tmp_path):
     old = new_checkpoint("legacy", "fp", 1, {}, NoiseKey.generate(), [])
     old.format_version = 0
     CheckpointStore(policy).save(old)
-    with pytest.raises(CheckpointError, match="incompatible dpstream version; start a new run id"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"incompatible dpstream version \(format 0, this version reads 2\); start a new run id",
+    ):
         CheckpointStore(policy).load("legacy")
     (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "checkpoint.pkl").write_bytes(b"truncated")
+    (tmp_path / "broken" / "checkpoint.npz").write_bytes(b"truncated")
     with pytest.raises(CheckpointError, match="cannot read the checkpoint"):
         CheckpointStore(policy).load("broken")

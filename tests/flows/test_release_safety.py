@@ -109,7 +109,7 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
         "model.json",
         "privacy_report.md",
     ]
-    assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.pkl").exists()
+    assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.npz").exists()
     # Findings 2 and 3: the same id again (its own charge filled the budget) replays the same model.
     again = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out2", "--quiet")
     assert again.returncode == 0, again.stderr[-2000:]
@@ -195,7 +195,7 @@ every_steps = 50
         text=True,
         start_new_session=True,
     )
-    checkpoint = tmp_path / "ckpt" / "ctrl-c" / "checkpoint.pkl"
+    checkpoint = tmp_path / "ckpt" / "ctrl-c" / "checkpoint.npz"
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
