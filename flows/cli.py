@@ -2,6 +2,7 @@
 
     dpstream validate CONFIG            validate the config and the lake it names
     dpstream convert CSV OUT ...        CSV -> Parquet lake with explicit policies
+    dpstream predict MODEL LAKE OUT     score a lake with a published model (Parquet out)
     dpstream shuffle CONFIG [--reshuffle]  validate, then shuffle the lake once (idempotent)
     dpstream budget show LAKE --ledger URL
     dpstream budget reset LAKE --ledger URL --confirm
@@ -109,6 +110,27 @@ def _convert(args, console: Console) -> int:
             f"{c}=[{record['bounds'][c][0]:g}, {record['bounds'][c][1]:g}]" for c in args.private_bounds
         )
         console.print(f"private bounds {released}: {record['private_bounds']['guarantee']}")
+    return EXIT_OK
+
+
+def _predict(args, console: Console) -> int:
+    from dpstream.export import read_model
+    from pipelines import connect
+    from pipelines.predict import predict_lake
+
+    model = read_model(args.model)
+    _log_to_file(
+        args, "predict", model.run_id or "model"
+    )  # a worker's traceback goes there, not to the terminal
+    client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
+    try:
+        summary = predict_lake(model, args.lake, args.out, client=client, keep=tuple(args.keep))
+    finally:
+        client.close()
+    columns = "prediction, probability" if model.is_classifier else f"prediction ({model.label})"
+    console.print(
+        f"scored {summary.rows:,} rows into {len(summary.files)} Parquet file(s) under {args.out}: {columns}"
+    )
     return EXIT_OK
 
 
@@ -434,6 +456,27 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=_convert)
+    predict = commands.add_parser(
+        "predict", help="score a Parquet lake with a published model on a Dask cluster, writing Parquet"
+    )
+    predict.add_argument("model", help="model.json of a run (or the run's folder)")
+    predict.add_argument("lake", help="the lake to score: features as in the training lake, any column order")
+    predict.add_argument("out", help="a new location for the predictions (one file per lake file)")
+    predict.add_argument(
+        "--keep",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="lake columns to copy beside the predictions (an id)",
+    )
+    predict.add_argument(
+        "--scheduler", default=None, help="a Dask scheduler address (default: a LocalCluster)"
+    )
+    predict.add_argument("--workers", type=int, default=2, help="LocalCluster workers (default 2)")
+    predict.add_argument(
+        "--memory-limit", default="2GiB", help="LocalCluster memory per worker (default 2GiB)"
+    )
+    predict.set_defaults(handler=_predict)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
     shuffle.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -117,7 +117,10 @@ def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | N
     binary label contract. Returns the vector width."""
     offset = 0
     with fs.open(path, "rb") as handle:
-        for batch in pq.ParquetFile(handle).iter_batches(batch_size=SCAN_BATCH_ROWS, columns=spec.columns):
+        # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
+        for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
+            batch_size=SCAN_BATCH_ROWS, columns=spec.columns
+        ):
             for column in spec.columns:
                 values = batch.column(column)
                 if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):

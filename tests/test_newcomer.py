@@ -74,7 +74,14 @@ def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
 
 def test_the_readme_path_from_a_csv_to_a_model(work):
     commands, toml = readme_path()
-    assert [command[1] for command in commands] == ["convert", "validate", "shuffle", "train", "report"]
+    assert [command[1] for command in commands] == [
+        "convert",
+        "validate",
+        "shuffle",
+        "train",
+        "report",
+        "predict",
+    ]
     (work["work"] / "pipeline.toml").write_text(toml)
     source_digest = hashlib.sha256(HOUSING.read_bytes()).hexdigest()
     outputs = {}
@@ -111,6 +118,15 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
         and "linear model trained with ssp: longitude, latitude" in outputs["report"]
     )
     assert "predictions map back to median_house_value by [-1, 1] → [0, 500001]" in outputs["report"]
+    # predict: every lake row scored in order, in dollars, the kept column beside it.
+    assert "scored 20,640 rows into 1 Parquet file(s) under predictions" in outputs["predict"]
+    scored = pq.read_table(work["work"] / "predictions")
+    raw = pq.read_table(work["work"] / "lake" / "raw")
+    assert scored.column_names == ["median_income", "prediction"]
+    assert scored.column("median_income").equals(raw.column("median_income"))
+    lake_X = np.column_stack([raw.column(name).to_numpy() for name in document["features"]])
+    dollars = (model.predict_margin(lake_X, np.asarray(document["params"])) + 1) / 2 * 500_001
+    np.testing.assert_allclose(scored.column("prediction").to_numpy(), dollars, rtol=1e-12)
     # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
     # training lake exactly, so new rows can be prepared the same way.
     from pipelines.convert import ConvertSpec, csv_to_parquet
@@ -150,6 +166,7 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
         "housing.csv",
         "lake",
         "pipeline.toml",
+        "predictions",
         "runs",
     ]
     assert sorted(p.name for p in (work["work"] / "lake").iterdir()) == ["ledger", "raw", "shuffled"]

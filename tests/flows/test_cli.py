@@ -345,3 +345,9 @@ def test_convert_with_private_bounds(tmp_path):
     assert (
         missing.returncode == 2 and "--private-bounds COLUMN" in missing.stderr
     )  # the refusal names the option
+
+
+def test_predict_refuses_a_missing_model_before_starting_a_cluster(tmp_path):
+    result = dpstream("predict", tmp_path / "runs" / "nothing", tmp_path / "lake", tmp_path / "out")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "no model.json there" in result.stderr and not (tmp_path / "out").exists()

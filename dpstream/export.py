@@ -1,0 +1,186 @@
+"""Published models back into Python: model.json → a scoring function or a fitted estimator.
+
+The train flow publishes ``model.json`` (format ``dpstream-model/1``, ``flows.flows.model_document``):
+plain JSON, no pickle, so reading one runs no code. It holds the model kind and settings, the feature
+names in lake order, the label, the parameters, the privacy report and, for a lake written by
+``dpstream convert``, the public preprocessing (``pipelines.convert`` record).
+
+The model reads features **as stored in the lake** (already clipped and mapped by the conversion);
+``ModelDocument.predict`` returns
+
+* linear: the prediction in the label's units (the conversion's label bounds undo its mapping onto
+  ``scale_range``; without them, on the lake's label scale);
+* logistic / KAN: 1 where the margin is positive (the training rule "label > 0" is the positive class),
+  else 0, and the probability of class 1 (σ(margin)).
+
+``to_estimator()`` returns the scikit-learn estimator class with the fitted attributes set
+(``coef_``/``intercept_`` in label units, ``feature_names_in_`` so a DataFrame with reordered columns
+is refused by name, ``privacy_report_``), for ``predict``/``score`` like any fitted estimator. Nothing
+here is a release: the parameters were released when the model was published.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpstream.storage import open_url
+
+__all__ = ["ModelDocument", "read_model", "MODEL_FORMAT"]
+
+MODEL_FORMAT = "dpstream-model/1"
+_KAN_SETTINGS = ("num_hidden", "grid_size", "activation", "feature_low", "feature_high", "input_map", "seed")
+
+
+@dataclass(frozen=True)
+class ModelDocument:
+    kind: str  # "linear", "logistic" or "kan"
+    settings: dict[str, Any]  # the model section's other keys (the KAN's shape and public bounds)
+    features: tuple[str, ...]
+    label: str
+    params: np.ndarray
+    preprocessing: dict[str, Any] | None
+    privacy: dict[str, Any]
+    run_id: str
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any], source: str = "model.json") -> ModelDocument:
+        if not isinstance(document, dict) or document.get("format") != MODEL_FORMAT:
+            found = document.get("format") if isinstance(document, dict) else type(document).__name__
+            raise ValueError(
+                f"{source} is not a dpstream model (format {found!r}, expected {MODEL_FORMAT!r}); pass the "
+                "model.json a `dpstream train` run published"
+            )
+        try:
+            model = dict(document["model"])
+            kind = model.pop("kind")
+            features = document["features"]
+            params = np.asarray(document["params"], dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{source} is incomplete or damaged ({type(error).__name__}: {error})") from None
+        if kind not in ("linear", "logistic", "kan"):
+            raise ValueError(f"{source}: unknown model kind {kind!r}; expected linear, logistic or kan")
+        if isinstance(features, str):
+            raise ValueError(
+                f"{source}: the model was trained on the fixed-size-list column {features!r}; scoring reads "
+                "named feature columns only"
+            )
+        document_ = cls(
+            kind=kind,
+            settings=model,
+            features=tuple(features),
+            label=str(document.get("label", "")),
+            params=params,
+            preprocessing=document.get("preprocessing"),
+            privacy=dict(document.get("privacy") or {}),
+            run_id=str(document.get("run_id", "")),
+        )
+        expected = document_.build().num_params(len(document_.features))
+        if params.ndim != 1 or params.size != expected or not np.all(np.isfinite(params)):
+            raise ValueError(
+                f"{source}: {params.size} parameters for a {kind} model of {len(document_.features)} features "
+                f"(expected {expected} finite values); the file is damaged"
+            )
+        return document_
+
+    def build(self) -> Any:
+        """The ``dpstream.models`` model the parameters belong to."""
+        from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+
+        if self.kind == "linear":
+            return LinearRegressionModel()
+        if self.kind == "logistic":
+            return LogisticRegressionModel()
+        settings = {name: self.settings[name] for name in _KAN_SETTINGS if name in self.settings}
+        for name in ("feature_low", "feature_high"):
+            if isinstance(settings.get(name), list):
+                settings[name] = tuple(settings[name])
+        return KANModel(**settings)
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.kind != "linear"
+
+    def label_map(self) -> tuple[float, float]:
+        """(scale, offset) taking the lake's label scale to the label's units: identity without a
+        conversion record or label bounds."""
+        record = self.preprocessing or {}
+        bounds = (record.get("bounds") or {}).get(self.label)
+        if not bounds or self.label in (record.get("unscaled") or ()):
+            return 1.0, 0.0
+        (low, high), (scale_low, scale_high) = bounds, record["scale_range"]
+        scale = (high - low) / (scale_high - scale_low)
+        return scale, low - scale_low * scale
+
+    def margins(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != len(self.features):
+            raise ValueError(
+                f"expected rows of the model's {len(self.features)} features ({', '.join(self.features)}), got "
+                f"shape {X.shape}"
+            )
+        return self.build().predict_margin(X, self.params)
+
+    def predict(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """{"prediction": ...} (and {"probability": ...} for classifiers) for rows of the lake's features."""
+        margins = self.margins(X)
+        if not self.is_classifier:
+            scale, offset = self.label_map()
+            return {"prediction": margins * scale + offset}
+        from scipy.special import expit
+
+        return {"prediction": (margins > 0).astype(np.int64), "probability": expit(margins)}
+
+    def to_estimator(self) -> Any:
+        """A fitted ``DPLinearRegression``, ``DPLogisticRegression`` or ``DPKANClassifier``."""
+        from dpstream.algorithms.base import PrivacyReport
+        from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
+
+        names = np.asarray(self.features, dtype=object)
+        if self.kind == "kan":
+            model = self.build()
+            estimator = DPKANClassifier(
+                num_hidden=model.num_hidden,
+                grid_size=model.grid_size,
+                activation=model.activation,
+                feature_low=model.feature_low,
+                feature_high=model.feature_high,
+                input_map=model.input_map,
+                random_state=model.seed,
+            )
+            estimator.model_ = model
+            estimator.weights_ = self.params.reshape(model.num_hidden, -1)
+            estimator.second_layer_ = model.second_layer()
+        else:
+            estimator = (DPLogisticRegression if self.is_classifier else DPLinearRegression)(
+                fit_intercept=False
+            )
+            scale, offset = (1.0, 0.0) if self.is_classifier else self.label_map()
+            estimator.coef_, estimator.intercept_ = self.params * scale, offset
+            estimator.feature_bounds_, estimator.label_bounds_ = None, None
+        if self.is_classifier:
+            estimator.classes_ = np.array([0, 1])
+        estimator.n_features_in_, estimator.feature_names_in_ = len(names), names
+        if self.privacy:
+            estimator.privacy_report_ = PrivacyReport(**self.privacy)
+        return estimator
+
+
+def read_model(url: str, storage_options: dict[str, Any] | None = None) -> ModelDocument:
+    """The model.json at ``url`` (a file, or a run folder holding one; any fsspec URL)."""
+    fs, path = open_url(url, storage_options)
+    if fs.isdir(path):
+        path = f"{path.rstrip('/')}/model.json"
+    if not fs.exists(path):
+        raise ValueError(
+            f"{url}: no model.json there; pass the file or the run folder `dpstream train` wrote"
+        )
+    try:
+        with fs.open(path, "rb") as handle:
+            document = json.loads(handle.read().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{url} is not JSON ({error}); pass the model.json a run published") from None
+    return ModelDocument.from_dict(document, source=url)

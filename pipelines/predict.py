@@ -1,0 +1,174 @@
+"""Batch scoring: a published model over a Parquet lake of any size, on the Dask cluster.
+
+``predict_lake(model, lake_url, out_url, client=...)`` runs one task per lake file. A task streams its
+file in record batches of at most ``batch_rows`` rows (only the model's features and the ``keep``
+columns are decoded), scores each batch with ``ModelDocument.predict`` and appends it to its output
+file through a ``pyarrow.parquet.ParquetWriter``: a worker holds one batch at a time, whatever the
+size of the file or the lake (``benchmarks/predict_memory.py`` measures the peak RSS). Output file i
+holds the predictions of input file i (sorted by path) in row order, so they line up with the input
+row for row.
+
+Why not ``dask.dataframe.read_parquet(...).map_partitions(...).to_parquet(...)`` or dask-ml's
+``ParallelPostFit`` (a wrapper around the same ``map_partitions``): a partition is a whole row group
+or file in memory, the output names and order are Dask's, and ``to_parquet`` writes in place. Here
+memory is bounded by the batch, and the output appears only when complete: parts are written under a
+temporary folder in ``out_url`` and moved into place after every task succeeded, then ``_predict.json``
+records the model's run id, the input files and the row counts. A failure leaves ``out_url`` as it was.
+
+Columns are selected by name, so a lake whose columns are in another order scores the same. The
+source lake is only read; ``out_url`` may not be inside it, contain it, or already hold files.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dpstream.export import ModelDocument
+from dpstream.storage import open_url, overlap, write_json_atomic
+from pipelines.lake import LakeError, LakeSpec, list_lake
+
+__all__ = ["predict_lake", "PredictSummary", "PREDICT_RECORD"]
+
+PREDICT_RECORD = "_predict.json"
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class PredictSummary:
+    files: tuple[str, ...]  # the output files, in input order
+    rows: int
+
+
+def _check_columns(fs: Any, path: str, wanted: list[str]) -> None:
+    with fs.open(path, "rb") as handle:
+        schema = pq.read_schema(handle)
+    missing = [name for name in wanted if name not in schema.names]
+    if missing:
+        raise LakeError(
+            f"{path}: column {missing[0]!r} is not in the file (columns: {', '.join(schema.names)}); the model "
+            "reads its features by name: score a lake converted like its training lake"
+        )
+    for name in wanted:
+        kind = schema.field(name).type
+        if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
+            raise LakeError(f"{path}: feature column {name!r} has type {kind}, expected a numeric column")
+
+
+def score_file(
+    model: ModelDocument,
+    source: str,
+    source_options: dict[str, Any],
+    target_url: str,
+    target_options: dict[str, Any],
+    keep: tuple[str, ...],
+    batch_rows: int,
+) -> int:
+    """Score one input file into ``target_url`` batch by batch; returns its row count (a Dask task)."""
+    import numpy as np
+
+    in_fs, in_path = open_url(source, source_options)
+    out_fs, out_path = open_url(target_url, target_options)
+    features = list(model.features)
+    out_fs.makedirs(out_path.rsplit("/", 1)[0], exist_ok=True)  # a no-op on object stores
+    rows, writer = 0, None
+    with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
+        # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
+        # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
+        reader = pq.ParquetFile(handle, pre_buffer=False)
+        for batch in reader.iter_batches(
+            batch_size=batch_rows, columns=list(dict.fromkeys(features + list(keep)))
+        ):
+            X = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in features])
+            if not np.all(np.isfinite(X)):
+                row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
+                raise LakeError(
+                    f"{source}: row {row} has a missing or infinite feature; impute or drop it first"
+                )
+            scored = model.predict(X.astype(np.float64, copy=False))
+            table = pa.table({**{name: batch.column(name) for name in keep}, **scored})
+            if writer is None:
+                writer = pq.ParquetWriter(sink, table.schema, compression="snappy")
+            writer.write_table(table)
+            rows += batch.num_rows
+        if writer is None:  # an empty file still gets its (empty) output
+            empty = model.predict(np.zeros((0, len(features))))
+            writer = pq.ParquetWriter(sink, pa.table(empty).schema)
+        writer.close()
+    return rows
+
+
+def predict_lake(
+    model: ModelDocument,
+    lake_url: str,
+    out_url: str,
+    *,
+    client: Any = None,
+    keep: tuple[str, ...] = (),
+    storage_options: dict[str, Any] | None = None,
+    batch_rows: int = BATCH_ROWS,
+) -> PredictSummary:
+    """Score every Parquet file of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
+    ``distributed.Client`` (None: in this process)."""
+    options = dict(storage_options or {})
+    relation = overlap(out_url, lake_url)
+    if relation is not None:
+        raise LakeError(
+            f"the output {out_url} is {'the lake itself' if relation == 'equal' else relation + ' the lake'} "
+            f"{lake_url}; write predictions to a separate location (the lake is only read)"
+        )
+    clashes = [name for name in keep if name in ("prediction", "probability")]
+    if clashes:
+        raise LakeError(
+            f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
+        )
+    fs, files, _ = list_lake(LakeSpec(lake_url, model.features, model.label, options))
+    if not files:
+        raise LakeError(f"the lake {lake_url} holds no .parquet files; check the URL")
+    for path in files:
+        _check_columns(fs, path, list(model.features) + list(keep))
+    out_fs, root = open_url(out_url, options)
+    if out_fs.exists(root) and out_fs.ls(root, detail=False):
+        raise LakeError(f"{out_url} is not empty; write predictions to a new location")
+    protocol = lake_url.split("://", 1)[0] + "://" if "://" in lake_url else ""
+    sources = [f"{protocol}{path}" if protocol else path for path in files]
+    staging = f"{out_url.rstrip('/')}/_tmp-{uuid.uuid4().hex[:8]}"
+    targets = [f"{staging}/part-{index:05d}.parquet" for index in range(len(files))]
+    arguments = [
+        (model, s, options, t, options, tuple(keep), batch_rows)
+        for s, t in zip(sources, targets, strict=True)
+    ]
+    try:
+        if client is None:
+            counts = [score_file(*args) for args in arguments]
+        else:
+            futures = [client.submit(score_file, *args, pure=False) for args in arguments]
+            counts = client.gather(futures)
+        final = []
+        for target in targets:
+            destination = f"{root}/{target.rsplit('/', 1)[-1]}"
+            out_fs.mv(open_url(target, options)[1], destination)
+            final.append(destination)
+        write_json_atomic(
+            out_fs,
+            f"{root}/{PREDICT_RECORD}",
+            {
+                "format": "dpstream-predictions/1",
+                "model_run_id": model.run_id,
+                "model_kind": model.kind,
+                "inputs": sources,
+                "outputs": final,
+                "rows": [int(c) for c in counts],
+                "columns": list(keep)
+                + (["prediction", "probability"] if model.is_classifier else ["prediction"]),
+            },
+        )
+        return PredictSummary(tuple(final), int(sum(counts)))
+    finally:
+        staging_path = open_url(staging, options)[1]
+        if out_fs.exists(staging_path):
+            out_fs.rm(staging_path, recursive=True)

@@ -1,0 +1,184 @@
+"""Published models back in Python (dpstream.export) and batch scoring of a lake (pipelines.predict)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpstream.algorithms import AdaSSP
+from dpstream.export import ModelDocument, read_model
+from dpstream.models import KANModel
+from pipelines import LakeError
+from pipelines.predict import predict_lake
+
+from .conftest import DIM, local_put, make_table, write_lake
+
+FEATURES = [f"x{j}" for j in range(DIM)]
+PARAMS = np.linspace(-0.4, 0.5, DIM)
+
+
+def document(kind: str = "linear", params=PARAMS, **extra) -> dict:
+    """A model.json as the train flow writes it (flows.flows.model_document), with a real AdaSSP report."""
+    algorithm = AdaSSP(1.0, 1e-6)
+    report = algorithm.report(algorithm.plan(10_000, DIM))
+    return {
+        "format": "dpstream-model/1",
+        "run_id": "r1",
+        "model": {"kind": kind, **extra},
+        "features": FEATURES,
+        "label": "y",
+        "algorithm": "ssp",
+        "lake_fingerprint": "f",
+        "preprocessing": {
+            "format": "dpstream-convert/1",
+            "bounds": {"y": [0.0, 500.0]},
+            "scale_range": [-1.0, 1.0],
+            "unscaled": [],
+        },
+        "params": list(map(float, params)),
+        "privacy": report.to_dict(),
+        "metrics": {},
+    }
+
+
+def lake_rows(root: str) -> pd.DataFrame:
+    return pd.concat([pq.read_table(os.path.join(root, n)).to_pandas() for n in sorted(os.listdir(root))])
+
+
+def test_predictions_in_label_units_row_for_row_on_the_cluster(tmp_path, lake, dask_client):
+    model = ModelDocument.from_dict(document())
+    out = str(tmp_path / "scored")
+    summary = predict_lake(model, lake.url, out, client=dask_client, keep=("row_id",), batch_rows=1000)
+    assert summary.rows == 20_000 and [os.path.basename(p) for p in summary.files] == [
+        f"part-{i:05d}.parquet" for i in range(4)
+    ]
+    source = lake_rows(lake.url)
+    scored = pd.concat([pq.read_table(p).to_pandas() for p in summary.files])
+    assert scored["row_id"].tolist() == source["row_id"].tolist()  # one output file per input, same order
+    margins = source[FEATURES].to_numpy(np.float64) @ PARAMS
+    np.testing.assert_allclose(scored["prediction"].to_numpy(), 250.0 + 250.0 * margins, rtol=1e-12)
+    record = json.loads((tmp_path / "scored" / "_predict.json").read_text())
+    assert record["model_run_id"] == "r1" and record["rows"] == [5000] * 4
+    assert sorted(os.listdir(out)) == ["_predict.json"] + [f"part-{i:05d}.parquet" for i in range(4)]
+
+
+def test_reordered_columns_score_the_same_and_the_source_is_only_read(tmp_path):
+    root = tmp_path / "lake"
+    tables = [make_table(700, seed) for seed in range(2)]
+    local_put(str(root / "a.parquet"), tables[0])
+    shuffled = tables[1].select(list(reversed(tables[1].column_names)))  # same columns, another order
+    local_put(str(root / "b.parquet"), shuffled)
+    digest = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.iterdir()}
+    model = ModelDocument.from_dict(document("logistic"))
+    summary = predict_lake(model, str(root), str(tmp_path / "out"), batch_rows=128)
+    scored = pd.concat([pq.read_table(p).to_pandas() for p in summary.files])
+    X = np.vstack([t.select(FEATURES).to_pandas().to_numpy(np.float64) for t in tables])
+    margins = X @ PARAMS
+    assert scored["prediction"].tolist() == (margins > 0).astype(int).tolist()
+    np.testing.assert_allclose(scored["probability"].to_numpy(), 1 / (1 + np.exp(-margins)), rtol=1e-12)
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in root.iterdir()} == digest
+
+
+def test_refusals_name_the_fix_and_write_nothing(tmp_path, lake):
+    model = ModelDocument.from_dict(document())
+    with pytest.raises(LakeError, match="is inside the lake"):
+        predict_lake(model, lake.url, f"{lake.url}/predictions")
+    with pytest.raises(LakeError, match="is the lake itself"):
+        predict_lake(model, lake.url, lake.url)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    with pytest.raises(LakeError, match="is not empty"):
+        predict_lake(model, lake.url, str(busy))
+    assert os.listdir(busy) == ["keep.txt"]
+    narrow = tmp_path / "narrow"
+    local_put(str(narrow / "part.parquet"), make_table(10, 0).drop_columns(["x3"]))
+    with pytest.raises(LakeError, match=r"part.parquet: column 'x3' is not in the file"):
+        predict_lake(model, str(narrow), str(tmp_path / "out1"))
+    with pytest.raises(LakeError, match="'prediction', which is an output column"):
+        predict_lake(model, lake.url, str(tmp_path / "out2"), keep=("prediction",))
+    holes = tmp_path / "holes"
+    table = make_table(10, 0)
+    x0 = table.column("x0").to_numpy().copy()
+    x0[4] = np.nan
+    local_put(
+        str(holes / "part.parquet"), table.set_column(table.column_names.index("x0"), "x0", pa.array(x0))
+    )
+    with pytest.raises(LakeError, match="row 4 has a missing or infinite feature"):
+        predict_lake(model, str(holes), str(tmp_path / "out3"))
+    assert not any(
+        (tmp_path / name).exists() and os.listdir(tmp_path / name) for name in ("out1", "out2", "out3")
+    )
+
+
+def test_bad_model_files_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="not a dpstream model .*expected 'dpstream-model/1'"):
+        ModelDocument.from_dict({"format": "dpstream-convert/1"})
+    with pytest.raises(ValueError, match="5 parameters for a linear model of 6 features"):
+        ModelDocument.from_dict(document(params=PARAMS[:5]))
+    with pytest.raises(ValueError, match="unknown model kind 'tree'"):
+        ModelDocument.from_dict(document("tree"))
+    (tmp_path / "model.json").write_text("{not json")
+    with pytest.raises(ValueError, match="is not JSON"):
+        read_model(str(tmp_path))
+    with pytest.raises(ValueError, match="no model.json there"):
+        read_model(str(tmp_path / "nowhere"))
+
+
+def test_models_load_into_fitted_estimators(tmp_path):
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.uniform(-1, 1, (50, DIM)), columns=FEATURES)
+    (tmp_path / "model.json").write_text(json.dumps(document()))
+    linear = read_model(str(tmp_path)).to_estimator()
+    np.testing.assert_allclose(linear.predict(frame), 250 + 250 * frame.to_numpy() @ PARAMS, rtol=1e-12)
+    assert linear.privacy_report_.epsilon == pytest.approx(1.0) and list(linear.feature_names_in_) == FEATURES
+    with pytest.raises(ValueError, match="feature names"):
+        linear.predict(frame[list(reversed(FEATURES))])  # reordered columns are refused by name
+    logistic = ModelDocument.from_dict(document("logistic")).to_estimator()
+    assert logistic.predict(frame).tolist() == (frame.to_numpy() @ PARAMS > 0).astype(int).tolist()
+    np.testing.assert_allclose(
+        logistic.predict_proba(frame)[:, 1], 1 / (1 + np.exp(-frame.to_numpy() @ PARAMS))
+    )
+    settings = {
+        "num_hidden": 3,
+        "grid_size": 4,
+        "input_map": "cube",
+        "feature_low": -1.0,
+        "feature_high": 1.0,
+    }
+    kan_model = KANModel(**settings)
+    kan_params = rng.standard_normal(kan_model.num_params(DIM))
+    kan_doc = ModelDocument.from_dict(document("kan", params=kan_params, **settings))
+    kan = kan_doc.to_estimator()
+    margins = kan_model.predict_margin(frame.to_numpy(), kan_params)
+    assert kan.predict(frame).tolist() == (margins > 0).astype(int).tolist()
+    np.testing.assert_allclose(kan_doc.predict(frame.to_numpy())["probability"], 1 / (1 + np.exp(-margins)))
+
+
+def test_scoring_from_and_to_s3(s3_bucket):
+    import s3fs
+
+    bucket, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+
+    def put(path: str, table: pa.Table) -> None:
+        with fs.open(path, "wb") as handle:
+            pq.write_table(table, handle, row_group_size=1500)
+
+    write_lake(put, f"{bucket}/raw", files=2, rows=3000)
+    model = ModelDocument.from_dict(document())
+    summary = predict_lake(
+        model, f"{bucket}/raw", f"{bucket}/scored", keep=("row_id",), storage_options=options
+    )
+    assert summary.rows == 6000 and len(summary.files) == 2
+    with fs.open(f"{bucket}/scored/part-00001.parquet", "rb") as handle:
+        scored = pq.read_table(handle).to_pandas()
+    assert scored["row_id"].tolist() == list(range(3000, 6000))
+    assert fs.exists(f"{bucket}/scored/_predict.json") and not fs.glob(f"{bucket}/scored/_tmp-*")
