@@ -153,11 +153,67 @@ class BudgetConfig(_Section):
         return self
 
 
+class AdaptConfig(_Section):
+    minimum: int = Field(default=0, ge=0)
+    maximum: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AdaptConfig:
+        if self.minimum > self.maximum:
+            raise ValueError(f"adapt.minimum={self.minimum} exceeds adapt.maximum={self.maximum}")
+        return self
+
+
 class ClusterConfig(_Section):
+    """Where the run's Dask workers come from, in the prefect-dask convention: a LocalCluster of
+    ``n_workers`` (default), a running scheduler at ``address``, or the cluster manager ``class`` (an
+    import path, e.g. "dask_kubernetes.operator.KubeCluster") built with ``kwargs`` and scaled by
+    ``adapt``; a cluster the run starts is closed when it ends (``pipelines.cluster.cluster_client``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     address: str | None = None
+    cluster_class: str | None = Field(default=None, alias="class")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    adapt: AdaptConfig | None = None
     n_workers: int = Field(default=2, gt=0)
     memory_limit: str = "2GiB"
     mode: Literal["auto", "scatter", "streaming"] = "auto"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ClusterConfig:
+        from pipelines.cluster import check_cluster_class
+
+        given = self.model_fields_set
+        if self.cluster_class is None:
+            stray = sorted({"kwargs", "adapt"} & given)
+            if stray:
+                raise ValueError(
+                    f"cluster.{stray[0]} needs cluster.class (the cluster manager it configures)"
+                )
+            return self
+        if self.address is not None:
+            raise ValueError("cluster.address and cluster.class both name the cluster; keep one")
+        local = sorted({"n_workers", "memory_limit"} & given)
+        if local:
+            raise ValueError(
+                f"cluster.{local[0]} sets up the default LocalCluster and is ignored with cluster.class; put the "
+                "cluster manager's own settings in cluster.kwargs"
+            )
+        check_cluster_class(self.cluster_class)
+        return self
+
+    def client(self):
+        """The run's client and cluster, as a context manager (``pipelines.cluster.cluster_client``)."""
+        from pipelines.cluster import cluster_client
+
+        return cluster_client(
+            self.address,
+            cluster_class=self.cluster_class,
+            cluster_kwargs=self.kwargs,
+            adapt=self.adapt.model_dump() if self.adapt else None,
+            n_workers=self.n_workers,
+            memory_limit=self.memory_limit,
+        )
 
 
 class CheckpointConfig(_Section):

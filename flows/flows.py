@@ -26,7 +26,7 @@ from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
 from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
 from flows.config import PipelineConfig, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
-from pipelines import Manifest, connect, shuffle_once, train_on_lake
+from pipelines import Manifest, shuffle_once, train_on_lake
 from pipelines.convert import ConvertSpec, read_convert_record
 from pipelines.executor import lake_blocks
 
@@ -143,24 +143,18 @@ def train_task(
     policy = CheckpointPolicy(
         checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10
     )
-    client = connect(
-        config.cluster.address, n_workers=config.cluster.n_workers, memory_limit=config.cluster.memory_limit
-    )
-    try:
-        with RunProgress(enabled=show_progress) as progress:
-            result, mode = train_on_lake(
-                training,
-                algorithm,
-                model,
-                client,
-                mode=config.cluster.mode,
-                checkpoint=policy,
-                run_id=run_id,
-                ledger=_ledger(config, full),
-                on_step=progress.training(algorithm, plan),
-            )
-    finally:
-        client.close()
+    with config.cluster.client() as client, RunProgress(enabled=show_progress) as progress:
+        result, mode = train_on_lake(
+            training,
+            algorithm,
+            model,
+            client,
+            mode=config.cluster.mode,
+            checkpoint=policy,
+            run_id=run_id,
+            ledger=_ledger(config, full),
+            on_step=progress.training(algorithm, plan),
+        )
     return result.params, result.report, result.training_loss, mode, algorithm.name
 
 

@@ -1,11 +1,18 @@
-"""Cluster helpers: a LocalCluster by default, or an existing scheduler by address."""
+"""Cluster helpers: a LocalCluster by default, an existing scheduler by address, or any Dask cluster
+manager by its import path (the prefect-dask convention: ``cluster_class`` + ``cluster_kwargs`` +
+``adapt_kwargs``), e.g. ``dask_kubernetes.operator.KubeCluster``, ``coiled.Cluster``,
+``dask_cloudprovider.aws.FargateCluster`` or ``dask_gateway.GatewayCluster``."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.util
 import logging
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["connect"]
+__all__ = ["connect", "cluster_client", "import_cluster_class", "check_cluster_class"]
 
 # Not set here, measured in benchmarks/allocator.py: Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536,
 # which switches off glibc's dynamic mmap threshold and makes the 31-norm NumPy kernel ~3x slower.
@@ -44,3 +51,72 @@ def connect(
         "LocalCluster of %d workers; Dask dashboard at %s", n_workers, client.dashboard_link
     )
     return client
+
+
+def check_cluster_class(path: str) -> None:
+    """Refuse a cluster class path that cannot be imported, without importing it (config validation)."""
+    module, _, name = path.rpartition(".")
+    if not module or not name:
+        raise ValueError(
+            f"cluster.class must be a dotted import path such as 'dask_kubernetes.operator.KubeCluster', got {path!r}"
+        )
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        package = module.split(".")[0]
+        raise ValueError(
+            f"cluster.class {path!r}: module {module!r} is not installed in this environment; install the "
+            f"package that provides it (e.g. `pip install {package.replace('_', '-')}`) or remove cluster.class "
+            "to use a LocalCluster"
+        )
+
+
+def import_cluster_class(path: str) -> type:
+    check_cluster_class(path)
+    module, _, name = path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name, None)
+    if not isinstance(cls, type):
+        raise ValueError(f"cluster.class {path!r}: {module} has no class {name!r}")
+    return cls
+
+
+@contextlib.contextmanager
+def cluster_client(
+    address: str | None = None,
+    *,
+    cluster_class: str | None = None,
+    cluster_kwargs: dict[str, Any] | None = None,
+    adapt: dict[str, int] | None = None,
+    n_workers: int = 2,
+    memory_limit: str = "2GiB",
+) -> Iterator[Any]:
+    """A ``distributed.Client`` for one run; the cluster this started is closed when the block ends,
+    however it ends (success, an exception, a cancelled or interrupted run), so no worker outlives the
+    run. ``address`` attaches to a running scheduler (left running); ``cluster_class`` builds that
+    cluster manager with ``cluster_kwargs`` and, with ``adapt`` ({minimum, maximum}), lets it scale;
+    otherwise a LocalCluster of ``n_workers`` (``connect``)."""
+    if cluster_class is None:
+        client = connect(address, n_workers=n_workers, memory_limit=memory_limit)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    from distributed import Client
+
+    cluster = import_cluster_class(cluster_class)(**(cluster_kwargs or {}))
+    try:
+        if adapt:
+            cluster.adapt(**adapt)
+        client = Client(cluster)
+        try:
+            logging.getLogger(__name__).info(
+                "%s cluster; Dask dashboard at %s", cluster_class, client.dashboard_link
+            )
+            yield client
+        finally:
+            client.close()
+    finally:
+        cluster.close()
