@@ -302,14 +302,16 @@ def _report(args, console: Console) -> int:
     import json
 
     from dpstream.algorithms import PrivacyReport
+    from dpstream.storage import open_url
 
-    path = os.path.join(args.run, "model.json")
-    if not os.path.exists(path):
+    fs, root = open_url(args.run)  # a folder on disk or a URL such as s3://bucket/runs/<run id>
+    path = f"{root}/model.json"
+    if not fs.exists(path):
         raise FileNotFoundError(
             f"{args.run} holds no published run (no model.json); pass the run's output folder"
         )
-    with open(path) as handle:
-        document = json.load(handle)
+    with fs.open(path, "rb") as handle:
+        document = json.loads(handle.read().decode())
     privacy = document["privacy"]
     privacy["clip_norms"] = tuple(privacy["clip_norms"])
     privacy["notes"] = tuple(privacy["notes"])

@@ -336,8 +336,7 @@ def run_locations(
     inside the publish folder."""
     from dpstream.storage import overlap
 
-    folder = Path(config_path).resolve().parent
-    output = output or str(folder / "runs" / run_id)
+    output = output or f"{config_folder(config_path)}/runs/{run_id}"
     checkpoints = (
         config.checkpoint.url
         if config.checkpoint
@@ -390,26 +389,62 @@ def _describe(error: ValidationError) -> str:
 LOCATION_KEYS = (("lake", "url"), ("lake", "shuffled_url"), ("budget", "ledger_url"), ("checkpoint", "url"))
 
 
-def _anchor_locations(document: dict[str, Any], folder: Path) -> None:
+def is_remote(path: str | Path) -> bool:
+    """True for a URL of another filesystem (s3://, gs://, ...); a plain path or file:// is local."""
+    text = str(path)
+    return "://" in text and not text.startswith("file://")
+
+
+def config_folder(path: str | Path) -> str:
+    """The folder a config's relative locations (and its default ``runs/``) are anchored to: the file's
+    folder on disk, or its URL's parent (``s3://bucket/jobs/pipeline.toml`` → ``s3://bucket/jobs``)."""
+    if is_remote(path):
+        return str(path).rsplit("/", 1)[0]
+    return str(Path(str(path).removeprefix("file://")).resolve().parent)
+
+
+def _anchor_locations(document: dict[str, Any], folder: str) -> None:
     for section, key in LOCATION_KEYS:
         value = document.get(section, {}).get(key) if isinstance(document.get(section), dict) else None
         if isinstance(value, str) and value and "://" not in value and not Path(value).is_absolute():
-            document[section][key] = str(folder / value)
+            document[section][key] = f"{folder}/{value}" if is_remote(folder) else str(Path(folder) / value)
+
+
+def _read_config_text(path: str | Path) -> str:
+    """The config file's text, from disk or any fsspec URL (credentials and endpoint from the
+    environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3)."""
+    if not is_remote(path):
+        return Path(str(path).removeprefix("file://")).read_text(encoding="utf-8")
+    from dpstream.storage import open_url
+
+    try:
+        fs, location = open_url(str(path))
+        with fs.open(location, "rb") as handle:
+            return handle.read().decode("utf-8")
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise ConfigError(
+            f"{path}: cannot read the config ({type(error).__name__}: {error}); check the URL, the credentials "
+            "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the endpoint (AWS_ENDPOINT_URL)"
+        ) from None
 
 
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline config; ``ConfigError`` names the file and each offending key.
 
     Relative local paths in ``lake.url``, ``lake.shuffled_url``, ``budget.ledger_url`` and
-    ``checkpoint.url`` are relative to the config file's folder."""
-    path = Path(path)
+    ``checkpoint.url`` are relative to the config file's folder (``config_folder``); ``path`` may be a
+    URL such as s3://bucket/jobs/pipeline.toml."""
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        document = tomllib.loads(_read_config_text(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file; pass the pipeline's TOML config") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    _anchor_locations(document, path.resolve().parent)
+    _anchor_locations(document, config_folder(path))
     try:
         config = PipelineConfig.model_validate(document)
     except ValidationError as error:
@@ -417,9 +452,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     from pipelines.shuffle import check_output_location
 
     try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
-        check_output_location(
-            config.lake.shuffled_url, config.lake.url, protected=(str(path.resolve().parent),)
-        )
+        check_output_location(config.lake.shuffled_url, config.lake.url, protected=(config_folder(path),))
     except ValueError as error:
         raise ConfigError(f"{path}: {error}") from None
     return config

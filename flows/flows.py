@@ -24,7 +24,7 @@ from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
 from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
-from flows.config import PipelineConfig, delta_warning, load_config, run_locations
+from flows.config import PipelineConfig, config_folder, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
 from pipelines import Manifest, shuffle_once, train_on_lake
 from pipelines.convert import ConvertSpec, read_convert_record
@@ -209,26 +209,41 @@ def model_document(
     }
 
 
-def _write_atomically(path: str, text: str) -> None:
-    temporary = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(temporary, "w") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
+def _url(fs, path: str) -> str:
+    """A location as a user would open it: the absolute path on disk, else protocol://path."""
+    from dpstream.storage import is_local
+
+    if is_local(fs):
+        return os.path.abspath(path)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return f"{protocol}://{path}"
+
+
+def _link(url: str) -> str:
+    return url if "://" in url else "file://" + url
 
 
 @task(name="publish")
-def publish_task(output_dir: str, document: dict[str, Any], report, losses, metrics) -> dict[str, str]:
-    from flows.plots import write_plots
+def publish_task(
+    output_dir: str, document: dict[str, Any], report, losses, metrics, storage_options: dict | None = None
+) -> dict[str, str]:
+    """Write model.json, privacy_report.md and the plots under ``output_dir`` (a folder or any fsspec
+    URL, e.g. s3://bucket/runs/<run id>), each in one atomic write, and link them as Prefect artifacts
+    by their URLs. Returns {name: URL}."""
+    from dpstream.storage import open_url, write_bytes_atomic
+    from flows.plots import render_plots
 
     run_id = document["run_id"]
-    os.makedirs(output_dir, exist_ok=True)
-    paths = {
-        "model": os.path.join(output_dir, "model.json"),
-        "report": os.path.join(output_dir, "privacy_report.md"),
+    fs, root = open_url(output_dir, storage_options)
+    files = {
+        "model": ("model.json", json.dumps(document, indent=2).encode()),
+        "report": ("privacy_report.md", (report.to_markdown() + "\n").encode()),
+        **render_plots(report, losses),
     }
-    _write_atomically(paths["model"], json.dumps(document, indent=2))
-    _write_atomically(paths["report"], report.to_markdown() + "\n")
-    paths.update(write_plots(output_dir, report, losses))
+    paths = {}
+    for name, (file_name, data) in files.items():
+        write_bytes_atomic(fs, f"{root}/{file_name}", data)
+        paths[name] = _url(fs, f"{root}/{file_name}")
     create_markdown_artifact(
         markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
     )
@@ -237,8 +252,8 @@ def publish_task(output_dir: str, document: dict[str, Any], report, losses, metr
         key="metrics",
         description="non-private evaluation, operator only",
     )
-    for name in ("loss_plot", "clip_plot", "epsilon_plot"):
-        create_link_artifact(link="file://" + os.path.abspath(paths[name]), link_text=name.replace("_", " "))
+    for name in ("model", "report", "loss_plot", "clip_plot", "epsilon_plot"):
+        create_link_artifact(link=_link(paths[name]), link_text=name.replace("_", " "))
     return paths
 
 
@@ -252,7 +267,7 @@ def train_flow(
     locations = run_locations(config, config_path, run_id, output_dir)
     output_dir, checkpoint_url = locations.output, locations.checkpoints
     summary = validate_task(config)
-    protected = (os.path.dirname(os.path.abspath(config_path)),)
+    protected = (config_folder(config_path),)
     manifest = shuffle_task(config, summary, show_progress, protected)
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
     params, report, losses, mode, algorithm = train_task(
@@ -277,6 +292,4 @@ def train_flow(
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    return shuffle_task(
-        config, validate_task(config), show_progress, (os.path.dirname(os.path.abspath(config_path)),)
-    )
+    return shuffle_task(config, validate_task(config), show_progress, (config_folder(config_path),))

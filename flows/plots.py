@@ -3,16 +3,24 @@ outputs), and ε as a function of δ for the run's μ (from the exact curve)."""
 
 from __future__ import annotations
 
-import os
+import io
 
 import numpy as np
 
 from dpstream.privacy import epsilon_for_delta
 
-__all__ = ["write_plots"]
+__all__ = ["render_plots"]
 
 
-def write_plots(output_dir: str, report, losses) -> dict[str, str]:
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, dpi=100, format="png")
+    return buffer.getvalue()
+
+
+def render_plots(report, losses) -> dict[str, tuple[str, bytes]]:
+    """{plot name: (file name, PNG bytes)}: the caller writes them wherever the run publishes (fsspec)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,9 +34,7 @@ def write_plots(output_dir: str, report, losses) -> dict[str, str]:
         ylabel="mean loss of the step's rows",
         title="Training loss (non-private, operator only)",
     )
-    paths["loss_plot"] = os.path.join(output_dir, "loss.png")
-    figure.tight_layout()
-    figure.savefig(paths["loss_plot"], dpi=100)
+    paths["loss_plot"] = ("loss.png", _png(figure))
     plt.close(figure)
 
     figure, axis = plt.subplots(figsize=(6, 3.5))
@@ -37,9 +43,7 @@ def write_plots(output_dir: str, report, losses) -> dict[str, str]:
     )
     axis.step(np.arange(1, len(clips) + 1), clips, where="post")
     axis.set(xlabel="step", ylabel="clip norm", yscale="log", title="Clip norm per step (DP outputs)")
-    paths["clip_plot"] = os.path.join(output_dir, "clip_norm.png")
-    figure.tight_layout()
-    figure.savefig(paths["clip_plot"], dpi=100)
+    paths["clip_plot"] = ("clip_norm.png", _png(figure))
     plt.close(figure)
 
     figure, axis = plt.subplots(figsize=(6, 3.5))
@@ -51,8 +55,6 @@ def write_plots(output_dir: str, report, losses) -> dict[str, str]:
         ylabel="ε",
         title=f"Privacy curve of this run ({report.mu:.4g}-GDP, {report.relation})",
     )
-    paths["epsilon_plot"] = os.path.join(output_dir, "epsilon_delta.png")
-    figure.tight_layout()
-    figure.savefig(paths["epsilon_plot"], dpi=100)
+    paths["epsilon_plot"] = ("epsilon_delta.png", _png(figure))
     plt.close(figure)
     return paths

@@ -44,11 +44,12 @@ def test_clipped_sums_equal_materialised(model, dtype, rtol):
         scale = np.abs(G).sum(axis=0)  # bound on accumulated magnitude, for a relative tolerance
         assert np.all(np.abs(stats.clipped_sums[k] - expected) <= rtol * scale + 1e-12)
         assert stats.clipped_rows[k] == clipped
-    # Single clip norm takes the GEMV path: same numbers.
+    # Single clip norm takes the GEMV path: the same sum up to rounding. The bound is relative to Σ|g| (as
+    # above), not to the sum itself: with cancellation a float32 sum can differ by 1.5e-6 of its value
+    # between GEMV and GEMM (measured in CI, where OpenBLAS's blocking also depends on operand alignment).
     single = model.block_stats(X, y, StatsRequest(w, clip_norms=[0.5]))
-    np.testing.assert_allclose(
-        single.clipped_sums[0], stats.clipped_sums[1], rtol=1e-6 if dtype == np.float32 else 1e-12
-    )
+    scale = np.abs(G).sum(axis=0)
+    assert np.all(np.abs(single.clipped_sums[0] - stats.clipped_sums[1]) <= rtol * scale + 1e-12)
     assert stats.row_count == X.shape[0]
     assert stats.loss_sum == pytest.approx(model.loss(X.astype(np.float64) @ w, y).sum(), rel=1e-5)
 
