@@ -142,9 +142,22 @@ def wait_for_completed_runs(env, deployment_names, processes) -> dict[str, dict]
     return completed
 
 
-def test_the_shipped_deployment_is_nightly_on_a_process_pool():
+def test_the_shipped_deployments_are_nightly_on_process_docker_and_kubernetes_pools():
     document = yaml.safe_load(YAML.read_text())
-    (deployment,) = document["deployments"]
+    deployments = {d["name"]: d for d in document["deployments"]}
+    assert set(deployments) == {"nightly-train", "nightly-train-docker", "nightly-train-kubernetes"}
+    kubernetes = deployments["nightly-train-kubernetes"]
+    variables = kubernetes["work_pool"]["job_variables"]
+    assert variables["service_account_name"] == "dpstream-flow" and variables["namespace"] == "dpstream"
+    for name in ("nightly-train-docker", "nightly-train-kubernetes"):
+        (step,) = deployments[name]["build"]
+        assert (ROOT / step["prefect_docker.deployments.steps.build_docker_image"]["dockerfile"]).exists()
+        assert (
+            deployments[name]["pull"][0]["prefect.deployments.steps.set_working_directory"]["directory"]
+            == "/app"
+        )
+        assert [s["cron"] for s in deployments[name]["schedules"]] == ["0 2 * * *"]
+    deployment = deployments["nightly-train"]
     assert deployment["entrypoint"] == "flows/flows.py:train_flow"
     assert (ROOT / deployment["entrypoint"].split(":")[0]).exists()
     assert [s["cron"] for s in deployment["schedules"]] == ["0 2 * * *"]
@@ -161,19 +174,33 @@ def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
     every_minute = tmp_path / "prefect.yaml"
     text = YAML.read_text()
     assert '"0 2 * * *"' in text
-    every_minute.write_text(text.replace('"0 2 * * *"', '"* * * * *"'))
-    run_logged(
-        [BIN / "prefect", "work-pool", "create", "dpstream-process", "--type", "process"],
-        env,
-        ROOT,
-        logs / "pool.log",
-    )
+    # The Docker and Kubernetes deployments' build and push steps need Docker and prefect-docker, which
+    # this offline test has not: they are dropped from the copy; everything else deploys as shipped.
+    document = yaml.safe_load(text.replace('"0 2 * * *"', '"* * * * *"'))
+    for deployment in document["deployments"]:
+        deployment.pop("build", None)
+        deployment.pop("push", None)
+    every_minute.write_text(yaml.safe_dump(document, sort_keys=False))
+    for pool, kind in (
+        ("dpstream-process", "process"),
+        ("dpstream-docker", "docker"),
+        ("dpstream-kubernetes", "kubernetes"),
+    ):
+        run_logged(
+            [BIN / "prefect", "work-pool", "create", pool, "--type", kind], env, ROOT, logs / f"{pool}.log"
+        )
     run_logged(
         [BIN / "prefect", "--no-prompt", "deploy", "--prefect-file", every_minute, "--all"],
-        {**env, "DPSTREAM_CONFIG": str(deployed_config)},
+        {**env, "DPSTREAM_CONFIG": str(deployed_config), "DPSTREAM_IMAGE": "registry.example/dpstream:test"},
         ROOT,
         logs / "deploy.log",
     )
+    deployed = {d["name"]: d for d in api(env, "POST", "/deployments/filter", {})}
+    kubernetes = deployed["nightly-train-kubernetes"]
+    assert kubernetes["work_pool_name"] == "dpstream-kubernetes"
+    assert kubernetes["job_variables"]["image"] == "registry.example/dpstream:test"
+    assert kubernetes["job_variables"]["service_account_name"] == "dpstream-flow"
+    assert deployed["nightly-train-docker"]["work_pool_name"] == "dpstream-docker"
     processes = {}
     try:
         with open(logs / "serve.log", "w") as serve_log, open(logs / "worker.log", "w") as worker_log:

@@ -1,0 +1,207 @@
+"""infra/ checked offline: every YAML parses and lints, Kubernetes core objects validate against the
+Kubernetes schemas, the DaskCluster against the Dask operator's CRD schema, the Dockerfile lints, the
+kustomization lists exactly the manifests, KubeCluster configs round-trip, and the local cluster script
+starts a real scheduler and workers and stops them all."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+INFRA = ROOT / "infra"
+BIN = Path(sys.executable).parent
+KUBERNETES_VERSION = "1.33.0"  # the oldest Kubernetes release the manifests must apply to
+CORE_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}
+
+
+def documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def manifests() -> list[tuple[Path, dict]]:
+    return [
+        (path, doc)
+        for path in sorted((INFRA / "k8s").glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in documents(path)
+    ]
+
+
+def test_every_yaml_file_lints():
+    files = sorted(str(p) for p in INFRA.rglob("*.yaml"))
+    assert len(files) >= 10, files
+    result = subprocess.run(
+        [str(BIN / "yamllint"), "-f", "parsable", "-c", str(INFRA / ".yamllint"), *files],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_core_objects_validate_against_the_kubernetes_schemas():
+    import kubernetes_validate
+
+    kinds = set()
+    for path, doc in manifests():
+        if doc["kind"] in CORE_KINDS:
+            try:
+                kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                raise AssertionError(
+                    f"{path.name}: {doc['kind']} {doc['metadata']['name']}: {error}"
+                ) from None
+            kinds.add(doc["kind"])
+    assert kinds == CORE_KINDS
+    broken = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}, "automount": False}
+    with pytest.raises(kubernetes_validate.ValidationError):  # the check can fail: an unknown field
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def crd_schema(kind: str) -> dict:
+    """The openAPIV3Schema of the Dask operator's CRD, from the pinned dask-kubernetes package."""
+    import dask_kubernetes
+
+    crds = (
+        Path(dask_kubernetes.__file__).parent
+        / "operator"
+        / "deployment"
+        / "helm"
+        / "dask-kubernetes-operator"
+        / "crds"
+    )
+    for path in crds.glob("*.yaml"):
+        for doc in documents(path):
+            if doc["spec"]["names"]["kind"] == kind:
+                return doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    raise AssertionError(f"no CRD for {kind} under {crds}")
+
+
+def test_the_dask_cluster_validates_against_the_operator_crd_and_runs_as_the_worker_account():
+    import jsonschema
+
+    schema = crd_schema("DaskCluster")
+    (cluster,) = [doc for _, doc in manifests() if doc["kind"] == "DaskCluster"]
+    jsonschema.validate(cluster, schema)
+    for role in ("scheduler", "worker"):
+        pod = cluster["spec"][role]["spec"]
+        assert pod["serviceAccountName"] == "dpstream-worker" and pod["securityContext"]["runAsNonRoot"]
+        assert pod["containers"][0]["image"] == "dpstream"  # set by the kustomization's images
+    bad = {**cluster, "spec": {**cluster["spec"], "worker": {"replicas": "four", "spec": {}}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def without_nulls(value):
+    """What the API server stores: fields set to null (make_cluster_spec's env, resources) are absent."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def test_kube_cluster_specs_round_trip_through_the_config():
+    """A [cluster] section for the operator: the class imports, and the spec make_cluster_spec builds
+    from the same settings (no cluster needed) is a valid DaskCluster."""
+    import jsonschema
+    from dask_kubernetes.operator import make_cluster_spec
+
+    from flows.config import ClusterConfig
+
+    kwargs = {"name": "dpstream", "image": "ghcr.io/example/dpstream:0.1.0", "n_workers": 3}
+    config = ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster", "kwargs": kwargs})
+    assert ClusterConfig(**config.model_dump(by_alias=True, exclude_unset=True)) == config
+    spec = without_nulls(make_cluster_spec(**config.kwargs))
+    jsonschema.validate(spec, crd_schema("DaskCluster"))
+    assert spec["spec"]["worker"]["replicas"] == 3
+
+
+def test_the_kustomization_lists_exactly_the_manifests_and_the_rbac_is_minimal():
+    kustomization = documents(INFRA / "k8s" / "kustomization.yaml")[0]
+    listed = set(kustomization["resources"])
+    present = {p.name for p in (INFRA / "k8s").glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == present
+    accounts = {doc["metadata"]["name"]: doc for _, doc in manifests() if doc["kind"] == "ServiceAccount"}
+    assert set(accounts) == {"dpstream-flow", "dpstream-worker"}
+    assert accounts["dpstream-worker"]["automountServiceAccountToken"] is False
+    (binding,) = [doc for _, doc in manifests() if doc["kind"] == "RoleBinding"]
+    assert [s["name"] for s in binding["subjects"]] == ["dpstream-flow"]  # workers get no API access
+    (role,) = [doc for _, doc in manifests() if doc["kind"] == "Role"]
+    verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+    assert "*" not in verbs and not any("secrets" in rule["resources"] for rule in role["rules"])
+    if shutil.which("kubectl"):  # where kubectl is installed, the kustomization must also build
+        built = subprocess.run(["kubectl", "kustomize", str(INFRA / "k8s")], capture_output=True, text=True)
+        assert built.returncode == 0, built.stderr
+
+
+def test_the_dockerfile_lints_and_installs_the_lock_as_a_non_root_user():
+    dockerfile = INFRA / "docker" / "Dockerfile"
+    result = subprocess.run(
+        [str(BIN / "hadolint"), "--no-color", str(dockerfile)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = dockerfile.read_text()
+    uv = re.search(r'"uv==([0-9.]+)"', text).group(1)
+    assert f"UV_VERSION := {uv}" in (ROOT / "Makefile").read_text()  # the same installer as make install
+    assert "-r requirements.lock" in text and re.search(r"^USER 10001$", text, re.M)
+    python = re.search(r"^FROM python:(\d+\.\d+)", text, re.M).group(1)
+    assert python == "3.11"  # the version the lock is compiled for (Makefile: --python-version 3.11)
+    lines = (INFRA / "docker" / "Dockerfile.dockerignore").read_text().splitlines()
+    ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert ignored[0] == "*" and "!requirements.lock" in ignored  # only the lock and the sources go in
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_local_cluster_script_serves_work_and_stops_everything():
+    port = free_port()
+    env = {**os.environ, "DASK_SCHEDULER_PORT": str(port), "WORKER_MEMORY": "512MiB"}
+    process = subprocess.Popen(
+        ["bash", str(INFRA / "local" / "cluster.sh"), "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client = Client(f"tcp://127.0.0.1:{port}", timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, process.stdout.read()
+                time.sleep(1)
+        with client:
+            client.wait_for_workers(2, timeout=60)
+            assert client.submit(sum, range(10)).result() == 45
+    finally:
+        process.send_signal(signal.SIGINT)  # Ctrl-C: the script stops the scheduler and every worker
+        process.wait(timeout=60)
+    time.sleep(1)
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"127.0.0.1:{port}"], capture_output=True, text=True
+    ).stdout.split()
+    assert leftover == [], leftover
+    bad = subprocess.run(
+        ["bash", str(INFRA / "local" / "cluster.sh"), "zero"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "positive integer" in bad.stderr
