@@ -27,7 +27,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from flows.logs import capture_logs, new_log_file, quiet_dask
+from flows.cli_lake import convert_command, predict_command, report_command
+from flows.cli_support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, log_to_file
+from flows.logs import quiet_dask
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 # loading NumPy, SciPy, pyarrow, pydantic, Prefect or Dask (BENCHMARKS.md, CLI start-up).
 
 __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
-
-EXIT_OK, EXIT_OTHER, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 
 
 def _validate(args, console: Console) -> int:
@@ -54,83 +54,6 @@ def _validate(args, console: Console) -> int:
     for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
         if warning:
             print(f"dpstream: warning: {warning}", file=sys.stderr)
-    return EXIT_OK
-
-
-def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
-    pairs = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"{what} must look like COLUMN=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        pairs[key] = value
-    return pairs
-
-
-def _convert(args, console: Console) -> int:
-    from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
-    from pipelines.convert_bounds import PrivateBoundsRequest
-
-    impute = {column: float(value) for column, value in _parse_pairs(args.impute, "--impute").items()}
-    categorical = {
-        column: tuple(v for v in values.split(",") if v)
-        for column, values in _parse_pairs(args.categorical, "--categorical").items()
-    }
-    bounds = {}
-    for column, text in _parse_pairs(args.bounds, "--bounds").items():
-        parts = text.split(",")
-        if len(parts) != 2:
-            raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
-        bounds[column] = (float(parts[0]), float(parts[1]))
-    spec = ConvertSpec(
-        columns=tuple(args.columns),
-        label=args.label,
-        missing=args.missing,
-        impute_values=impute,
-        categorical=categorical,
-        unknown_category=args.unknown_category,
-        bounds=bounds,
-        rows_per_file=args.rows_per_file,
-        scale_range=tuple(args.scale_range),
-        unscaled=tuple(args.unscaled),
-        require_bounds=True,
-        private_bounds=PrivateBoundsRequest(
-            tuple(args.private_bounds), args.private_epsilon, args.private_delta
-        )
-        if args.private_bounds
-        else None,
-    )
-    paths = csv_to_parquet(args.csv, args.out, spec)
-    console.print(
-        f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
-    )
-    if spec.private_bounds:
-        record = read_convert_record(args.out)
-        released = ", ".join(
-            f"{c}=[{record['bounds'][c][0]:g}, {record['bounds'][c][1]:g}]" for c in args.private_bounds
-        )
-        console.print(f"private bounds {released}: {record['private_bounds']['guarantee']}")
-    return EXIT_OK
-
-
-def _predict(args, console: Console) -> int:
-    from dpstream.export import read_model
-    from pipelines import connect
-    from pipelines.predict import predict_lake
-
-    model = read_model(args.model)
-    _log_to_file(
-        args, "predict", model.run_id or "model"
-    )  # a worker's traceback goes there, not to the terminal
-    client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
-    try:
-        summary = predict_lake(model, args.lake, args.out, client=client, keep=tuple(args.keep))
-    finally:
-        client.close()
-    columns = "prediction, probability" if model.is_classifier else f"prediction ({model.label})"
-    console.print(
-        f"scored {summary.rows:,} rows into {len(summary.files)} Parquet file(s) under {args.out}: {columns}"
-    )
     return EXIT_OK
 
 
@@ -219,7 +142,7 @@ def _train(args, console: Console) -> int:
     )  # a bad config or output folder is refused at once, before the Prefect API starts
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
     run_locations(config, args.config, run_id, args.output)
-    _log_to_file(args, "train", run_id)
+    log_to_file(args, "train", run_id)
     resume = f"dpstream train {args.config} --run-id {run_id}" + (
         f" --output {args.output}" if args.output else ""
     )
@@ -236,13 +159,6 @@ def _train(args, console: Console) -> int:
         f"log {args.log_file}"
     )
     return EXIT_OK
-
-
-def _log_to_file(args, command: str, name: str) -> None:
-    """Prefect's and Dask's logs go to a new file under the log folder (flows.logs), named in the result
-    or error line; ``--verbose`` shows them on the terminal too."""
-    args.log_file = new_log_file(command, name)
-    capture_logs(args.log_file, verbose=args.verbose)
 
 
 def _serve(args, console: Console) -> int:
@@ -283,7 +199,7 @@ def _demo(args, console: Console) -> int:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
     from flows.interrupt import exit_on_interrupt
 
-    _log_to_file(args, "demo", "run")
+    log_to_file(args, "demo", "run")
     with exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"):
         run_demo(
             console,
@@ -296,62 +212,6 @@ def _demo(args, console: Console) -> int:
         )
     console.print(f"log {args.log_file}")
     return EXIT_OK
-
-
-def _report(args, console: Console) -> int:
-    import json
-
-    from dpstream.algorithms import PrivacyReport
-    from dpstream.storage import open_url
-
-    fs, root = open_url(args.run)  # a folder on disk or a URL such as s3://bucket/runs/<run id>
-    path = f"{root}/model.json"
-    if not fs.exists(path):
-        raise FileNotFoundError(
-            f"{args.run} holds no published run (no model.json); pass the run's output folder"
-        )
-    with fs.open(path, "rb") as handle:
-        document = json.loads(handle.read().decode())
-    privacy = document["privacy"]
-    privacy["clip_norms"] = tuple(privacy["clip_norms"])
-    privacy["notes"] = tuple(privacy["notes"])
-    console.print(f"run {document['run_id']}")
-    if "model" in document:  # dpstream-model/1 and later
-        features = document["features"]
-        shown = ", ".join(features) if isinstance(features, list) else f"vector column {features!r}"
-        console.print(
-            f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}"
-        )
-        console.print(_preprocessing_line(document.get("preprocessing"), document["label"]))
-    console.print(PrivacyReport(**privacy).to_markdown())
-    for name, value in document.get("metrics", {}).items():
-        console.print(f"{name}: {value:.6g}")
-    return EXIT_OK
-
-
-def _preprocessing_line(record: dict | None, label: str) -> str:
-    if not record:
-        return "preprocessing: not recorded (the lake was not written by `dpstream convert`); features are read as stored"
-    low, high = record["scale_range"]
-    label_bounds = record["bounds"].get(label)
-    label_part = (
-        f"; predictions map back to {label} by [{low:g}, {high:g}] → [{label_bounds[0]:g}, {label_bounds[1]:g}]"
-        if label_bounds
-        else ""
-    )
-    kind = "their" if record.get("private_bounds") else "public"
-    return (
-        f"preprocessing (dpstream convert of {record.get('source', 'a CSV')}): {len(record['bounds'])} column(s) clipped "
-        f"to {kind} bounds and mapped onto [{low:g}, {high:g}], {len(record['categorical'])} one-hot, "
-        f"{len(record['impute_values'])} imputed{label_part}{_private_part(record)}; all in model.json"
-    )
-
-
-def _private_part(record: dict) -> str:
-    private = record.get("private_bounds")
-    if not private:
-        return ""
-    return f"; the bounds of {', '.join(private['columns'])} are DP estimates, {private['guarantee']}"
 
 
 def _audit(args, console: Console) -> int:
@@ -457,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
     convert.add_argument("--rows-per-file", type=int, default=250_000)
-    convert.set_defaults(handler=_convert)
+    convert.set_defaults(handler=convert_command)
     predict = commands.add_parser(
         "predict", help="score a Parquet lake with a published model on a Dask cluster, writing Parquet"
     )
@@ -478,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--memory-limit", default="2GiB", help="LocalCluster memory per worker (default 2GiB)"
     )
-    predict.set_defaults(handler=_predict)
+    predict.set_defaults(handler=predict_command)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
     shuffle.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -535,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.set_defaults(handler=_audit)
     report = commands.add_parser("report", help="print the privacy report and metrics of a published run")
     report.add_argument("run", help="the run's output folder (holds model.json)")
-    report.set_defaults(handler=_report)
+    report.set_defaults(handler=report_command)
     return parser
 
 
