@@ -25,7 +25,7 @@ def test_a_cluster_class_section_parses_and_bad_ones_name_the_fix():
     )
     assert config.cluster_class == PROBE and config.kwargs == {"n_workers": 1} and config.adapt.maximum == 3
     cases = {
-        '[cluster]\nclass = "dask_kubernetes.operator.KubeCluster"': "module 'dask_kubernetes.operator' is not installed",
+        '[cluster]\nclass = "dask_gateway.GatewayCluster"': "module 'dask_gateway' is not installed.*pip install dask-gateway",
         f'[cluster]\nclass = "{PROBE}"\naddress = "tcp://h:8786"': "both name the cluster; keep one",
         f'[cluster]\nclass = "{PROBE}"\nn_workers = 4': "n_workers sets up the default LocalCluster",
         "[cluster]\nkwargs = { n_workers = 1 }": "cluster.kwargs needs cluster.class",
