@@ -195,7 +195,7 @@ def test_the_local_cluster_script_serves_work_and_stops_everything():
             assert client.submit(sum, range(10)).result() == 45
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C: the script stops the scheduler and every worker
-        process.wait(timeout=60)
+        process.wait(timeout=120)  # 10 s grace per group, then SIGKILL (cluster.sh)
     time.sleep(1)
     leftover = subprocess.run(
         ["pgrep", "-f", f"127.0.0.1:{port}"], capture_output=True, text=True

@@ -22,8 +22,29 @@ if ! [[ "$workers" =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 pids=()
+alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+stop() {  # SIGTERM, then SIGKILL after a grace period: a worker waiting on a gone scheduler must not linger
+    kill -TERM "$@" 2>/dev/null || true
+    for _ in $(seq 40); do
+        alive "$@" || return 0
+        sleep 0.25
+    done
+    kill -KILL "$@" 2>/dev/null || true
+}
 cleanup() {
-    kill "${pids[@]}" 2>/dev/null || true
+    trap - EXIT INT TERM
+    if ((${#pids[@]} > 1)); then
+        stop "${pids[@]:1}"  # the workers first, while the scheduler can still take their goodbye
+    fi
+    if ((${#pids[@]} > 0)); then
+        stop "${pids[0]}"
+    fi
     wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
