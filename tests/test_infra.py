@@ -177,6 +177,9 @@ def test_the_local_cluster_script_serves_work_and_stops_everything():
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # As from a terminal: SIGINT at its default. Some earlier tests leave it ignored in this process, and
+        # a signal ignored when bash starts cannot be trapped, so Ctrl-C would never reach the script's trap.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         text=True,
     )
     try:
