@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import threading
 import time
 from collections.abc import Callable
 
@@ -89,3 +90,34 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+class RssSampler:
+    """Peak resident memory of each process in ``pids`` (e.g. Dask workers), sampled every ``interval`` s
+    in a background thread while the ``with`` block runs; ``peaks`` in bytes, in ``pids`` order."""
+
+    def __init__(self, pids, interval: float = 0.2):
+        import psutil
+
+        self.interval = interval
+        self.processes = [psutil.Process(pid) for pid in pids]
+        self.peaks = [0] * len(pids)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            for i, process in enumerate(self.processes):
+                try:
+                    self.peaks[i] = max(self.peaks[i], process.memory_info().rss)
+                except Exception:  # noqa: BLE001 - a process that exited has no RSS left to sample
+                    pass
+            time.sleep(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()

@@ -15,15 +15,13 @@ Run: ``python -m benchmarks.data_plane`` (about 6 minutes; writes ~8 GB under .b
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import numpy as np
-import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.common import markdown_table
+from benchmarks.common import RssSampler, markdown_table
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
@@ -62,33 +60,6 @@ def _copy(source: str, target: str) -> int:
     table = pq.read_table(source)
     pq.write_table(table, target, use_dictionary=False)
     return table.num_rows
-
-
-class RssSampler:
-    """Peak resident memory of each worker process, sampled every 0.2 s."""
-
-    def __init__(self, pids):
-        self.processes = [psutil.Process(pid) for pid in pids]
-        self.peaks = [0] * len(pids)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            for i, process in enumerate(self.processes):
-                try:
-                    self.peaks[i] = max(self.peaks[i], process.memory_info().rss)
-                except psutil.Error:
-                    pass
-            time.sleep(0.2)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ that reads the same columns batch by batch (``ParquetFile.iter_batches``) and on
 same workers. Reported: peak RSS per worker against its memory limit and the lake's decoded size, and
 rows/s of each; medians of ``REPEATS`` runs (predictions are removed between runs).
 
-Run: ``python -m benchmarks.predict_memory`` (about 3 min on 2 cores; writes ~2 GB under a temporary
+Run: ``python -m benchmarks.predict_memory`` (about 45 s on 2 cores; writes ~2 GB under a temporary
 folder, removed at the end).
 """
 
@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks.common import markdown_table
+from benchmarks.common import RssSampler, markdown_table
 
 FEATURES = [f"x{j}" for j in range(16)]
 MEMORY_LIMIT = 512 << 20
@@ -61,34 +60,6 @@ def scan_file(path: str) -> int:
     return rows
 
 
-def rss() -> int:
-    import psutil
-
-    return psutil.Process().memory_info().rss
-
-
-class PeakRss:
-    """Polls every worker's RSS in a background thread; ``peak`` maps worker address → bytes."""
-
-    def __init__(self, client):
-        self.client, self.peak, self._stop = client, {}, threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.is_set():
-            for worker, value in self.client.run(rss).items():
-                self.peak[worker] = max(self.peak.get(worker, 0), value)
-            time.sleep(0.05)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def main() -> None:
     from distributed import Client, LocalCluster
 
@@ -121,21 +92,23 @@ def main() -> None:
         paths = [f"{work}/lake/part-{i:05d}.parquet" for i in range(FILES)]
         results = {"predict": [], "scan": []}
         peaks = {"predict": 0, "scan": 0}
-        idle = max(client.run(rss).values())
+        pids = list(client.run(os.getpid).values())
+        with RssSampler(pids, interval=0.05) as idle:
+            time.sleep(0.2)
         for repeat in range(REPEATS):
-            with PeakRss(client) as sampler:
+            with RssSampler(pids, interval=0.05) as sampler:
                 start = time.perf_counter()
                 assert sum(client.gather(client.map(scan_file, paths, pure=False))) == total_rows
                 results["scan"].append(time.perf_counter() - start)
-            peaks["scan"] = max(peaks["scan"], *sampler.peak.values())
-            with PeakRss(client) as sampler:
+            peaks["scan"] = max(peaks["scan"], *sampler.peaks)
+            with RssSampler(pids, interval=0.05) as sampler:
                 start = time.perf_counter()
                 summary = predict_lake(
                     model, f"{work}/lake", f"{work}/out{repeat}", client=client, keep=("id",)
                 )
                 results["predict"].append(time.perf_counter() - start)
             assert summary.rows == total_rows
-            peaks["predict"] = max(peaks["predict"], *sampler.peak.values())
+            peaks["predict"] = max(peaks["predict"], *sampler.peaks)
             shutil.rmtree(f"{work}/out{repeat}")
         client.close()
         cluster.close()
@@ -161,7 +134,7 @@ def main() -> None:
     )
     print(
         f"\nlake: {total_rows:,} rows, {decoded / mib:,.0f} MiB decoded = {decoded / MEMORY_LIMIT:.1f}× the "
-        f"{MEMORY_LIMIT / mib:.0f} MiB memory_limit of each worker; idle worker RSS {idle / mib:.0f} MiB; "
+        f"{MEMORY_LIMIT / mib:.0f} MiB memory_limit of each worker; idle worker RSS {max(idle.peaks) / mib:.0f} MiB; "
         f"medians of {REPEATS} runs"
     )
 
