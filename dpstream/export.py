@@ -32,7 +32,6 @@ from dpstream.storage import open_url
 __all__ = ["ModelDocument", "read_model", "MODEL_FORMAT"]
 
 MODEL_FORMAT = "dpstream-model/1"
-_KAN_SETTINGS = ("num_hidden", "grid_size", "activation", "feature_low", "feature_high", "input_map", "seed")
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,9 @@ class ModelDocument:
             params = np.asarray(document["params"], dtype=np.float64)
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{source} is incomplete or damaged ({type(error).__name__}: {error})") from None
-        if kind not in ("linear", "logistic", "kan"):
+        from dpstream.models import MODEL_KINDS
+
+        if kind not in MODEL_KINDS:
             raise ValueError(f"{source}: unknown model kind {kind!r}; expected linear, logistic or kan")
         if isinstance(features, str):
             raise ValueError(
@@ -88,17 +89,9 @@ class ModelDocument:
 
     def build(self) -> Any:
         """The ``dpstream.models`` model the parameters belong to."""
-        from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+        from dpstream.models import build_model
 
-        if self.kind == "linear":
-            return LinearRegressionModel()
-        if self.kind == "logistic":
-            return LogisticRegressionModel()
-        settings = {name: self.settings[name] for name in _KAN_SETTINGS if name in self.settings}
-        for name in ("feature_low", "feature_high"):
-            if isinstance(settings.get(name), list):
-                settings[name] = tuple(settings[name])
-        return KANModel(**settings)
+        return build_model(self.kind, **self.settings)
 
     @property
     def is_classifier(self) -> bool:

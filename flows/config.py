@@ -91,24 +91,10 @@ class ModelConfig(_Section):
     seed: int = Field(default=0, ge=0)
 
     def build(self):
-        """The ``dpstream.models`` model this section describes."""
-        from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+        """The ``dpstream.models`` model this section describes (``dpstream.models.build_model``)."""
+        from dpstream.models import build_model
 
-        if self.kind == "linear":
-            return LinearRegressionModel(backend=self.backend)
-        if self.kind == "logistic":
-            return LogisticRegressionModel(backend=self.backend)
-        bounds = [tuple(b) if isinstance(b, list) else b for b in (self.feature_low, self.feature_high)]
-        return KANModel(
-            num_hidden=self.num_hidden,
-            grid_size=self.grid_size,
-            activation=self.activation,
-            feature_low=bounds[0],
-            feature_high=bounds[1],
-            input_map=self.input_map,
-            seed=self.seed,
-            backend=self.backend,
-        )
+        return build_model(**self.model_dump())
 
 
 class AlgorithmConfig(_Section):
