@@ -25,6 +25,7 @@ __all__ = [
     "write_json_atomic",
     "read_json",
     "location",
+    "url_of",
     "overlap",
 ]
 
@@ -41,6 +42,12 @@ def open_url(
 
 def is_local(fs: fsspec.AbstractFileSystem) -> bool:
     return isinstance(fs, LocalFileSystem)
+
+
+def url_of(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """The location ``path`` on ``fs`` as a user (or another process) opens it: the path itself on local
+    disk, else protocol://path (``open_url`` inverts it)."""
+    return path if is_local(fs) else fs.unstrip_protocol(path)
 
 
 def location(url: str) -> tuple[str, str]:

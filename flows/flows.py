@@ -12,7 +12,6 @@ files and Prefect artifacts; 7. the ledger entry is committed by the training ru
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from typing import Any
 
@@ -209,16 +208,6 @@ def model_document(
     }
 
 
-def _url(fs, path: str) -> str:
-    """A location as a user would open it: the absolute path on disk, else protocol://path."""
-    from dpstream.storage import is_local
-
-    if is_local(fs):
-        return os.path.abspath(path)
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    return f"{protocol}://{path}"
-
-
 def _link(url: str) -> str:
     return url if "://" in url else "file://" + url
 
@@ -230,7 +219,7 @@ def publish_task(
     """Write model.json, privacy_report.md and the plots under ``output_dir`` (a folder or any fsspec
     URL, e.g. s3://bucket/runs/<run id>), each in one atomic write, and link them as Prefect artifacts
     by their URLs. Returns {name: URL}."""
-    from dpstream.storage import open_url, write_bytes_atomic
+    from dpstream.storage import open_url, url_of, write_bytes_atomic
     from flows.plots import render_plots
 
     run_id = document["run_id"]
@@ -243,7 +232,7 @@ def publish_task(
     paths = {}
     for name, (file_name, data) in files.items():
         write_bytes_atomic(fs, f"{root}/{file_name}", data)
-        paths[name] = _url(fs, f"{root}/{file_name}")
+        paths[name] = url_of(fs, f"{root}/{file_name}")
     create_markdown_artifact(
         markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
     )

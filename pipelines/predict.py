@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
-from dpstream.storage import open_url, overlap, write_json_atomic
+from dpstream.storage import open_url, overlap, url_of, write_json_atomic
 from pipelines.lake import LakeError, LakeSpec, list_lake
 
 __all__ = ["predict_lake", "PredictSummary", "PREDICT_RECORD"]
@@ -44,19 +44,17 @@ class PredictSummary:
     rows: int
 
 
-def _check_columns(fs: Any, path: str, wanted: list[str]) -> None:
-    with fs.open(path, "rb") as handle:
-        schema = pq.read_schema(handle)
+def _check_columns(schema: pa.Schema, source: str, wanted: list[str]) -> None:
     missing = [name for name in wanted if name not in schema.names]
     if missing:
         raise LakeError(
-            f"{path}: column {missing[0]!r} is not in the file (columns: {', '.join(schema.names)}); the model "
+            f"{source}: column {missing[0]!r} is not in the file (columns: {', '.join(schema.names)}); the model "
             "reads its features by name: score a lake converted like its training lake"
         )
     for name in wanted:
         kind = schema.field(name).type
         if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
-            raise LakeError(f"{path}: feature column {name!r} has type {kind}, expected a numeric column")
+            raise LakeError(f"{source}: feature column {name!r} has type {kind}, expected a numeric column")
 
 
 def score_file(
@@ -80,6 +78,7 @@ def score_file(
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
+        _check_columns(reader.schema_arrow, source, features + list(keep))
         for batch in reader.iter_batches(
             batch_size=batch_rows, columns=list(dict.fromkeys(features + list(keep)))
         ):
@@ -129,18 +128,15 @@ def predict_lake(
     fs, files, _ = list_lake(LakeSpec(lake_url, model.features, model.label, options))
     if not files:
         raise LakeError(f"the lake {lake_url} holds no .parquet files; check the URL")
-    for path in files:
-        _check_columns(fs, path, list(model.features) + list(keep))
     out_fs, root = open_url(out_url, options)
     if out_fs.exists(root) and out_fs.ls(root, detail=False):
         raise LakeError(f"{out_url} is not empty; write predictions to a new location")
-    protocol = lake_url.split("://", 1)[0] + "://" if "://" in lake_url else ""
-    sources = [f"{protocol}{path}" if protocol else path for path in files]
-    staging = f"{out_url.rstrip('/')}/_tmp-{uuid.uuid4().hex[:8]}"
-    targets = [f"{staging}/part-{index:05d}.parquet" for index in range(len(files))]
+    staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
+    parts = [f"{staging}/part-{index:05d}.parquet" for index in range(len(files))]
+    sources = [url_of(fs, path) for path in files]
     arguments = [
-        (model, s, options, t, options, tuple(keep), batch_rows)
-        for s, t in zip(sources, targets, strict=True)
+        (model, source, options, url_of(out_fs, part), options, tuple(keep), batch_rows)
+        for source, part in zip(sources, parts, strict=True)
     ]
     try:
         if client is None:
@@ -149,10 +145,10 @@ def predict_lake(
             futures = [client.submit(score_file, *args, pure=False) for args in arguments]
             counts = client.gather(futures)
         final = []
-        for target in targets:
-            destination = f"{root}/{target.rsplit('/', 1)[-1]}"
-            out_fs.mv(open_url(target, options)[1], destination)
-            final.append(destination)
+        for part in parts:
+            destination = f"{root}/{part.rsplit('/', 1)[-1]}"
+            out_fs.mv(part, destination)
+            final.append(url_of(out_fs, destination))
         write_json_atomic(
             out_fs,
             f"{root}/{PREDICT_RECORD}",
@@ -169,6 +165,5 @@ def predict_lake(
         )
         return PredictSummary(tuple(final), int(sum(counts)))
     finally:
-        staging_path = open_url(staging, options)[1]
-        if out_fs.exists(staging_path):
-            out_fs.rm(staging_path, recursive=True)
+        if out_fs.exists(staging):
+            out_fs.rm(staging, recursive=True)
