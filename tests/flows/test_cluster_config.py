@@ -8,7 +8,7 @@ import pytest
 
 from flows.config import ClusterConfig
 from tests.flows import cluster_probe
-from tests.flows.test_flows import prefect_api, write_config  # noqa: F401 - fixture
+from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 
 PROBE = "tests.flows.cluster_probe.ProbeCluster"

@@ -12,14 +12,6 @@ from dpstream.privacy import Ledger
 from tests.pipelines.conftest import DIM, local_put, write_lake
 
 
-@pytest.fixture(scope="module")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def write_config(tmp_path, raw, epsilon=1.0, algorithm="ambssgd", learning_rate=0.5):
     features = ", ".join(f'"x{j}"' for j in range(DIM))
     path = tmp_path / "pipeline.toml"

@@ -13,7 +13,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.flows.test_flows import prefect_api  # noqa: F401 - fixture
 from tests.pipelines.conftest import DIM, write_lake
 
 ROOT = Path(__file__).resolve().parents[2]
