@@ -15,7 +15,7 @@ __all__ = ["convert_command", "predict_command", "report_command"]
 
 
 def convert_command(args, console: Console) -> int:
-    from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
+    from pipelines.convert import ConvertSpec, check_csv_columns, csv_to_parquet, read_convert_record
     from pipelines.convert_bounds import PrivateBoundsRequest
 
     impute = {column: float(value) for column, value in parse_pairs(args.impute, "--impute").items()}
@@ -29,6 +29,7 @@ def convert_command(args, console: Console) -> int:
         if len(parts) != 2:
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
+    check_csv_columns(args.csv, [*args.columns, *categorical, args.label])  # before the bounds rule
     spec = ConvertSpec(
         columns=tuple(args.columns),
         label=args.label,

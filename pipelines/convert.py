@@ -26,7 +26,7 @@ from pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_ba
 from pipelines.lake import LakeError
 from pipelines.shuffle import _write_parquet
 
-__all__ = ["ConvertSpec", "csv_to_parquet", "read_convert_record", "CONVERT_RECORD"]
+__all__ = ["ConvertSpec", "csv_to_parquet", "check_csv_columns", "read_convert_record", "CONVERT_RECORD"]
 
 CONVERT_RECORD = "_convert.json"
 
@@ -199,13 +199,7 @@ def _convert_batch(
     (errors name them), else the rows are ``offset``, ``offset + 1``, ..."""
     row_of = (lambda row: int(positions[row])) if positions is not None else (lambda row: offset + row)
     table = pa.Table.from_batches([batch])
-    needed = list(spec.columns) + list(spec.categorical) + [spec.label]
-    missing_columns = [c for c in needed if c not in table.column_names]
-    if missing_columns:
-        raise LakeError(
-            f"{source}: column {missing_columns[0]!r} is not in the CSV (columns: {', '.join(table.column_names)}); "
-            "fix the column selection"
-        )
+    _require_columns(source, list(spec.columns) + list(spec.categorical) + [spec.label], table.column_names)
     keep = np.ones(table.num_rows, dtype=bool)
     numeric: dict[str, np.ndarray] = {}
     for column in list(spec.columns) + [spec.label]:
@@ -255,6 +249,27 @@ def _convert_batch(
     columns.update({name: array[keep] for name, array in onehot.items()})
     columns[spec.label] = numeric[spec.label][keep]
     return pa.table(columns)
+
+
+def _require_columns(source: str, needed: list[str], present: list[str]) -> None:
+    missing = [column for column in needed if column not in present]
+    if missing:
+        raise LakeError(
+            f"{source}: column {missing[0]!r} is not in the CSV (columns: {', '.join(present)}); fix the column selection"
+        )
+
+
+def check_csv_columns(
+    source_url: str, needed: list[str], storage_options: dict[str, Any] | None = None
+) -> None:
+    """Refuse a selection naming a column the CSV's header lacks, reading the header only: ``dpstream
+    convert`` asks this first, so a misspelt label is reported as such, not as a column without bounds."""
+    source_fs, source_path = open_url(source_url, storage_options)
+    if not source_fs.exists(source_path):
+        raise LakeError(f"{source_url} does not exist; check the path")
+    with source_fs.open(source_path, "rb") as handle:
+        names = pcsv.open_csv(handle).schema.names
+    _require_columns(source_path.rsplit("/", 1)[-1], needed, names)
 
 
 def csv_to_parquet(

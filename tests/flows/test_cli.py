@@ -351,3 +351,13 @@ def test_predict_refuses_a_missing_model_before_starting_a_cluster(tmp_path):
     result = dpstream("predict", tmp_path / "runs" / "nothing", tmp_path / "lake", tmp_path / "out")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "no model.json there" in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_convert_names_a_misspelt_label_before_asking_for_its_bounds(tmp_path):
+    result = dpstream(
+        "convert", HOUSING, tmp_path / "raw", "--columns", "median_income", "--label", "house_value",
+        "--bounds", "median_income=0,15",
+    )  # fmt: skip
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "column 'house_value' is not in the CSV (columns: longitude" in result.stderr
+    assert "no public bounds" not in result.stderr and not (tmp_path / "raw").exists()
