@@ -46,7 +46,7 @@ from dpstream.algorithms.base import (
     tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.noise import NoiseKey, gaussian
+from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import (
     ComposedEvent,
     DisjointUnionEvent,
@@ -65,7 +65,8 @@ class AMBSSGDPlan(Plan):
     """T steps of s = ``stat_rows`` DP-STAT rows then b = ``gradient_rows`` gradient rows (Alg. 2, spec
     §2.4). Per step: K Gaussian counts of std ``count_noise_std`` = sqrt(K)·α, the threshold slack θ,
     the candidate clip norms ζ (one per DP-STAT outcome) and the gradient noise std α·Δ(ζ_t); η is the
-    step size."""
+    step size. ``count_noise`` and ``gradient_noise`` are the two independent noise processes (their
+    streams keep the draws of the two mechanisms of a step apart)."""
 
     alpha: float
     stat_rows: int
@@ -75,6 +76,8 @@ class AMBSSGDPlan(Plan):
     learning_rate: float
     clip_norms: np.ndarray
     notes: tuple[str, ...] = ()
+    count_noise: IndependentNoise = IndependentNoise(stream="dpstat")
+    gradient_noise: IndependentNoise = IndependentNoise(stream="gradient")
     NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("alpha", "count_noise_std")
 
 
@@ -218,11 +221,11 @@ class DPAMBSSGD:
     def apply(
         self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan
     ) -> AMBSSGDState:
-        count_noise = plan.count_noise_std * gaussian(key, span.step, "dpstat", self.levels)
+        count_noise = plan.count_noise_std * plan.count_noise.draw(key, span.step, self.levels)
         index = dp_stat_threshold(stats.histogram, count_noise, plan.stat_rows, plan.slack)
         clip_norm = float(plan.clip_norms[index])
         noise_std = plan.alpha * self.relation.clipped_sum_sensitivity(clip_norm)
-        noise = gaussian(key, span.step, "gradient", state.params.size)
+        noise = plan.gradient_noise.draw(key, span.step, state.params.size)
         released = stats.clipped_sums[index] + noise_std * noise
         params = state.params - plan.learning_rate * released / plan.gradient_rows
         average_sum, average_count = tail_average(

@@ -37,9 +37,11 @@ __all__ = ["DPSGD", "DPSGDPlan", "DPSGDState"]
 @dataclass(frozen=True)
 class DPSGDPlan(Plan):
     """T = ⌊N/b⌋ disjoint batches and the noise std s = ``calibration.noise_std`` on each clipped sum,
-    calibrated so that the process with sensitivity γ_T (``calibration.max_column_norm``) is (ε, δ)-DP."""
+    calibrated so that the process with sensitivity γ_T (``calibration.max_column_norm``) is (ε, δ)-DP;
+    ``noise`` is that process (independent, λ-correlated or ν-DP-FTRL)."""
 
     calibration: NoiseCalibration
+    noise: NoiseProcess
     NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("calibration",)
 
     @property
@@ -99,11 +101,11 @@ class DPSGD:
             max_column_norm=self.noise.sensitivity(steps),
             relation=self.relation,
         )
-        return DPSGDPlan(num_rows, num_params, spans, batch, calibration)
+        return DPSGDPlan(num_rows, num_params, spans, batch, calibration, self.noise)
 
     def init(self, plan: DPSGDPlan, params: np.ndarray) -> DPSGDState:
         params = np.array(params, dtype=np.float64)
-        return DPSGDState(0, params, params.copy(), self.noise.init(params.size), np.zeros_like(params), 0)
+        return DPSGDState(0, params, params.copy(), plan.noise.init(params.size), np.zeros_like(params), 0)
 
     def request(self, state: DPSGDState, span: StepSpan, plan: DPSGDPlan) -> StatsRequest:
         return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
@@ -111,7 +113,7 @@ class DPSGD:
     def apply(
         self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan
     ) -> DPSGDState:
-        noise, noise_state = self.noise.next(key, state.noise_state)
+        noise, noise_state = plan.noise.next(key, state.noise_state)
         released = stats.clipped_sums[0] + plan.noise_std * noise
         params = state.params - (self.learning_rate / self.batch_size) * released
         params = project_to_ball(params, state.initial_params, self.projection_radius)

@@ -45,12 +45,12 @@ __all__ = ["AcceleratedDPSRGD", "SRGDPlan", "SRGDState"]
 
 @dataclass(frozen=True)
 class SRGDPlan(Plan):
-    """T = ⌊N/B⌋ disjoint batches, the tree noise process on the T prefix sums, its std
+    """T = ⌊N/B⌋ disjoint batches, the tree noise process ``noise`` on the T prefix sums, its std
     ``calibration.noise_std`` for γ_T = sqrt(⌊log₂T⌋ + 1), and the step parameter β."""
 
     calibration: NoiseCalibration
     beta: float
-    tree: TreeNoise
+    noise: TreeNoise
     NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("calibration",)
 
 
@@ -94,21 +94,20 @@ class AcceleratedDPSRGD:
                 f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N"
             )
         steps = num_rows // batch
-        tree = self.noise
         calibration = calibrate_clipped_sum(
             self.epsilon,
             self.delta,
             self.clip_norm,
-            max_column_norm=tree.sensitivity(steps),
+            max_column_norm=self.noise.sensitivity(steps),
             relation=self.relation,
         )
         beta = float(self.beta) if self.beta is not None else 2.0 * self.smoothness * steps
         spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
-        return SRGDPlan(num_rows, num_params, spans, batch, calibration, beta, tree)
+        return SRGDPlan(num_rows, num_params, spans, batch, calibration, beta, self.noise)
 
     def init(self, plan: SRGDPlan, params: np.ndarray) -> SRGDState:
         x = project_to_ball(np.array(params, dtype=np.float64), np.zeros(len(params)), self.radius)
-        return SRGDState(0, x, x.copy(), x.copy(), x.copy(), np.zeros_like(x), plan.tree.init(x.size))
+        return SRGDState(0, x, x.copy(), x.copy(), x.copy(), np.zeros_like(x), plan.noise.init(x.size))
 
     def request(self, state: SRGDState, span: StepSpan, plan: SRGDPlan) -> StatsRequest:
         t = state.step
@@ -125,7 +124,7 @@ class AcceleratedDPSRGD:
     ) -> SRGDState:
         t, beta, batch = state.step, plan.beta, plan.rows_per_step
         prefix_sum = state.prefix_sum + stats.clipped_sums[0]
-        noise, noise_state = plan.tree.next(key, state.noise_state)
+        noise, noise_state = plan.noise.next(key, state.noise_state)
         released = (prefix_sum + plan.calibration.noise_std * noise) / batch  # ĝ_t, the only release
         center = np.zeros_like(state.x)
         z = project_to_ball(state.z - released / beta, center, self.radius)

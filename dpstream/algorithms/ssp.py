@@ -41,7 +41,7 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.noise import NoiseKey, gaussian
+from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
 from dpstream.validation import check_budget, check_positive
 
@@ -51,12 +51,16 @@ __all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
 @dataclass(frozen=True)
 class SSPPlan(Plan):
     """One step over all N rows: rows clipped to ``row_norm_bound`` B_x, and the three Gaussian
-    releases' stds for λ_min(XᵀX), the upper triangle of XᵀX and Xᵀy (each sensitivity / (μ·sqrt(share)))."""
+    releases' stds for λ_min(XᵀX), the upper triangle of XᵀX and Xᵀy (each sensitivity / (μ·sqrt(share))),
+    with one independent noise process for each."""
 
     row_norm_bound: float
     eigenvalue_std: float
     gram_std: float
     moment_std: float
+    eigenvalue_noise: IndependentNoise = IndependentNoise(stream="ssp-eigenvalue")
+    gram_noise: IndependentNoise = IndependentNoise(stream="ssp-gram")
+    moment_noise: IndependentNoise = IndependentNoise(stream="ssp-moment")
     NOISE_FIELDS: ClassVar[tuple[str, ...]] = ("eigenvalue_std", "gram_std", "moment_std")
 
 
@@ -173,13 +177,13 @@ class AdaSSP:
         dim = plan.num_params
         ridge = self.ridge(
             float(np.linalg.eigvalsh(stats.gram)[0]),
-            float(gaussian(key, span.step, "ssp-eigenvalue", 1)[0]),
+            float(plan.eigenvalue_noise.draw(key, span.step, 1)[0]),
             plan,
         )
         noisy_gram = stats.gram + plan.gram_std * symmetric_noise(
-            gaussian(key, span.step, "ssp-gram", dim * (dim + 1) // 2), dim
+            plan.gram_noise.draw(key, span.step, dim * (dim + 1) // 2), dim
         )
-        noisy_moment = stats.moment + plan.moment_std * gaussian(key, span.step, "ssp-moment", dim)
+        noisy_moment = stats.moment + plan.moment_std * plan.moment_noise.draw(key, span.step, dim)
         params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params

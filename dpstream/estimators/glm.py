@@ -45,7 +45,7 @@ from dpstream.algorithms.choice import ALGORITHMS
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators.support import FitWarnings, PublicScale, is_dask
-from dpstream.models import GLM, LinearRegressionModel, LogisticRegressionModel
+from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model
 from dpstream.noise import NoiseKey
 from dpstream.scaling import unmap_linear
 
@@ -155,7 +155,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         tags.non_deterministic = True  # fresh DP noise on every fit
         return tags
 
-    _model: GLM
+    _model: Model  # a GLM here; the KAN classifier trains a KANModel
 
     def _stable_learning_rate(self) -> float:
         return default_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))

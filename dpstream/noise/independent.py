@@ -27,8 +27,13 @@ class IndependentNoise:
     def init(self, dim: int) -> NoiseState:
         return NoiseState(dim=check_positive("dim", dim, integer=True))
 
+    def draw(self, key: NoiseKey, step: int, size: int) -> np.ndarray:
+        """w_step ~ N(0, I_size): the stateless form of ``next`` for mechanisms whose every release is
+        a fresh draw (DP-AMBSSGD, AdaSSP), so their state need not carry a noise counter."""
+        return gaussian(key, step, self.stream, size)
+
     def next(self, key: NoiseKey, state: NoiseState) -> tuple[np.ndarray, NoiseState]:
-        return gaussian(key, state.step, self.stream, state.dim), replace(state, step=state.step + 1)
+        return self.draw(key, state.step, state.dim), replace(state, step=state.step + 1)
 
     def state_at(self, key: NoiseKey, dim: int, step: int) -> NoiseState:
         return NoiseState(dim=check_positive("dim", dim, integer=True), step=int(step))

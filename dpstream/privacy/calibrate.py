@@ -13,13 +13,12 @@ mechanism will release, so mechanism and accountant agree by construction.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dpstream.privacy import gdp
 from dpstream.privacy.events import MatrixMechanismEvent
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.validation import check_budget  # noqa: F401 - re-exported: dpstream.privacy.check_budget
+from dpstream.validation import check_budget, check_positive
 
 __all__ = ["NoiseCalibration", "calibrate_gaussian", "calibrate_clipped_sum", "check_budget"]
 
@@ -56,11 +55,8 @@ def calibrate_gaussian(
     """Noise std so that a release with row ``sensitivity`` (already under ``relation``) and encoder
     column norm ``max_column_norm`` is exactly (ε, δ)-DP."""
     epsilon, delta = check_budget(epsilon, delta)
-    sensitivity, max_column_norm = float(sensitivity), float(max_column_norm)
-    if not math.isfinite(sensitivity) or sensitivity <= 0:
-        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
-    if not math.isfinite(max_column_norm) or max_column_norm <= 0:
-        raise ValueError(f"max_column_norm must be a finite number > 0, got {max_column_norm!r}")
+    sensitivity = check_positive("sensitivity", sensitivity)
+    max_column_norm = check_positive("max_column_norm", max_column_norm)
     mu = gdp.mu_for_epsilon_delta(epsilon, delta)
     return NoiseCalibration(
         epsilon=epsilon,

@@ -132,9 +132,7 @@ def mu_from_rho(rho: float) -> float:
     Valid as a GDP statement only for mechanisms that *are* Gaussian (the papers' zCDP claims for
     DP-AMBSSGD, DP-FTRL and the tree mechanism all are); a general ρ-zCDP mechanism is not μ-GDP.
     """
-    rho = float(rho)
-    if not math.isfinite(rho) or rho < 0:
-        raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
+    rho = check_positive("rho", rho, allow_zero=True)
     return math.sqrt(2.0 * rho)
 
 
@@ -146,10 +144,8 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     Tighter than Bun–Steinke's ρ + 2 sqrt(ρ log(1/δ)), looser than the exact GDP curve when the
     mechanism is Gaussian. Reported for comparison with the papers; never used for calibration.
     """
-    rho = float(rho)
+    rho = check_positive("rho", rho, allow_zero=True)
     delta = check_probability("delta", delta)
-    if rho < 0 or not math.isfinite(rho):
-        raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
     if rho == 0.0:
         return 0.0
 
@@ -171,9 +167,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 def zcdp_epsilon_bun_steinke(rho: float, delta: float) -> float:
     """ε = ρ + 2 sqrt(ρ log(1/δ)) (Bun & Steinke 2016, Prop. 1.3), the conversion seed 000 uses."""
     delta = check_probability("delta", delta)
-    rho = float(rho)
-    if rho < 0 or not math.isfinite(rho):
-        raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
+    rho = check_positive("rho", rho, allow_zero=True)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from dpstream.privacy import gdp
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url, read_json, write_json_atomic
+from dpstream.validation import check_positive
 
 __all__ = ["BudgetExceededError", "RunIdReusedError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
 
@@ -79,8 +80,7 @@ class LifetimeBudget:
     relation: NeighbouringRelation = NeighbouringRelation.REPLACE_ONE
 
     def __post_init__(self) -> None:
-        if not math.isfinite(float(self.epsilon)) or float(self.epsilon) <= 0:
-            raise ValueError(f"lifetime epsilon must be a finite number > 0, got {self.epsilon!r}")
+        check_positive("lifetime epsilon", self.epsilon)
         if not 0.0 < float(self.delta) < 1.0:
             raise ValueError(f"lifetime delta must lie in (0, 1), got {self.delta!r}")
         object.__setattr__(self, "epsilon", float(self.epsilon))
@@ -246,9 +246,7 @@ class LakeLedger:
     ) -> LedgerEntry:
         """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent)."""
         _check_name("run_id", run_id)
-        mu = float(mu)
-        if not math.isfinite(mu) or mu <= 0:
-            raise ValueError(f"mu must be a finite number > 0, got {mu!r}")
+        mu = check_positive("mu", mu)
         relation = NeighbouringRelation.parse(relation)
         if relation is not self.budget.relation:
             raise ValueError(

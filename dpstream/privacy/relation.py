@@ -50,9 +50,7 @@ class NeighbouringRelation(str, enum.Enum):
 
     def clipped_sum_sensitivity(self, clip_norm: float) -> float:
         """L2 sensitivity of Σ_i clip(v_i, clip_norm): 2·clip_norm (replace-one) or clip_norm (zero-out)."""
-        clip_norm = float(clip_norm)
-        if not math.isfinite(clip_norm) or clip_norm <= 0:
-            raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm!r}")
+        clip_norm = check_positive("clip_norm", clip_norm)
         return 2.0 * clip_norm if self is NeighbouringRelation.REPLACE_ONE else clip_norm
 
     def gram_sensitivity(self, row_norm_bound: float) -> float:

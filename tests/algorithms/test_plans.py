@@ -2,11 +2,13 @@
 report is computed from are named fields, not entries of a mutable dict."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from dpstream.algorithms import Plan
 from dpstream.audit import NoiseScaledDown, audited_algorithms
+from dpstream.noise import NoiseProcess
 
 ALGORITHMS = audited_algorithms(1.0, 1e-6)
 
@@ -29,3 +31,28 @@ def test_plans_are_frozen_typed_subclasses_naming_their_noise(name):
         assert after == pytest.approx(before / 2.0)
     with pytest.raises(ValueError, match="more than the requested epsilon"):
         algorithm.report(weaker)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_plans_hold_their_noise_processes_with_one_stream_each(name):
+    """Every draw an algorithm adds comes from a noise process that its plan holds as a field; two
+    mechanisms of one step sharing a stream would add the same Gaussian twice (correlated noise the
+    accountant does not know about)."""
+    plan = ALGORITHMS[name].plan(2_000, 4)
+    processes = [
+        getattr(plan, field.name)
+        for field in dataclasses.fields(plan)
+        if isinstance(getattr(plan, field.name), NoiseProcess)
+    ]
+    assert processes, f"{type(plan).__name__} holds no noise process"
+    streams = [process.stream for process in processes]
+    assert len(set(streams)) == len(streams)
+
+
+def test_algorithms_draw_noise_only_through_their_processes():
+    """No algorithm module calls the raw generator: a draw outside a process would bypass the plan."""
+    import dpstream.algorithms as package
+
+    folder = Path(package.__file__).parent
+    for module in folder.glob("*.py"):
+        assert "gaussian(" not in module.read_text(), f"{module.name} draws noise outside a process"
