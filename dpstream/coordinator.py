@@ -33,7 +33,9 @@ __all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
 
 class Executor(Protocol):
     """Computes a step's batch statistics over the rows of ``span``; ``model`` is the model whose
-    ``block_stats`` it runs (part of a checkpoint's identity)."""
+    ``block_stats`` it runs (part of a checkpoint's identity). The DP-STAT rows of a span are read only
+    for a request with thresholds, and the step's span may be asked for twice in a row (an algorithm's
+    ``followup``)."""
 
     model: Model
 
@@ -49,6 +51,8 @@ class RowStream:
         self._y: np.ndarray | None = None
         self._block_start = 0  # global index of the first row of the current block
         self._position = 0  # global index of the next unread row
+        self._last_range: tuple[int, int] | None = None  # kept for one re-take (holds one step's rows)
+        self._last_views: list[tuple[np.ndarray, np.ndarray]] = []
 
     def _next_block(self) -> bool:
         try:
@@ -65,10 +69,15 @@ class RowStream:
         return True
 
     def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Yield views covering rows [start, stop); rows before ``start`` are skipped (never reread)."""
+        """Yield views covering rows [start, stop); rows before ``start`` are skipped (never reread),
+        except the range taken last, which may be taken again (a step's follow-up request)."""
+        if (start, stop) == self._last_range:
+            yield from self._last_views
+            return
         if start < self._position:
             raise ValueError(f"rows {start}..{stop} were already consumed: the stream is single-pass")
         self._position = start
+        views = []
         while self._position < stop:
             end_of_block = self._block_start + (0 if self._X is None else self._X.shape[0])
             if self._X is None or self._position >= end_of_block:
@@ -79,8 +88,10 @@ class RowStream:
                 continue
             lo = self._position - self._block_start
             hi = min(stop, end_of_block) - self._block_start
-            yield self._X[lo:hi], self._y[lo:hi]
+            views.append((self._X[lo:hi], self._y[lo:hi]))
+            yield views[-1]
             self._position = self._block_start + hi
+        self._last_range, self._last_views = (start, stop), views
 
 
 class InMemoryExecutor:
@@ -90,7 +101,7 @@ class InMemoryExecutor:
 
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
-        if span.stat_rows is not None:
+        if span.stat_rows is not None and request.thresholds is not None:
             for X, y in self.stream.take(*span.stat_rows):
                 stats = stats + self.model.block_stats(X, y, request, role="stat")
         for X, y in self.stream.take(*span.gradient_rows):
@@ -178,7 +189,9 @@ def run(
     last_save = time.monotonic()
     for span in plan.spans[start:]:
         stats = executor.compute(span, algorithm.request(state, span, plan))
-        state = algorithm.apply(state, span, stats, key, plan)
+        followup = algorithm.followup(state, span, stats, key, plan)
+        followup_stats = None if followup is None else executor.compute(span, followup)
+        state = algorithm.apply(state, span, stats, key, plan, followup_stats)
         losses.append(stats.loss_sum / max(stats.row_count, 1))
         if store is not None:
             done = span.step + 1

@@ -104,7 +104,7 @@ class DaskExecutor:
 
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
         pieces = []
-        if span.stat_rows is not None:
+        if span.stat_rows is not None and request.thresholds is not None:
             pieces += self._slices(*span.stat_rows, "stat")
         pieces += self._slices(*span.gradient_rows, "gradient")
         # One task per worker per step, not per piece: the scheduler's cost per task (~3 ms) would

@@ -26,6 +26,15 @@ Step size. The default η = b/(R² + (b − 1)·L_H) is Thm 3.7's with ‖E[xx�
 iteration is stable for every distribution with that row-norm bound. The paper's η = b/(R² + b − 1)
 assumes ‖H‖ ≤ 1: pass ``hessian_norm=1.0`` when that is known (e.g. isotropic features).
 
+Candidate window. The clip norm cannot move far between steps, so a step asks the workers for the
+clipped sums at the 2w + 1 candidates around the previous step's ζ (``candidate_window`` = w, default
+2) instead of all K + 1: the GEMM of the statistics kernel shrinks from K + 1 = 31 columns to 5. When
+DP-STAT lands outside the window, ``followup`` asks for one more pass over the gradient rows at the
+chosen ζ (a second round trip). Privacy is unchanged: the window depends on the data only through
+ζ_{t−1}, an earlier DP output, and whichever round computes it, the released value is the same clipped
+sum Σ clip(g_i, ζ_t) plus the same noise. The first step, with no previous ζ, evaluates every
+candidate; ``candidate_window=None`` does so at every step (one round trip always).
+
 Errata applied (spec §1.6): disjoint index ranges; exactly K counts; the slack θ = stat_slack·sqrt(K)α
 (default 2; 0 is paper-faithful and overshoots); K chosen directly (default 30) instead of B/N^200.
 """
@@ -111,6 +120,7 @@ class DPAMBSSGD:
     tail_exponent: float = 0.5  # a in ζ = R_x γ logᵃN
     learning_rate: float | None = None  # default b/(R² + (b − 1)·L_H) (Thm 3.7; module docstring)
     hessian_norm: float | None = None  # L_H ≥ ‖E[xxᵀ]‖; None: R², always stable
+    candidate_window: int | None = 2  # w: clip norms ζ_{t−1}·2^−w .. ζ_{t−1}·2^w per step; None: all
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
     disjoint_accounting: bool = True
     name: str = "ambssgd"
@@ -131,6 +141,8 @@ class DPAMBSSGD:
         check_positive("num_steps", self.num_steps, optional=True, integer=True)
         check_positive("learning_rate", self.learning_rate, optional=True)
         check_positive("hessian_norm", self.hessian_norm, optional=True)
+        if self.candidate_window is not None:
+            check_positive("candidate_window", self.candidate_window, integer=True, allow_zero=True)
 
     @property
     def noise_multiplier(self) -> float:
@@ -210,23 +222,68 @@ class DPAMBSSGD:
         params = np.array(params, dtype=np.float64)
         return AMBSSGDState(0, params, np.zeros_like(params), 0)
 
+    def window(self, state: AMBSSGDState, plan: AMBSSGDPlan) -> tuple[int, int]:
+        """Candidate indices [first, last] a step computes: every one at the first step or without a
+        window, else the w on either side of the previous step's released ζ (a DP output)."""
+        last = len(plan.clip_norms) - 1
+        if self.candidate_window is None or not state.clip_history:
+            return 0, last
+        previous = int(np.argmin(np.abs(plan.clip_norms - state.clip_history[-1])))
+        return max(0, previous - self.candidate_window), min(last, previous + self.candidate_window)
+
     def request(self, state: AMBSSGDState, span: StepSpan, plan: AMBSSGDPlan) -> StatsRequest:
+        first, last = self.window(state, plan)
         return StatsRequest(
             params=state.params,
-            clip_norms=plan.clip_norms,
+            clip_norms=plan.clip_norms[first : last + 1],
             thresholds=self.thresholds(),
             statistic=self.statistic,
         )
 
-    def apply(
-        self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan
-    ) -> AMBSSGDState:
+    def dp_stat(self, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan) -> int:
+        """The candidate index DP-STAT releases for this step (Alg. 3): noisy counts, first over s − θ."""
         count_noise = plan.count_noise_std * plan.count_noise.draw(key, span.step, self.levels)
-        index = dp_stat_threshold(stats.histogram, count_noise, plan.stat_rows, plan.slack)
+        return dp_stat_threshold(stats.histogram, count_noise, plan.stat_rows, plan.slack)
+
+    def followup(
+        self, state: AMBSSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: AMBSSGDPlan
+    ) -> StatsRequest | None:
+        """The gradient rows' clipped sum at ζ_t when DP-STAT chose it outside the window, else None."""
+        first, last = self.window(state, plan)
+        index = self.dp_stat(span, stats, key, plan)
+        if first <= index <= last:
+            return None
+        return StatsRequest(params=state.params, clip_norms=plan.clip_norms[index : index + 1])
+
+    def apply(
+        self,
+        state: AMBSSGDState,
+        span: StepSpan,
+        stats: BatchStats,
+        key: NoiseKey,
+        plan: AMBSSGDPlan,
+        followup_stats: BatchStats | None = None,
+    ) -> AMBSSGDState:
+        first, last = self.window(state, plan)
+        if stats.clipped_sums.shape[0] != last - first + 1:
+            raise ValueError(
+                f"step {span.step} expects clipped sums for candidates {first}..{last}, got "
+                f"{stats.clipped_sums.shape[0]} rows: compute the statistics of this state's request"
+            )
+        index = self.dp_stat(span, stats, key, plan)
+        if first <= index <= last:
+            clipped_sum = stats.clipped_sums[index - first]
+        elif followup_stats is None or followup_stats.clipped_sums.shape[0] != 1:
+            raise ValueError(
+                f"DP-STAT chose clip norm {index} outside the window {first}..{last} at step {span.step}: "
+                "apply needs the statistics of followup(...) as followup_stats"
+            )
+        else:
+            clipped_sum = followup_stats.clipped_sums[0]
         clip_norm = float(plan.clip_norms[index])
         noise_std = plan.alpha * self.relation.clipped_sum_sensitivity(clip_norm)
         noise = plan.gradient_noise.draw(key, span.step, state.params.size)
-        released = stats.clipped_sums[index] + noise_std * noise
+        released = clipped_sum + noise_std * noise
         params = state.params - plan.learning_rate * released / plan.gradient_rows
         average_sum, average_count = tail_average(
             state.average_sum, state.average_count, params, state.step, plan.num_steps

@@ -7,8 +7,12 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
   argument: its ``NOISE_FIELDS`` are what the report's events are computed from);
 * ``init(plan)``: the initial state;
 * ``request(state, span, plan)``: what the workers must compute for that step (``StatsRequest``);
-* ``apply(state, span, stats, key, plan)``: the DP update from the merged statistics, adding the step's
-  noise, which is drawn from the noise key at that step and so identical on a retry;
+* ``followup(state, span, stats, key, plan)``: None, or a second request over the step's gradient rows
+  when the first round's statistics were not enough (DP-AMBSSGD, when DP-STAT chose a clip norm
+  outside the window of candidates it asked for);
+* ``apply(state, span, stats, key, plan, followup_stats)``: the DP update from the merged statistics
+  (and those of the follow-up request, if any), adding the step's noise, which is drawn from the noise
+  key at that step and so identical on a retry;
 * ``result(state)`` and ``report(plan)``: the released parameters and the privacy report.
 """
 
@@ -128,7 +132,19 @@ class Algorithm(Protocol):
 
     def request(self, state: Any, span: StepSpan, plan: Plan) -> StatsRequest: ...
 
-    def apply(self, state: Any, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> Any: ...
+    def followup(
+        self, state: Any, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan
+    ) -> StatsRequest | None: ...
+
+    def apply(
+        self,
+        state: Any,
+        span: StepSpan,
+        stats: BatchStats,
+        key: NoiseKey,
+        plan: Plan,
+        followup_stats: BatchStats | None = None,
+    ) -> Any: ...
 
     def result(self, state: Any) -> np.ndarray: ...
 

@@ -110,8 +110,19 @@ class DPSGD:
     def request(self, state: DPSGDState, span: StepSpan, plan: DPSGDPlan) -> StatsRequest:
         return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
 
-    def apply(
+    def followup(
         self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan
+    ) -> None:
+        return None  # one round trip per step
+
+    def apply(
+        self,
+        state: DPSGDState,
+        span: StepSpan,
+        stats: BatchStats,
+        key: NoiseKey,
+        plan: DPSGDPlan,
+        followup_stats: BatchStats | None = None,
     ) -> DPSGDState:
         noise, noise_state = plan.noise.next(key, state.noise_state)
         released = stats.clipped_sums[0] + plan.noise_std * noise

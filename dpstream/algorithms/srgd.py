@@ -119,8 +119,19 @@ class AcceleratedDPSRGD:
             previous_weight=float(t),
         )
 
-    def apply(
+    def followup(
         self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan
+    ) -> None:
+        return None  # one round trip per step
+
+    def apply(
+        self,
+        state: SRGDState,
+        span: StepSpan,
+        stats: BatchStats,
+        key: NoiseKey,
+        plan: SRGDPlan,
+        followup_stats: BatchStats | None = None,
     ) -> SRGDState:
         t, beta, batch = state.step, plan.beta, plan.rows_per_step
         prefix_sum = state.prefix_sum + stats.clipped_sums[0]

@@ -167,8 +167,19 @@ class AdaSSP:
         )
         return max(0.0, plan.gram_std * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
 
-    def apply(
+    def followup(
         self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan
+    ) -> None:
+        return None  # one round trip per step
+
+    def apply(
+        self,
+        state: SSPState,
+        span: StepSpan,
+        stats: BatchStats,
+        key: NoiseKey,
+        plan: SSPPlan,
+        followup_stats: BatchStats | None = None,
     ) -> SSPState:
         if stats.gram is None or stats.moment is None:
             raise ValueError(

@@ -8,7 +8,7 @@ import pytest
 from dpstream.algorithms import DPAMBSSGD, DPSGD, dp_stat_threshold
 from dpstream.privacy import GdpAccountant, epsilon_for_delta, mu_for_epsilon_delta
 
-from .helpers import excess_risk, gaussian_regression, train
+from .helpers import excess_risk, fixed_key, gaussian_regression, train
 
 D = 20
 
@@ -177,3 +177,86 @@ def test_utility_claims_small_scale():
     )
     fixed_excess = excess_risk(train(fixed, X, y).params, w_star)
     assert fixed_excess >= 10 * excess[0.1]
+
+
+class CountingExecutor:
+    """The in-memory executor, recording the number of clip norms of every request it computes."""
+
+    def __init__(self, X, y, blocks=4):
+        from dpstream.coordinator import InMemoryExecutor
+        from dpstream.models import LinearRegressionModel
+
+        self.inner = InMemoryExecutor(
+            LinearRegressionModel(), zip(np.array_split(X, blocks), np.array_split(y, blocks), strict=True)
+        )
+        self.model, self.widths = self.inner.model, []
+
+    def compute(self, span, request):
+        self.widths.append(len(request.clip_norms))
+        return self.inner.compute(span, request)
+
+
+def _fit_counting(algorithm, X, y):
+    from dpstream.coordinator import run
+
+    executor = CountingExecutor(X, y)
+    result = run(
+        algorithm, executor, num_rows=len(y), num_params=D, initial_params=np.zeros(D), key=fixed_key()
+    )
+    return result, executor.widths
+
+
+@pytest.mark.parametrize("window", [0, 2])
+def test_candidate_window_releases_what_all_candidates_release(window):
+    """The window only changes which clipped sums the workers compute: DP-STAT picks the same ζ_t at every
+    step and the model equals the all-candidates run up to the GEMM's rounding. A window of 0 forces
+    follow-up round trips (each counted), a window of 2 needs few; the first step computes all K + 1."""
+    X, y, _ = gaussian_regression(200_000, D, 0.5, seed=3)
+    kwargs = dict(bound=1e3, statistic="gradient_norm", hessian_norm=1.0)
+    reference, all_widths = _fit_counting(DPAMBSSGD(1.0, 1e-6, candidate_window=None, **kwargs), X, y)
+    windowed, widths = _fit_counting(DPAMBSSGD(1.0, 1e-6, candidate_window=window, **kwargs), X, y)
+    steps = reference.report.steps
+    assert all_widths == [31] * steps
+    assert windowed.state.clip_history == reference.state.clip_history
+    np.testing.assert_allclose(windowed.params, reference.params, rtol=1e-9, atol=1e-12)
+    history = np.log2(np.array(reference.state.clip_history))
+    expected_followups = int(np.sum(np.abs(np.diff(history)) > window + 0.5))
+    assert widths[0] == 31 and len(widths) == steps + expected_followups
+    assert widths.count(1) - (steps - 1 if window == 0 else 0) == expected_followups
+    assert max(widths[1:]) == 2 * window + 1
+    if window == 0:
+        assert expected_followups >= 1  # the early steps move ζ: the fallback path ran
+
+
+def test_apply_refuses_statistics_of_another_request():
+    algorithm = DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", candidate_window=0)
+    X, y, _ = gaussian_regression(50_000, D, 0.5)
+    plan = algorithm.plan(len(y), D)
+    state = algorithm.init(plan, np.zeros(D))
+    first = plan.spans[0]
+    from dpstream.models import LinearRegressionModel
+
+    model = LinearRegressionModel()
+    request = algorithm.request(state, first, plan)
+    stats = model.block_stats(X[slice(*first.stat_rows)], y[slice(*first.stat_rows)], request, role="stat")
+    stats = stats + model.block_stats(
+        X[slice(*first.gradient_rows)], y[slice(*first.gradient_rows)], request, role="gradient"
+    )
+    state = algorithm.apply(state, first, stats, fixed_key(), plan)
+    second = plan.spans[1]
+    with pytest.raises(ValueError, match="expects clipped sums for candidates"):
+        algorithm.apply(state, second, stats, fixed_key(), plan)  # 31 rows where the window asks for 1
+    narrow = algorithm.request(state, second, plan)
+    assert len(narrow.clip_norms) == 1
+    lone = model.block_stats(X[slice(*second.stat_rows)], y[slice(*second.stat_rows)], narrow, role="stat")
+    lone = lone + model.block_stats(
+        X[slice(*second.gradient_rows)], y[slice(*second.gradient_rows)], narrow, role="gradient"
+    )
+    if algorithm.followup(state, second, lone, fixed_key(), plan) is not None:
+        with pytest.raises(ValueError, match="needs the statistics of followup"):
+            algorithm.apply(state, second, lone, fixed_key(), plan)
+
+
+def test_candidate_window_is_validated():
+    with pytest.raises(ValueError, match="candidate_window must be a non-negative integer"):
+        DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", candidate_window=-1)

@@ -21,6 +21,8 @@ from .conftest import DIM, W_STAR, feature_spec, write_lake
 KEY = NoiseKey.from_secret(b"e" * 32)
 ALGORITHMS = [
     DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", hessian_norm=1.0),  # isotropic test features
+    # A one-candidate window: every step whose ζ moves takes the follow-up round trip.
+    DPAMBSSGD(1.0, 1e-6, bound=1e3, statistic="gradient_norm", hessian_norm=1.0, candidate_window=0),
     DPSGD(
         1.0,
         1e-6,
@@ -31,6 +33,11 @@ ALGORITHMS = [
     ),
     AdaSSP(4.0, 1e-6, row_norm_bound=6.0, label_bound=5.0),  # one task per block, one merge, no steps
 ]
+
+
+def algorithm_id(algorithm):
+    window = getattr(algorithm, "candidate_window", None)
+    return algorithm.name + ("" if window in (None, 2) else f"-window{window}")
 
 
 def fit(algorithm, executor, manifest):
@@ -44,12 +51,23 @@ def manifest(lake, tmp_path):
     return shuffle_once(lake, str(tmp_path / "shuffled"), rows_per_file=3500)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=algorithm_id)
 def test_local_cluster_equals_in_memory_bit_for_bit(algorithm, manifest, dask_client):
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
-    distributed = fit(algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
+    executor = CountingDaskExecutor(dask_client, manifest, LinearRegressionModel())
+    distributed = fit(algorithm, executor, manifest)
     assert distributed.tobytes() == in_memory.tobytes()
     assert np.abs(distributed - W_STAR).max() < 0.1  # and it learned
+    if getattr(algorithm, "candidate_window", None) == 0:
+        assert executor.calls > algorithm.plan(manifest.num_rows, DIM).num_steps  # follow-ups ran here
+
+
+class CountingDaskExecutor(DaskExecutor):
+    calls = 0
+
+    def compute(self, span, request):
+        self.calls += 1
+        return super().compute(span, request)
 
 
 def s3_put(fs):
@@ -151,7 +169,7 @@ def test_external_scheduler_equals_in_memory(manifest, external_cluster):
     assert distributed.tobytes() == in_memory.tobytes()
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=algorithm_id)
 def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
     from pipelines import train_on_lake
 
