@@ -3,8 +3,8 @@
 ``BatchStats`` is a monoid (DESIGN.md): statistics of disjoint row sets merge with ``+``; merged in a
 fixed order they are identical however many workers produced them. Nothing per-example leaves a block.
 
-``StatsRequest`` says what to compute: the parameters, the candidate clip norms (several at once so DP-
-AMBSSGD can pick its clip norm after DP-STAT, usually without a second round trip: a window of them
+``StatsRequest`` says what to compute: the parameters, the candidate clip norms (several at once so
+DP-AMBSSGD can pick its clip norm after DP-STAT, usually without a second round trip: a window of them
 around the previous step's), optional DP-STAT thresholds, and for SRGD the previous iterate and the
 weights of the gradient difference. With ``kind="moments"`` it asks instead for the least-squares
 sufficient statistics XᵀX and Xᵀy of rows clipped to ``row_norm_bound`` and labels clipped to
