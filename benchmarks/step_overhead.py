@@ -60,21 +60,32 @@ def per_slice_step(executor, span, request):
     return stats
 
 
-def main() -> None:
+def tiny_lake(rows: int, group_rows: int, features: int = FEATURES):
+    """A shuffled lake of ``rows`` × ``features`` float32 in row groups of ``group_rows`` (temporary folder):
+    work per row group is tiny, so a step's time is the scheduler's, the client's and the worker's
+    fixed costs."""
     import pipelines.shuffle as shuffle_module
-    from dpstream.algorithms import StepSpan
-    from dpstream.models import LinearRegressionModel, StatsRequest
-    from pipelines import DaskExecutor, LakeSpec, connect, shuffle_once
+    from pipelines import LakeSpec, shuffle_once
 
-    folder = tempfile.mkdtemp(prefix="step-overhead-")
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((ROWS, FEATURES)).astype(np.float32)
-    table = pa.table({**{f"x{j}": X[:, j] for j in range(FEATURES)}, "y": X.sum(axis=1)})
+    folder = tempfile.mkdtemp(prefix="tiny-lake-")
+    X = np.random.default_rng(0).standard_normal((rows, features)).astype(np.float32)
+    table = pa.table({**{f"x{j}": X[:, j] for j in range(features)}, "y": X.sum(axis=1)})
     os.makedirs(f"{folder}/raw")
     pq.write_table(table, f"{folder}/raw/part-0.parquet")
-    shuffle_module.ROW_GROUP_ROWS = GROUP_ROWS  # in-process shuffle: tiny row groups
-    spec = LakeSpec(f"{folder}/raw", tuple(f"x{j}" for j in range(FEATURES)), "y")
-    manifest = shuffle_once(spec, f"{folder}/shuffled", rows_per_file=ROWS)
+    default, shuffle_module.ROW_GROUP_ROWS = shuffle_module.ROW_GROUP_ROWS, group_rows  # in-process shuffle
+    try:
+        spec = LakeSpec(f"{folder}/raw", tuple(f"x{j}" for j in range(features)), "y")
+        return shuffle_once(spec, f"{folder}/shuffled", rows_per_file=rows)
+    finally:
+        shuffle_module.ROW_GROUP_ROWS = default
+
+
+def main() -> None:
+    from dpstream.algorithms import StepSpan
+    from dpstream.models import LinearRegressionModel, StatsRequest
+    from pipelines import DaskExecutor, connect
+
+    manifest = tiny_lake(ROWS, GROUP_ROWS)
     request = StatsRequest(params=np.zeros(FEATURES))
     print(
         f"Scatter step cost: {ROWS:,} rows in {len(manifest.blocks()):,} row groups of {GROUP_ROWS}; 2 workers; medians of 5"
