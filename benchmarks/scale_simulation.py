@@ -9,9 +9,10 @@ Measured here, in one run:
    (kernel, noise draw, update) as ``run`` does it in streaming mode.
 2. Step overhead on LocalClusters of 2, 8 and 16 single-threaded worker processes over a tiny lake of
    1,024 row groups of 50 rows × 8 features, stepping over 1 to 1,024 row groups (median of 5 per point).
-   A least-squares fit gives seconds per step = a + b·tasks + g·row groups / min(workers, cores): a the
-   fixed round trip (client → scheduler → worker → client, merge), b each further task, g a row group's
-   fixed cost on a worker (its slice read, the pieces' statistics, the result).
+   From them, seconds per step = a + b·(tasks − 1) + g·row groups / min(workers, cores): a the fixed
+   round trip (client → scheduler → worker → client, merge), b each further task, g a row group's fixed
+   cost on a worker (its slice read, the pieces' statistics, the result); ``fit_overheads`` says which
+   points give which constant.
 
 Then the extrapolation table for N = 10¹⁰ rows × 64 features on 100 single-core workers, with the
 assumptions it prints. This machine has 2 cores: 16 worker processes share them, so b includes
@@ -127,13 +128,18 @@ def step_overheads() -> list[tuple[int, int, int, float]]:
 
 
 def fit_overheads(points) -> tuple[float, float, float]:
-    """(a, b, g) of seconds = a + b·(tasks − 1) + g·groups / min(workers, cores), least squares."""
-    design = np.array(
-        [[1.0, tasks - 1, groups / min(workers, CORES)] for workers, groups, tasks, _ in points]
+    """(a, b, g) of seconds per step = a + b·(tasks − 1) + g·groups / min(workers, cores), each from the points
+    that isolate it: a from the one-group steps (one task), b from the 16-group steps (the slope in tasks,
+    where each task's own work is small), g from the 2-worker steps (no more workers than cores here;
+    more processes than cores measure contention, not the cluster)."""
+    a = float(np.median([seconds for _, groups, _, seconds in points if groups == 1]))
+    few = [(tasks, seconds) for _, groups, tasks, seconds in points if groups == 16]
+    b = max(0.0, float(np.polyfit([t - 1 for t, _ in few], [s for _, s in few], 1)[0]))
+    pairs = [(groups, seconds) for workers, groups, _, seconds in points if workers == min(WORKERS)]
+    g = max(0.0, float(np.polyfit([r for r, _ in pairs], [s for _, s in pairs], 1)[0])) * min(
+        min(WORKERS), CORES
     )
-    seconds = np.array([point[3] for point in points])
-    solution, *_ = np.linalg.lstsq(design, seconds, rcond=None)
-    return tuple(float(max(value, 0.0)) for value in solution)  # type: ignore[return-value]
+    return a, b, g
 
 
 def extrapolate(rates: dict[str, float], a: float, b: float, g: float) -> list[list[str]]:
