@@ -10,8 +10,10 @@ Several candidate clip norms cost one GEMM instead of a GEMV. For SRGD (seed 003
 quantity is the weighted difference u_i = [η_t φ'(m_t) − η_{t−1} φ'(m_{t−1})] x_i, again a scalar
 times x_i, evaluated in the cancellation-safe form η_t(φ'(m_t) − φ'(m_{t−1})) + (η_t − η_{t−1})φ'(m_{t−1}).
 
+On a CPU the statistics come from the Numba kernels of ``dpstream.models.glm_cpu`` (one read of each
+value for the margins and the norms); on a GPU from the CUDA kernel of ``dpstream.models.glm_cuda``.
 Precision: rows are processed in chunks of ``CHUNK_ROWS``; float32 data stay float32 inside a chunk's
-BLAS products (no copy of the block), and chunk results are accumulated in float64.
+sums (no copy of the block), and chunk results are accumulated in float64.
 
 Losses: squared loss φ(m, y) = (m − y)²/2 and logistic loss φ(m, y) = log(1 + exp(−y m)) with
 labels y ∈ {−1, +1}: ``targets`` maps a label > 0 to +1 and anything else to −1 (estimators map any two
@@ -28,14 +30,14 @@ from scipy.special import expit, log1p
 from threadpoolctl import ThreadpoolController
 
 from dpstream.backend import array_module, to_device, to_host
-from dpstream.models import glm_cuda
+from dpstream.models import glm_cpu, glm_cuda
 from dpstream.models.clipping import clip_factors
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
-CHUNK_ROWS = 4096
+CHUNK_ROWS = glm_cpu.CHUNK_ROWS  # rows per float32 partial sum, on CPU and GPU fallback alike
 DEVICE_CHUNK_ROWS = 262_144  # GPU fallback path: rows per float32 product before accumulating in float64
 # One BLAS thread inside the kernel: a multi-threaded BLAS splits reductions differently with the
 # thread count, and the statistics must be bit-for-bit identical on a 1-thread Dask worker and a
@@ -100,23 +102,33 @@ class GLM:
             )
         dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.float64
         X = X.astype(dtype, copy=False)
-        params = request.params.astype(dtype, copy=False)
-        previous = (
-            None if request.previous_params is None else request.previous_params.astype(dtype, copy=False)
-        )
-        clip_norms = request.clip_norms
         xp = array_module(self.backend)
         if request.kind == "moments":
             return self._moment_stats(X, y, request, xp)
         stats = BatchStats.zeros(
-            len(clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
+            len(request.clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
         )
         stats.row_count = X.shape[0]
         if xp is not np:
             self._accumulate_on_device(X, y, request, role, stats, xp)
             return stats
-        with _BLAS.limit(limits=1, user_api="blas"):
-            self._accumulate(X, y, request, role, dtype, params, previous, stats)
+        sums, loss_sum, clipped_rows, values = glm_cpu.block_statistics(
+            X,
+            self.targets(y.astype(np.float64, copy=False)),
+            request.params,
+            request.clip_norms,
+            glm_cpu.LOSS_KINDS[self.name],
+            request.previous_params,
+            request.weight,
+            request.previous_weight,
+            statistic_kind=-1 if role == "gradient" else glm_cpu.STATISTIC_KINDS[request.statistic],
+        )
+        stats.loss_sum += loss_sum
+        if role == "stat":
+            stats.histogram += _cumulative_counts(values, request.thresholds)
+        else:
+            stats.clipped_sums += sums
+            stats.clipped_rows += clipped_rows
         return stats
 
     def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
@@ -209,47 +221,6 @@ class GLM:
         stats.loss_sum += float(loss_total)
         stats.clipped_sums += to_host(sums)
         stats.clipped_rows += to_host(clipped_rows).astype(np.int64)
-
-    def _accumulate(self, X, y, request, role, dtype, params, previous, stats) -> None:
-        clip_norms = request.clip_norms
-        # Reused scratch in the block's own memory order: a layout mismatch would turn np.square into
-        # a strided transpose (2.5× slower on column-major blocks decoded from Parquet).
-        order = "F" if X.ndim == 2 and X.strides[0] < X.strides[1] else "C"
-        squares = np.empty((min(CHUNK_ROWS, X.shape[0]), X.shape[1]), dtype=dtype, order=order)
-        ones = np.ones(X.shape[1], dtype=dtype)
-        for start in range(0, X.shape[0], CHUNK_ROWS):
-            chunk = X[start : start + CHUNK_ROWS]
-            labels = self.targets(y[start : start + CHUNK_ROWS].astype(np.float64, copy=False))
-            margins = (chunk @ params).astype(np.float64)
-            scalars = self.derivative(margins, labels)
-            stats.loss_sum += self.loss_sum(margins, labels, scalars)
-            if previous is not None and request.previous_weight != 0.0:
-                previous_scalars = self.derivative((chunk @ previous).astype(np.float64), labels)
-                scalars = (
-                    request.weight * (scalars - previous_scalars)
-                    + (request.weight - request.previous_weight) * previous_scalars
-                )
-            elif request.weight != 1.0:
-                scalars = request.weight * scalars
-            # ‖x_i‖² as one BLAS product over the squared chunk: no float64 copy of the block.
-            row_norms = np.sqrt((np.square(chunk, out=squares[: chunk.shape[0]]) @ ones).astype(np.float64))
-            gradient_norms = np.abs(scalars)
-            gradient_norms *= row_norms
-            if role == "stat":
-                values = np.abs(margins - labels) if request.statistic == "residual" else gradient_norms
-                stats.histogram += _cumulative_counts(values, request.thresholds)
-                continue
-            if len(clip_norms) == 1:
-                clip = clip_norms[0]
-                clipped = gradient_norms > clip
-                if clipped.any():
-                    scalars[clipped] *= clip / gradient_norms[clipped]
-                    stats.clipped_rows[0] += int(np.count_nonzero(clipped))
-                stats.clipped_sums[0] += chunk.T @ scalars.astype(dtype)
-            else:
-                factors = clip_factors(gradient_norms, clip_norms)
-                stats.clipped_sums += (chunk.T @ (scalars[:, None] * factors).astype(dtype)).T
-                stats.clipped_rows += np.count_nonzero(factors < 1.0, axis=0)
 
 
 def _cumulative_counts(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
