@@ -12,7 +12,8 @@ Each block is pinned to one worker (block index modulo the workers present, so n
 one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
 footers of its last 8 files (``pipelines.lake.read_block``): consecutive steps read consecutive slices
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
-blocks.
+blocks. While a step's slowest worker finishes, the others decode their blocks of the next step
+(``_prefetch``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from dpstream.models import BatchStats, Model, StatsRequest
 from pipelines.lake import LakeSpec, LruCache, read_block, read_row_group
 from pipelines.shuffle import Manifest
 
-__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "lake_blocks"]
+__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks"]
 
 # Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
 # long-lived worker must never serve a block of an earlier shuffle written at the same path.
 _BLOCKS = LruCache(4)
+PREFETCH_BLOCKS = 2  # per worker and step: half the cache
 
 
 def _block_arrays(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
@@ -53,6 +55,13 @@ def slice_stats(
     the shuffle's identity (``Manifest.row_order``) that keys the worker's caches."""
     X, y = _block_arrays(path, group, spec, lake)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
+
+
+def warm_blocks(blocks: list[tuple[str, int]], spec: LakeSpec, lake: str = "") -> int:
+    """Read and decode (path, row group) blocks into this worker's cache; returns how many (runs on a worker)."""
+    for path, group in blocks:
+        _block_arrays(path, group, spec, lake)
+    return len(blocks)
 
 
 def pieces_stats(
@@ -102,6 +111,38 @@ class DaskExecutor:
             start, index = end, index + 1
         return pieces
 
+    def _prefetch(self, start: int, rows: int) -> None:
+        """Warm the workers' caches with the blocks of rows [start, start + rows): the next step's, since the
+        plans' spans follow one another. A worker runs it, at low priority, after its share of this step,
+        while it would otherwise wait for the slowest worker at the step's barrier (decoding is the
+        critical path: issue 18). At most ``PREFETCH_BLOCKS`` per worker, so the 4-block cache keeps
+        this step's blocks. Statistics are unchanged: the same blocks are decoded either way."""
+        from distributed import fire_and_forget
+
+        stop = min(start + rows, self.starts[-1])
+        if start >= stop:
+            return
+        first = bisect.bisect_right(self.starts, start) - 1
+        last = bisect.bisect_right(self.starts, stop - 1) - 1
+        by_worker: dict[int, list[tuple[str, int]]] = {}
+        for index in range(first, last + 1):
+            blocks = by_worker.setdefault(index % len(self.workers), [])
+            if len(blocks) < PREFETCH_BLOCKS:
+                blocks.append(tuple(self.blocks[index][1:3]))
+        for worker, blocks in by_worker.items():
+            fire_and_forget(
+                self.client.submit(
+                    warm_blocks,
+                    blocks,
+                    self.spec,
+                    self.lake,
+                    workers=[self.workers[worker]],
+                    allow_other_workers=True,
+                    priority=-1,
+                    pure=False,
+                )
+            )
+
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
         pieces = []
         if span.stat_rows is not None and request.thresholds is not None:
@@ -127,6 +168,7 @@ class DaskExecutor:
             )
             for worker, positions in by_worker.items()
         }
+        self._prefetch(span.gradient_rows[1], span.rows)
         parts: list[BatchStats | None] = [None] * len(pieces)
         for worker, results in zip(futures, self.client.gather(list(futures.values())), strict=True):
             for position, part in zip(by_worker[worker], results, strict=True):

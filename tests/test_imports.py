@@ -58,7 +58,7 @@ def test_cli_help_loads_no_heavy_library():
     code = (
         "import sys, contextlib, io\nfrom flows.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
-        "heavy = ('numpy', 'scipy', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich')\n"
+        "heavy = ('numpy', 'scipy', 'numba', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

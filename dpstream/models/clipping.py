@@ -8,9 +8,10 @@ C, so a record changes the sum by at most 2C (replace-one) or C (zero-out):
     clip_rows:     x̄_i = f_i x_i with C = B_x                  (AdaSSP's rows, dpstream.models.moments)
     clip_labels:   ȳ_i = clip(y_i, −B_y, B_y)                  (AdaSSP's labels)
 
-The fused GPU kernel for the GLMs (``dpstream.models.glm_cuda``) computes the same factors in CUDA
-(C·(1/‖v‖) in float64, within an ulp of C/‖v‖) and is privacy-critical for the same reason.
-The GLMs (NumPy and CuPy paths) and the KAN compute their per-example gradient norms ‖g_i‖ without
+The fused kernels for the GLMs compute the same factors per row, on a CPU in Numba
+(``dpstream.models.glm_cpu``, s·(C/g) in float64) and on a GPU in CUDA (``dpstream.models.glm_cuda``,
+C·(1/‖v‖) in float64, within an ulp of C/‖v‖); they are privacy-critical for the same reason.
+The GLMs (CuPy fallback path) and the KAN compute their per-example gradient norms ‖g_i‖ without
 forming g_i (rank-one gradients) and scale each row's term by ``clip_factors``; AdaSSP clips rows and
 labels here. Every function takes the array module ``xp`` (NumPy or CuPy). A change here changes the
 privacy guarantee: ``tests/models/test_clipping.py`` checks the bound directly, and the audit

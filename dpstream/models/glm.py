@@ -51,7 +51,7 @@ class GLM:
 
     ``backend="cupy"`` (or ``"auto"`` on a machine with a GPU) computes the statistics on the GPU
     (``_accumulate_on_device``): the block is copied once, products run in the block's dtype per
-    chunk and accumulate in float64, so results equal the NumPy path within float32 rounding.
+    chunk and accumulate in float64, so results equal the CPU path within float32 rounding.
     """
 
     backend: str = "numpy"

@@ -1,6 +1,6 @@
 """One-pass GLM statistics on a GPU: a fused CUDA kernel. PRIVACY-CRITICAL (it clips).
 
-The NumPy path (``dpstream.models.glm``) reads a block twice per chunk: once for the margins
+The CPU kernels (``dpstream.models.glm_cpu``) read a chunk of a block twice: once for the margins
 m_i = ⟨x_i, w⟩ and the norms ‖x_i‖, once for the transposed product Xᵀ(φ' ⊙ f). On a GPU both passes
 and the per-row scalars between them fuse into one read of X (ambssgd spec §5.1):
 
@@ -15,7 +15,7 @@ coefficient(r, k)·x(r, its columns) to its K running sums, kept in registers.
 
 Determinism (a retried step must release identical values): no atomics. Each warp sums at most
 ``ROWS_PER_WARP`` rows in the block's dtype (float32 error ≲ 512 ulp of the row terms, the same
-order as the NumPy path's float32 BLAS over 4096-row chunks), the warps of a thread block are added
+order as the CPU kernels' float32 sums over 4096-row chunks), the warps of a thread block are added
 in a fixed order in float64, and the per-block partials are summed by CuPy's fixed reduction tree.
 The launch shape depends on the number of rows only, so the same block gives the same bits.
 
