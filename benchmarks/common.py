@@ -17,7 +17,10 @@ from dpstream.noise import NoiseKey
 FIGURES = __file__.rsplit("/", 1)[0] + "/figures"
 
 
-def median_time(function: Callable[[], object], repeats: int = 7) -> float:
+def median_time(function: Callable[[], object], repeats: int = 7, warmup: bool = False) -> float:
+    """Median seconds of ``repeats`` calls (after one untimed call with ``warmup``: caches, JIT)."""
+    if warmup:
+        function()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -212,7 +212,16 @@ def main() -> None:
         )
         print(
             markdown_table(
-                ["training", "mode", "follow-up round trips", "rows/s", "raw pyarrow scan rows/s", "ratio"],
+                [
+                    "training",
+                    "mode",
+                    "follow-up round trips",
+                    "rows/s",
+                    "Dask-task scan rows/s",
+                    "ratio",
+                    "plain 2-process decode rows/s",
+                    "ratio",
+                ],
                 results,
             )
         )

@@ -26,11 +26,10 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-import time
 
 import numpy as np
 
-from benchmarks.common import markdown_table
+from benchmarks.common import markdown_table, median_time
 from benchmarks.step_overhead import tiny_lake
 
 BLOCK_ROWS, DIM = 65_536, 64
@@ -43,16 +42,6 @@ LAKE_ROWS, CLUSTER_WORKERS, DPSGD_BATCH = 10**10, 100, 4_096
 ROW_BYTES = 4 * DIM + 8  # float32 features and a float64 label, uncompressed (random data does not compress)
 S3_BYTES_PER_SECOND = 100e6  # one single-threaded reader per worker from S3 in-region (assumption)
 COORDINATOR_NIC_BYTES_PER_SECOND = 1.25e9  # 10 Gbit/s into the coordinator (assumption)
-
-
-def _median_seconds(function, repeats: int = 5) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def per_core_rates() -> dict[str, float]:
@@ -87,11 +76,14 @@ def per_core_rates() -> dict[str, float]:
         "kernel, moments (AdaSSP)": StatsRequest(w, kind="moments", row_norm_bound=8.0, label_bound=4.0),
     }
     rates = {
-        "decode": BLOCK_ROWS / _median_seconds(lambda: read_row_group(fs, f"{folder}/block.parquet", spec, 0))
+        "decode": BLOCK_ROWS
+        / median_time(lambda: read_row_group(fs, f"{folder}/block.parquet", spec, 0), repeats=5, warmup=True)
     }
     with threadpool_limits(limits=1, user_api="blas"):
         for label, request in requests.items():
-            rates[label] = BLOCK_ROWS / _median_seconds(lambda r=request: model.block_stats(X, y, r))
+            rates[label] = BLOCK_ROWS / median_time(
+                lambda r=request: model.block_stats(X, y, r), repeats=5, warmup=True
+            )
         rows = 16 * BLOCK_ROWS
         big_X, big_y = np.tile(X, (16, 1)), np.tile(y, 16)
         algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.1, batch_size=DPSGD_BATCH)
@@ -101,7 +93,7 @@ def per_core_rates() -> dict[str, float]:
             executor = InMemoryExecutor(model, [(big_X, big_y)])
             run(algorithm, executor, num_rows=rows, num_params=DIM, initial_params=np.zeros(DIM), key=key)
 
-        rates["coordinator, DP-SGD step"] = rows / _median_seconds(streaming_steps, repeats=3)
+        rates["coordinator, DP-SGD step"] = rows / median_time(streaming_steps, repeats=3, warmup=True)
     return rates
 
 
@@ -120,7 +112,9 @@ def step_overheads() -> list[tuple[int, int, int, float]]:
             executor = DaskExecutor(client, manifest, LinearRegressionModel())
             for groups in GROUPS_PER_STEP:
                 span = StepSpan(0, (0, groups * TINY_GROUP_ROWS))
-                seconds = _median_seconds(lambda span=span: executor.compute(span, request))
+                seconds = median_time(
+                    lambda span=span: executor.compute(span, request), repeats=5, warmup=True
+                )
                 points.append((workers, groups, min(workers, groups), seconds))
         finally:
             client.close()

@@ -13,23 +13,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks.common import median_time
+
 ROWS, FEATURES, GROUP_ROWS = 100_000, 8, 100
-
-
-def _median_seconds(function, repeats: int = 5) -> float:
-    function()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def per_slice_step(executor, span, request):
@@ -100,8 +91,12 @@ def main() -> None:
             now = executor.compute(span, request)
             before = per_slice_step(executor, span, request)
             assert np.array_equal(now.clipped_sums, before.clipped_sums)  # same merge, same bits
-            seconds_before = _median_seconds(lambda span=span: per_slice_step(executor, span, request))
-            seconds_now = _median_seconds(lambda span=span: executor.compute(span, request))
+            seconds_before = median_time(
+                lambda span=span: per_slice_step(executor, span, request), repeats=5, warmup=True
+            )
+            seconds_now = median_time(
+                lambda span=span: executor.compute(span, request), repeats=5, warmup=True
+            )
             print(
                 f"| {groups:,} | {groups:,} / {min(groups, len(executor.workers))} | {seconds_before:.3f} | "
                 f"{seconds_now:.3f} | {seconds_before / seconds_now:.1f} |"
