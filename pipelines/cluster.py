@@ -14,12 +14,12 @@ from typing import Any
 
 __all__ = ["connect", "cluster_client", "import_cluster_class", "check_cluster_class"]
 
-# Not set here, measured in benchmarks/allocator.py: Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536,
-# which switches off glibc's dynamic mmap threshold and makes the 31-norm NumPy kernel ~3x slower.
-# Raising the mmap threshold (8 MiB) restores the speed, but then the kernels' temporaries come from the
-# heap at 16-byte rather than page alignment, and OpenBLAS's results depend on alignment in the last
-# bit: the KAN on a worker stopped matching the in-memory fit bit-for-bit (tests/pipelines), which a
-# retried step must. Preallocated, aligned temporaries in the kernels would allow both.
+# Dask's worker allocator setting is left as it is, measured in benchmarks/allocator.py: its
+# MALLOC_TRIM_THRESHOLD_=65536 switches off glibc's dynamic mmap threshold, which made the NumPy GLM
+# kernel's per-chunk temporaries ~3x slower; the Numba kernels (dpstream.models.glm_cpu) allocate once
+# per call and run at the same speed either way. Raising the mmap threshold instead had moved the KAN's
+# temporaries to 16-byte-aligned heap memory, and OpenBLAS's last bit depends on alignment: a worker's
+# KAN stopped matching the in-memory fit bit-for-bit (tests/pipelines), which a retried step must.
 
 
 def connect(
