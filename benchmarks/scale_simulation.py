@@ -109,7 +109,7 @@ def step_overheads() -> list[tuple[int, int, int, float]]:
     for workers in WORKERS:
         client = connect(n_workers=workers, memory_limit="512MiB")
         try:
-            executor = DaskExecutor(client, manifest, LinearRegressionModel())
+            executor = DaskExecutor(client, manifest, LinearRegressionModel(), prefetch=False)
             for groups in GROUPS_PER_STEP:
                 span = StepSpan(0, (0, groups * TINY_GROUP_ROWS))
                 seconds = median_time(
@@ -236,7 +236,7 @@ def main() -> None:
         f"\nExtrapolation: {LAKE_ROWS:.0e} rows × {DIM} features ({LAKE_ROWS * ROW_BYTES / 1e12:.2f} TB uncompressed) on "
         f"{CLUSTER_WORKERS} single-core workers; S3 {S3_BYTES_PER_SECOND / 1e6:.0f} MB/s per worker, coordinator NIC "
         f"{COORDINATOR_NIC_BYTES_PER_SECOND * 8 / 1e9:.0f} Gbit/s, row groups of {BLOCK_ROWS:,} rows, no read-ahead "
-        "in scatter mode (a task reads, decodes and computes in turn):\n"
+        "in scatter mode beyond two blocks per worker (a task reads, decodes and computes in turn):\n"
     )
     print(
         markdown_table(

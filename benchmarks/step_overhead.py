@@ -85,7 +85,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     client = connect(n_workers=2, memory_limit="1GiB")
     try:
-        executor = DaskExecutor(client, manifest, LinearRegressionModel())
+        executor = DaskExecutor(client, manifest, LinearRegressionModel(), prefetch=False)
         for groups in (10, 100, 1000):
             span = StepSpan(0, (0, groups * GROUP_ROWS))
             now = executor.compute(span, request)

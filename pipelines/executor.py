@@ -89,9 +89,15 @@ def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = Non
 
 class DaskExecutor:
     def __init__(
-        self, client: Any, manifest: Manifest, model: Model, storage_options: dict[str, Any] | None = None
+        self,
+        client: Any,
+        manifest: Manifest,
+        model: Model,
+        storage_options: dict[str, Any] | None = None,
+        prefetch: bool = True,
     ):
         self.client = client
+        self.prefetch = prefetch  # off only to measure a bare step (benchmarks)
         self.manifest = manifest
         self.model = model
         self.spec = manifest.spec(storage_options)
@@ -168,7 +174,8 @@ class DaskExecutor:
             )
             for worker, positions in by_worker.items()
         }
-        self._prefetch(span.gradient_rows[1], span.rows)
+        if self.prefetch:
+            self._prefetch(span.gradient_rows[1], span.rows)
         parts: list[BatchStats | None] = [None] * len(pieces)
         for worker, results in zip(futures, self.client.gather(list(futures.values())), strict=True):
             for position, part in zip(by_worker[worker], results, strict=True):
