@@ -16,6 +16,7 @@ MODULES = [
     "benchmarks.srgd_utility",
     "benchmarks.data_plane",
     "benchmarks.step_overhead",
+    "benchmarks.scale_simulation",
     "benchmarks.predict_memory",
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
