@@ -76,11 +76,19 @@ def overlap(first: str, second: str) -> str | None:
 
 
 def write_bytes_atomic(
-    fs: fsspec.AbstractFileSystem, path: str, data: bytes, *, exclusive: bool = False
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    data: bytes | memoryview,
+    *,
+    exclusive: bool = False,
+    durable: bool = True,
 ) -> None:
-    """Write ``data`` to ``path`` so readers see either the old object or the whole new one.
+    """Write ``data`` (any bytes-like object) to ``path`` so readers see either the old object or the
+    whole new one.
 
     ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing object.
+    ``durable=False`` skips the fsync on local disks: for scratch data that an interrupted run discards
+    and rewrites (the shuffle's pieces), where the rename alone gives the all-or-nothing view.
     """
     if is_local(fs):
         directory = os.path.dirname(path) or "."
@@ -90,7 +98,8 @@ def write_bytes_atomic(
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if durable:
+                    os.fsync(handle.fileno())
             if exclusive:
                 os.link(tmp, path)  # atomic, and fails with FileExistsError if path exists
             else:
@@ -99,6 +108,7 @@ def write_bytes_atomic(
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return
+    data = data if isinstance(data, bytes) else bytes(data)
     if exclusive:
         try:
             fs.pipe_file(path, data, mode="create")

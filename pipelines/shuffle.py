@@ -48,6 +48,7 @@ __all__ = ["Manifest", "shuffle_once", "read_manifest", "check_output_location",
 MANIFEST_NAME = "_manifest.json"
 MARKER_NAME = "_shuffle_in_progress.json"
 SCRATCH = "_scratch"
+_PIECE = re.compile(r"from-\d{5}\.arrow$")
 _PART = re.compile(r"^part-\d{5}\.parquet$")
 DEFAULT_ROWS_PER_FILE = 250_000
 HELD_OUT_FILES = 5  # automatic layout: at least this many files, so the held-out last file is ≤ 20 %
@@ -157,14 +158,28 @@ def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Ma
 ROW_GROUP_ROWS = 65_536
 
 
-def _write_parquet(fs: Any, path: str, table: pa.Table, compression: str = "snappy") -> tuple[int, ...]:
-    """Write ``table`` atomically; returns the rows of each row group written."""
+def _write_parquet(fs: Any, path: str, table: pa.Table) -> tuple[int, ...]:
+    """Write ``table`` atomically and durably; returns the rows of each row group written."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, use_dictionary=False, compression=compression, row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(table, sink, use_dictionary=False, row_group_size=ROW_GROUP_ROWS)
     buffer = sink.getvalue()
     metadata = pq.read_metadata(pa.BufferReader(buffer))
-    write_bytes_atomic(fs, path, buffer.to_pybytes())
+    write_bytes_atomic(fs, path, memoryview(buffer))
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+
+
+def _write_piece(fs: Any, path: str, table: pa.Table) -> None:
+    """A scratch piece as an uncompressed Arrow IPC file: the gather reads it back without decoding
+    (Parquet pieces cost an encode and a decode of every value, and shuffled floats do not compress).
+    Atomic but not fsynced: an interrupted shuffle discards its scratch prefix (issue 16 item 5)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    write_bytes_atomic(fs, path, memoryview(sink.getvalue()), durable=False)
+
+
+def _read_piece(fs: Any, path: str) -> pa.Table:
+    return pa.ipc.open_file(pa.BufferReader(fs.cat_file(path))).read_all()
 
 
 def _scatter(
@@ -185,12 +200,10 @@ def _scatter(
     offset = 0
     for target, count in enumerate(counts):
         if count:
-            # Scratch pieces live minutes and hold shuffled floats that do not compress: skip the codec.
-            _write_parquet(
+            _write_piece(
                 out_fs,
-                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.parquet",
+                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.arrow",
                 table.slice(offset, int(count)),
-                compression="none",
             )
             offset += int(count)
 
@@ -198,11 +211,9 @@ def _scatter(
 def _gather(out_url: str, out_options: dict, target: int, seed: int) -> tuple[int, ...]:
     fs, root = open_url(out_url, out_options)
     folder = f"{root}/{SCRATCH}/to-{target:05d}"
-    pieces = []
-    for path in sorted(fs.ls(folder, detail=False)):
-        with fs.open(path, "rb") as handle:
-            pieces.append(pq.read_table(handle))
-    table = pa.concat_tables(pieces)
+    # Only finished pieces: a temporary file of a scatter task killed mid-write is not one.
+    paths = sorted(path for path in fs.ls(folder, detail=False) if _PIECE.match(path.rsplit("/", 1)[-1]))
+    table = pa.concat_tables([_read_piece(fs, path) for path in paths])
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
     return _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
 

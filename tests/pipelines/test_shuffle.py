@@ -259,3 +259,20 @@ def test_s3_output_overlapping_the_source_is_refused(s3_bucket):
     fs.invalidate_cache()
     assert fs.cat_file(f"{url[5:]}/foreign/data.csv") == b"a,b"
     assert shuffle_once(spec, f"{url}/fresh").num_rows == 600
+
+
+def test_gather_reads_finished_pieces_only(tmp_path):
+    """A scatter task killed mid-write leaves a temporary file beside the pieces; the gather skips it."""
+    import fsspec
+    import pyarrow as pa
+
+    from pipelines.shuffle import SCRATCH, _gather, _write_piece
+
+    fs = fsspec.filesystem("file")
+    folder = tmp_path / SCRATCH / "to-00000"
+    for index, values in enumerate(([1.0, 2.0], [3.0, 4.0, 5.0])):
+        _write_piece(fs, str(folder / f"from-{index:05d}.arrow"), pa.table({"x": values}))
+    (folder / ".tmp-killed").write_bytes(b"half a piece")
+    groups = _gather(str(tmp_path), {}, 0, seed=1)
+    table = pq.read_table(tmp_path / "part-00000.parquet")
+    assert groups == (5,) and sorted(table.column("x").to_pylist()) == [1.0, 2.0, 3.0, 4.0, 5.0]
