@@ -212,17 +212,24 @@ def _columns_kernel(
 @functools.cache
 def _compiled() -> tuple[Any, Any]:
     """The two kernels, compiled on first use (importing Numba costs ~0.4 s: not at import time) and
-    cached on disk beside this file, so worker processes load them instead of compiling."""
+    cached on disk (beside this file, or in ``NUMBA_CACHE_DIR``), so worker processes load them instead
+    of compiling. Where no cache location is writable they are compiled in each process."""
+    global _derivative_and_loss, _row_scalar, _columns_dot
+    helpers = (_derivative_and_loss, _row_scalar, _columns_dot)
+    try:
+        jitted = [_jit(function, cache=True) for function in (*helpers, _rows_kernel, _columns_kernel)]
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        jitted = [_jit(function, cache=False) for function in (*helpers, _rows_kernel, _columns_kernel)]
+    _derivative_and_loss, _row_scalar, _columns_dot = jitted[:3]
+    return jitted[3], jitted[4]
+
+
+def _jit(function: Any, cache: bool) -> Any:
     import numba
 
     # error_model="numpy": IEEE division (C/0 = ∞, as clip_factors has it) without a Python check per
     # division, which would also stop the loops from vectorising.
-    jit = functools.partial(numba.njit, fastmath=_FASTMATH, cache=True, nogil=True, error_model="numpy")
-    global _derivative_and_loss, _row_scalar, _columns_dot
-    _derivative_and_loss = jit(_derivative_and_loss)
-    _row_scalar = jit(_row_scalar)
-    _columns_dot = jit(_columns_dot)
-    return jit(_rows_kernel), jit(_columns_kernel)
+    return numba.njit(function, fastmath=_FASTMATH, cache=cache, nogil=True, error_model="numpy")
 
 
 def block_statistics(
