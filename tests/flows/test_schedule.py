@@ -127,8 +127,15 @@ def wait_for_completed_runs(env, deployment_names, processes) -> dict[str, dict]
     completed: dict[str, dict] = {}
     while len(completed) < len(deployment_names):
         deployments = {d["id"]: d["name"] for d in api(env, "POST", "/deployments/filter", {})}
+        # Finished runs only: the scheduler creates future per-minute runs by the dozen, and an unfiltered
+        # query (one page) may not reach a completed one.
+        finished = {
+            "flow_runs": {"state": {"type": {"any_": ["COMPLETED", "FAILED", "CRASHED"]}}},
+            "limit": 200,
+        }
         runs = [
-            (deployments.get(run["deployment_id"]), run) for run in api(env, "POST", "/flow_runs/filter", {})
+            (deployments.get(run["deployment_id"]), run)
+            for run in api(env, "POST", "/flow_runs/filter", finished)
         ]
         for name, run in runs:
             if name in deployment_names and run["state_type"] == "COMPLETED":
