@@ -12,7 +12,8 @@ Lake: 8,000,000 rows × 64 float32 features + label in 40 files (written once un
    16,000,000-row lake (4.2 GB): 4× the workers' total memory. An idle worker process with its imports
    takes about 154 MiB here, and Numba with the loaded statistics kernels another ~107 MiB, so 512 MiB
    leaves ~250 MiB of working room (384 MiB did before the kernels, issue 16). Target: under the limit.
-Run: ``python -m benchmarks.data_plane`` (about 6 minutes; writes ~8 GB under .bench/).
+Run: ``python -m benchmarks.data_plane`` (about 9 minutes; writes ~10 GB under .bench/);
+``python -m benchmarks.data_plane --shuffle 3`` repeats only the copy and the shuffle (median ratio).
 """
 
 from __future__ import annotations
@@ -123,21 +124,62 @@ def _fallbacks(clip_history: tuple[float, ...], window: int) -> int:
     return int(np.sum(np.abs(np.diff(levels)) > window + 0.5))
 
 
+def _copy_seconds(client, source: str) -> float:
+    copy_dir = os.path.join(ROOT, "copy")
+    os.makedirs(copy_dir, exist_ok=True)
+    start = time.perf_counter()
+    client.gather(
+        [
+            client.submit(_copy, os.path.join(source, f), os.path.join(copy_dir, f), pure=False)
+            for f in sorted(os.listdir(source))
+        ]
+    )
+    return time.perf_counter() - start
+
+
+def shuffle_rounds(rounds: int = 3) -> None:
+    """Copy and shuffle_once interleaved ``rounds`` times on the same workers: the ratio's median, since
+    the copy alone swings 2× between runs on this machine (``python -m benchmarks.data_plane --shuffle 3``)."""
+    import shutil
+
+    source = write_source()
+    spec = LakeSpec(source, SPEC_COLUMNS, "y")
+    client = connect(n_workers=2, memory_limit="2GiB")
+    rows = []
+    try:
+        for round_index in range(rounds):
+            copy_seconds = _copy_seconds(client, source)
+            target = os.path.join(ROOT, f"shuffle-round-{round_index}")
+            shutil.rmtree(target, ignore_errors=True)
+            start = time.perf_counter()
+            shuffle_once(spec, target, rows_per_file=ROWS, client=client)
+            shuffle_seconds = time.perf_counter() - start
+            shutil.rmtree(target, ignore_errors=True)
+            rows.append(
+                [
+                    str(round_index + 1),
+                    f"{copy_seconds:.1f}",
+                    f"{shuffle_seconds:.1f}",
+                    shuffle_seconds / copy_seconds,
+                ]
+            )
+    finally:
+        client.close()
+    median = float(np.median([row[3] for row in rows]))
+    print(
+        markdown_table(
+            ["round", "copy s", "shuffle_once s", "ratio"], [[*row[:3], f"{row[3]:.2f}"] for row in rows]
+        )
+    )
+    print(f"\nmedian shuffle / copy: {median:.2f} (target ≤ 3)")
+
+
 def main() -> None:
     source = write_source()
     spec = LakeSpec(source, SPEC_COLUMNS, "y")
     client = connect(n_workers=2, memory_limit="2GiB")
     try:
-        copy_dir = os.path.join(ROOT, "copy")
-        os.makedirs(copy_dir, exist_ok=True)
-        start = time.perf_counter()
-        client.gather(
-            [
-                client.submit(_copy, os.path.join(source, f), os.path.join(copy_dir, f), pure=False)
-                for f in sorted(os.listdir(source))
-            ]
-        )
-        copy_seconds = time.perf_counter() - start
+        copy_seconds = _copy_seconds(client, source)
         shuffled = os.path.join(ROOT, f"shuffled-{int(time.time())}")
         start = time.perf_counter()
         manifest = shuffle_once(spec, shuffled, rows_per_file=ROWS, client=client)
@@ -287,4 +329,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["--shuffle"]:
+        shuffle_rounds(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    else:
+        main()
