@@ -160,47 +160,28 @@ def extrapolate(rates: dict[str, float], a: float, b: float, g: float) -> list[l
     scatter("DP-AMBSSGD (window of 5)", steps, "kernel, 5 clip norms")
     scatter("AdaSSP", 1, "kernel, moments (AdaSSP)")
     dpsgd_steps = LAKE_ROWS // DPSGD_BATCH
+
+    def dpsgd(mode: str, seconds: float, bound: str) -> None:
+        table.append([f"DP-SGD batch {DPSGD_BATCH:,}", f"{dpsgd_steps:,}", mode, _duration(seconds), bound])
+
     # Scatter at batch 4,096: one worker holds a step's rows; the other 99 wait (no read-ahead).
     per_step = DPSGD_BATCH * (per_row_s3 + per_row_decode + 1 / rates["kernel, 1 clip norm"]) + a + g
-    table.append(
-        [
-            f"DP-SGD batch {DPSGD_BATCH:,}",
-            f"{dpsgd_steps:,}",
-            "scatter",
-            _duration(dpsgd_steps * per_step),
-            "one worker per step: S3 + decode serial",
-        ]  # fmt: skip
-    )
+    dpsgd("scatter", dpsgd_steps * per_step, "one worker per step: S3 + decode serial")
+    parallel_reads = LAKE_ROWS * (per_row_s3 + per_row_decode) / CLUSTER_WORKERS
     funnel = {
         "coordinator NIC": LAKE_ROWS * ROW_BYTES / COORDINATOR_NIC_BYTES_PER_SECOND,
         "coordinator CPU": LAKE_ROWS / rates["coordinator, DP-SGD step"],
-        "workers' S3 + decode": LAKE_ROWS * (per_row_s3 + per_row_decode) / CLUSTER_WORKERS,
+        "workers' S3 + decode": parallel_reads,
     }
-    table.append(
-        [
-            f"DP-SGD batch {DPSGD_BATCH:,}",
-            f"{dpsgd_steps:,}",
-            "streaming (funnel)",
-            _duration(max(funnel.values())),
-            _bound(funnel),
-        ]  # fmt: skip
-    )
+    dpsgd("streaming (funnel)", max(funnel.values()), _bound(funnel))
     # The alternative of item 4: the parameters travel to the worker holding the next block, which runs
     # that block's 16 steps; reads run ahead on every worker. Serial work: the steps themselves.
     hops = LAKE_ROWS / BLOCK_ROWS
     resident = {
         "steps on one worker at a time": LAKE_ROWS / rates["coordinator, DP-SGD step"] + hops * a,
-        "workers' S3 + decode": LAKE_ROWS * (per_row_s3 + per_row_decode) / CLUSTER_WORKERS,
+        "workers' S3 + decode": parallel_reads,
     }
-    table.append(
-        [
-            f"DP-SGD batch {DPSGD_BATCH:,}",
-            f"{dpsgd_steps:,}",
-            "worker-resident steps (not built)",
-            _duration(max(resident.values())),
-            _bound(resident),
-        ]  # fmt: skip
-    )
+    dpsgd("worker-resident steps (not built)", max(resident.values()), _bound(resident))
     return table
 
 

@@ -68,9 +68,6 @@ class GLM:
     def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def loss_sum(self, margins: np.ndarray, y: np.ndarray, derivatives: np.ndarray) -> float:
-        return float(self.loss(margins, y).sum())
-
     def targets(self, y: Any) -> Any:
         """The labels the loss expects, from a block's label column (regression: as they are)."""
         return y
@@ -240,9 +237,6 @@ class LinearRegressionModel(GLM):
 
     def derivative(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         return margins - y
-
-    def loss_sum(self, margins: np.ndarray, y: np.ndarray, derivatives: np.ndarray) -> float:
-        return 0.5 * float(derivatives @ derivatives)  # the residuals are the derivatives
 
 
 @dataclass(frozen=True)
