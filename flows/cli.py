@@ -44,7 +44,8 @@ def _validate(args, console: Console) -> int:
     from flows.config import delta_warning, load_config
 
     config = load_config(args.config)
-    summary = config.validate_lake()
+    with config.cluster.client() as client:  # one check task per file on the run's cluster
+        summary = config.validate_lake(client)
     files, training, held_out = config.training_split(summary.num_rows)
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
@@ -64,24 +65,26 @@ def _shuffle(args, console: Console) -> int:
     from pipelines import shuffle_once
 
     config = load_config(args.config)
-    summary = config.validate_lake()
-    config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
     with (
         exit_on_interrupt(
             f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
             "redo it (it removes only what it wrote)"
         ),
-        RunProgress(enabled=not args.quiet) as progress,
+        config.cluster.client() as client,  # validation and the shuffle run on the run's cluster
     ):
-        manifest = shuffle_once(
-            config.lake_spec(),
-            config.lake.shuffled_url,
-            rows_per_file=config.lake.rows_per_file,
-            summary=summary,
-            on_progress=progress.shuffle(summary.num_rows),
-            protected=(os.path.dirname(os.path.abspath(args.config)),),
-            reshuffle=args.reshuffle,
-        )
+        summary = config.validate_lake(client)
+        config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
+        with RunProgress(enabled=not args.quiet) as progress:
+            manifest = shuffle_once(
+                config.lake_spec(),
+                config.lake.shuffled_url,
+                rows_per_file=config.lake.rows_per_file,
+                client=client,
+                summary=summary,
+                on_progress=progress.shuffle(summary.num_rows),
+                protected=(os.path.dirname(os.path.abspath(args.config)),),
+                reshuffle=args.reshuffle,
+            )
     console.print(
         f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
         f"(source fingerprint {manifest.source_fingerprint})"

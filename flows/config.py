@@ -243,11 +243,12 @@ class PipelineConfig(_Section):
         """Whether the model is a classifier, whose lake labels must be {0, 1} or {−1, +1}."""
         return self.model.kind in ("logistic", "kan")
 
-    def validate_lake(self):
-        """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``."""
+    def validate_lake(self, client=None):
+        """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``;
+        one Dask task per file when ``client`` is given."""
         from pipelines import validate_lake
 
-        return validate_lake(self.lake_spec(), binary_labels=self.classifies)
+        return validate_lake(self.lake_spec(), binary_labels=self.classifies, client=client)
 
     def rows_per_file(self, num_rows: int) -> int:
         """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""

@@ -1,10 +1,12 @@
 """Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
 
 ``train_flow(config)``:
-1. validate the lake; 2. shuffle once (skipped when a complete manifest exists); 3. plan: N from the
+1. validate the lake; 2. shuffle once (skipped when a complete manifest exists), both as Dask tasks on
+the configured cluster, which is then closed; 3. plan: N from the
 manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check (the
 budget, and the run-id rule: a run id the ledger holds runs only from its checkpoint);
-4. train on the Dask executor (a retried task resumes from its checkpoint); 5. evaluate on the held-out
+4. train on the Dask executor, on a cluster of its own (a retried task gets a fresh cluster and resumes
+from its checkpoint); 5. evaluate on the held-out
 file (non-private evaluation, operator only); 6. publish the model, the privacy report and the plots as
 files and Prefect artifacts; 7. the ledger entry is committed by the training run when it completes.
 """
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
 
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
@@ -67,9 +70,10 @@ def schema_row_norm_bound(config: PipelineConfig) -> float | None:
     return ConvertSpec.from_record(record).row_norm_bound(config.lake.features)
 
 
-@task(name="validate lake")
-def validate_task(config: PipelineConfig):
-    summary = config.validate_lake()
+# Tasks given the run's Dask client skip Prefect's input hashing: a client is not data to cache on.
+@task(name="validate lake", cache_policy=NO_CACHE)
+def validate_task(config: PipelineConfig, client: Any = None):
+    summary = config.validate_lake(client)
     config.training_split(summary.num_rows)  # refuses a layout with no held-out file before the shuffle
     for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
         if warning:
@@ -77,15 +81,20 @@ def validate_task(config: PipelineConfig):
     return summary
 
 
-@task(name="shuffle once", retries=2, retry_delay_seconds=5)
+@task(name="shuffle once", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def shuffle_task(
-    config: PipelineConfig, summary, show_progress: bool = False, protected: tuple[str, ...] = ()
+    config: PipelineConfig,
+    summary,
+    client: Any = None,
+    show_progress: bool = False,
+    protected: tuple[str, ...] = (),
 ) -> Manifest:
     with RunProgress(enabled=show_progress) as progress:
         return shuffle_once(
             config.lake_spec(),
             config.lake.shuffled_url,
             rows_per_file=config.lake.rows_per_file,
+            client=client,
             summary=summary,
             on_progress=progress.shuffle(summary.num_rows),
             protected=protected,
@@ -142,6 +151,7 @@ def train_task(
     policy = CheckpointPolicy(
         checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10
     )
+    # A cluster of its own: each retry of a failed training gets a fresh one.
     with config.cluster.client() as client, RunProgress(enabled=show_progress) as progress:
         result, mode = train_on_lake(
             training,
@@ -255,9 +265,11 @@ def train_flow(
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     locations = run_locations(config, config_path, run_id, output_dir)
     output_dir, checkpoint_url = locations.output, locations.checkpoints
-    summary = validate_task(config)
     protected = (config_folder(config_path),)
-    manifest = shuffle_task(config, summary, show_progress, protected)
+    # Validation and the shuffle run on the configured cluster's workers (one task per file), as training does.
+    with config.cluster.client() as client:
+        summary = validate_task(config, client)
+        manifest = shuffle_task(config, summary, client, show_progress, protected)
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
     params, report, losses, mode, algorithm = train_task(
         config, training, manifest, run_id, checkpoint_url, show_progress
@@ -281,4 +293,6 @@ def train_flow(
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    return shuffle_task(config, validate_task(config), show_progress, (config_folder(config_path),))
+    with config.cluster.client() as client:
+        summary = validate_task(config, client)
+        return shuffle_task(config, summary, client, show_progress, (config_folder(config_path),))

@@ -360,7 +360,7 @@ def shuffle_once(
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
     check_output_location(out_url, spec.url, protected)
-    summary = summary or validate_lake(spec)
+    summary = summary or validate_lake(spec, client=client)
     existing = read_manifest(out_url, out_options)
     if existing is not None and reshuffle:
         _remove_shuffle(*open_url(out_url, out_options), out_url)

@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dpstream.storage import open_url
 from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, fingerprint, list_lake
 
-__all__ = ["LakeSummary", "validate_lake", "BINARY_LABEL_SETS"]
+__all__ = ["LakeSummary", "FileCheck", "check_file", "validate_lake", "BINARY_LABEL_SETS"]
 
 SCAN_BATCH_ROWS = 65_536
 # The public label contract of the classifiers (logistic, KAN): two classes coded {0, 1} or {−1, +1}.
@@ -161,8 +162,65 @@ def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | N
     return width
 
 
-def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary:
+@dataclass(frozen=True)
+class FileCheck:
+    """What checking one file found (``check_file``): its ``LakeFile``, schema, vector width and
+    label values (at most ``_SHOWN_VALUES`` + 1 of them), or the message of its first problem."""
+
+    file: LakeFile | None = None
+    schema: pa.Schema | None = None
+    width: int = -1
+    labels: frozenset[float] = frozenset()
+    error: str | None = None
+
+
+def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileCheck:
+    """Footer, identity and a streaming scan of one file, with no knowledge of the other files: the
+    per-file unit ``validate_lake`` runs in a loop or as one Dask task per file. A problem is returned
+    as ``FileCheck.error`` (its ``LakeError`` message), not raised, so the caller can order problems by
+    file whatever order the tasks finish in."""
+    fs, path = open_url(url, spec.storage_options)
+    try:
+        try:
+            with fs.open(path, "rb") as handle:
+                parquet = pq.ParquetFile(handle)
+                schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+        except (pa.ArrowInvalid, OSError) as error:
+            raise LakeError(
+                f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
+            ) from None
+        if rows == 0:
+            raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
+        width = _feature_width(schema, spec, path)
+        labels: set[float] | None = set() if binary_labels else None
+        width = _scan(fs, path, spec, width, labels)
+        file = LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path))
+    except LakeError as error:
+        return FileCheck(error=str(error))
+    return FileCheck(file, schema, width, frozenset(labels or ()))
+
+
+def _check_files(fs, paths: list[str], spec: LakeSpec, binary_labels: bool, client) -> list[FileCheck]:
+    urls = [fs.unstrip_protocol(path) for path in paths]
+    if client is None:
+        checks = []
+        for url in urls:
+            checks.append(check_file(url, spec, binary_labels))
+            if checks[-1].error:  # a later file cannot change which problem is reported
+                break
+        return checks
+    futures = [client.submit(check_file, url, spec, binary_labels, pure=False) for url in urls]
+    return client.gather(futures)
+
+
+def validate_lake(spec: LakeSpec, *, binary_labels: bool = False, client=None) -> LakeSummary:
     """Check the whole lake before any budget is spent; ``LakeError`` names the file, column and row.
+
+    Each file is checked on its own (``check_file``: footer, content identity, every value of the used
+    columns), one Dask task per file when ``client`` is given, else in turn here; then the files are
+    compared in path order. The problem reported is that of the first file, in path order, that has
+    one: its own (unreadable, empty, a missing or non-numeric column, a null, NaN or inf, a vector of
+    another length) or a disagreement with the files before it (schema drift, vector width, labels).
 
     ``binary_labels=True`` (classifiers) also requires the label column to hold at most two values
     forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``)."""
@@ -174,31 +232,25 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False) -> LakeSummary
             else ""
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
-    files, schema, width = [], None, None
-    for path in paths:
-        try:
-            with fs.open(path, "rb") as handle:
-                parquet = pq.ParquetFile(handle)
-                file_schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
-        except (pa.ArrowInvalid, OSError) as error:
+    checks = _check_files(fs, paths, spec, binary_labels, client)
+    first = checks[0]
+    labels: set[float] = set()
+    for path, check in zip(paths, checks, strict=False):
+        if check.error:
+            raise LakeError(check.error)
+        for column in spec.columns:
+            before, now = first.schema.field(column).type, check.schema.field(column).type
+            if before != now:
+                raise LakeError(
+                    f"schema drift: column {column!r} is {now} in {_name(path)} but {before} in "
+                    f"{_name(paths[0])}; rewrite the files with one schema"
+                )
+        if check.width != first.width:
             raise LakeError(
-                f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
-            ) from None
-        if rows == 0:
-            raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
-        file_width = _feature_width(file_schema, spec, path)
-        if schema is None:
-            schema, width = file_schema, file_width
-        else:
-            for column in spec.columns:
-                before, now = schema.field(column).type, file_schema.field(column).type
-                if before != now:
-                    raise LakeError(
-                        f"schema drift: column {column!r} is {now} in {_name(path)} but {before} in "
-                        f"{_name(files[0].path)}; rewrite the files with one schema"
-                    )
-        files.append(LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path)))
-    labels_seen: set[float] | None = set() if binary_labels else None
-    for file in files:
-        width = _scan(fs, file.path, spec, width, labels_seen)
-    return LakeSummary(spec, tuple(files), schema, width, fingerprint(files), tuple(stray))
+                f"{_name(path)}: row 0 of column {spec.features!r} has a vector of length {check.width}, expected "
+                f"{first.width}; every feature vector must have the same length"
+            )
+        if binary_labels:
+            _check_binary_labels(np.array(sorted(check.labels)), labels, path, spec)
+    files = tuple(check.file for check in checks)
+    return LakeSummary(spec, files, first.schema, first.width, fingerprint(files), tuple(stray))

@@ -36,6 +36,7 @@ from dpstream.backend import array_module, to_device, to_host
 from dpstream.models.bspline import dense_basis, num_basis
 from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _BLAS, _cumulative_counts
+from dpstream.models.kan_cpu import output_layer
 from dpstream.models.stats import BatchStats, StatsRequest
 
 __all__ = ["KANModel", "CHUNK_ELEMENTS"]
@@ -50,8 +51,9 @@ CHUNK_ELEMENTS = 1 << 19  # rows × hidden units per chunk: ~4 MiB per (rows, m)
 # (a 256-row chunk ran at 90k rows/s on an H100, launch-bound).
 DEVICE_CHUNK_ELEMENTS = 1 << 24
 
-# The output layer per (row, hidden unit) in one pass on a GPU, the same arithmetic as ``_forward``'s
-# NumPy lines: activation, spline interval, Horner value and derivative (a_j without the row sum).
+# The output layer per (row, hidden unit) in one pass on a GPU, the same arithmetic as the CPU kernel
+# (``dpstream.models.kan_cpu``): activation, spline interval, Horner value and derivative (a_j without
+# the row sum).
 _OUTPUT_LAYER_SOURCE = r"""
 double u, slope;
 if (sigmoid) { u = 0.5 * (1.0 + tanh(0.5 * z)); slope = u * (1.0 - u); }
@@ -142,13 +144,6 @@ class KANModel:
         unit = 2.0 * (xp.clip(X, low, high) - low) / (high - low) - 1.0
         return unit / math.sqrt(d) if self.input_map == "ball" else unit
 
-    def _activation(self, z: Any, xp: Any) -> tuple[Any, Any]:
-        if self.activation == "tanh":
-            u = xp.tanh(z)
-            return u, 1.0 - u * u
-        u = 0.5 * (1.0 + xp.tanh(0.5 * z))  # the logistic sigmoid without overflow
-        return u, u * (1.0 - u)
-
     def output_polynomials(self, xp: Any = np) -> Any:
         """(4, m·G): on interval i of hidden unit j, Σ_k c_{j,k} b_k(u) = Σ_e P[e, jG + i] s^e (s the
         local coordinate), P = [c_{j,i} … c_{j,i+3}] · BLENDING. Precomputing it turns the second
@@ -159,33 +154,31 @@ class KANModel:
             (windows @ xp.asarray(BLENDING)).reshape(-1, 4).T
         )  # one row per power: fast takes
 
-    def _forward(self, X: Any, W: Any, polynomials: Any, xp: Any, gradient: bool) -> tuple[Any, Any, Any]:
-        """(margins f, features H (n, dp), a (n, m) or None) for a chunk of raw rows X."""
+    def _forward(
+        self, X: Any, W: Any, polynomials: Any, xp: Any, gradient: bool
+    ) -> tuple[Any, Any, Any, Any]:
+        """(margins f, features H (n, dp), a (n, m) and ‖a_i‖² (n,), or None twice) for a chunk of raw
+        rows X: one product, then the output layer in one pass (``kan_cpu`` on a CPU, a CuPy elementwise
+        kernel on a GPU)."""
         n, d = X.shape
         m, G = self.num_hidden, self.grid_size
         H = dense_basis(self.map_inputs(X.astype(xp.float64), xp), G, xp).reshape(n, -1)
-        if xp is not np:
-            values, a = _output_layer_kernel()(
-                (H @ W.T) / math.sqrt(d),
-                xp.arange(m),
-                polynomials,
-                np.int64(G),
-                np.int64(m * G),
-                np.int32(self.activation == "sigmoid"),
+        sigmoid = self.activation == "sigmoid"
+        if xp is np:
+            margins, a, a_square_norms = output_layer(
+                H @ W.T, polynomials, G, 1.0 / math.sqrt(d), sigmoid, gradient
             )
-            return values.sum(axis=1) / math.sqrt(m), H, a if gradient else None
-        u, slope = self._activation((H @ W.T) / math.sqrt(d), xp)
-        position = (xp.clip(u, -1.0, 1.0) + 1.0) * (G / 2.0)
-        first = xp.minimum(xp.floor(position), G - 1)
-        s = position - first
-        index = first.astype(xp.int64) + xp.arange(m) * G
-        P = [xp.take(polynomials[power], index) for power in range(4)]  # each (n, m)
-        margins = (((P[3] * s + P[2]) * s + P[1]) * s + P[0]).sum(axis=1) / math.sqrt(m)
-        if not gradient:
-            return margins, H, None
-        # a_j = σ'(z_j) ⟨c_j, h'(u_j)⟩ with d/du = (G/2) d/ds
-        a = slope * ((3.0 * P[3] * s + 2.0 * P[2]) * s + P[1]) * (G / 2.0)
-        return margins, H, a
+            return margins, H, a, a_square_norms
+        values, a = _output_layer_kernel()(
+            (H @ W.T) / math.sqrt(d),
+            xp.arange(m),
+            polynomials,
+            np.int64(G),
+            np.int64(m * G),
+            np.int32(sigmoid),
+        )
+        margins = values.sum(axis=1) / math.sqrt(m)
+        return (margins, H, a, (a * a).sum(axis=1)) if gradient else (margins, H, None, None)
 
     def _chunk_rows(self, xp: Any = np) -> int:
         return max(16, (CHUNK_ELEMENTS if xp is np else DEVICE_CHUNK_ELEMENTS) // self.num_hidden)
@@ -247,10 +240,10 @@ class KANModel:
         with _BLAS.limit(limits=1, user_api="blas"):  # identical sums on any worker (see glm._BLAS)
             for start in range(0, n, step):
                 labels = y_device[start : start + step]
-                margins, H, a = self._forward(X_device[start : start + step], W, c, xp, True)
+                margins, H, a, a_square_norms = self._forward(X_device[start : start + step], W, c, xp, True)
                 loss_sum += float(xp.logaddexp(0.0, -labels * margins).sum())
                 beta = -labels / (1.0 + xp.exp(xp.clip(labels * margins, -700.0, 700.0)))
-                norms = xp.abs(beta) * xp.sqrt((a * a).sum(axis=1)) * xp.sqrt((H * H).sum(axis=1)) * scale
+                norms = xp.abs(beta) * xp.sqrt(a_square_norms) * xp.sqrt((H * H).sum(axis=1)) * scale
                 if role == "stat":
                     histogram += _cumulative_counts(to_host(norms), request.thresholds)
                     continue

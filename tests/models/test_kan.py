@@ -168,3 +168,42 @@ def test_every_model_implements_the_model_protocol():
         assert params.shape == (model.num_params(3),) and params.dtype == np.float64
         assert model.predict_margin(np.zeros((5, 3)), params).shape == (5,)
     assert not isinstance(object(), Model)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+def test_cpu_output_layer_kernel_against_the_basis_statement(activation):
+    """kan_cpu's one-pass output layer against f = (1/√m) Σ_j Σ_k c_jk b_k(σ(z_j)) written with the
+    scipy-checked basis, and a_j against a central difference of unit j's output in z_j."""
+    from dpstream.models.kan_cpu import output_layer
+
+    model = KANModel(num_hidden=9, grid_size=4, activation=activation)
+    rng = np.random.default_rng(3)
+    Z = rng.normal(0.0, 2.0, (50, 9))
+    Z[0, :3] = [0.0, 40.0, -40.0]  # the grid's middle and both saturated ends
+    c, G = model.second_layer(), model.grid_size
+
+    def units(z):  # (rows, m): Σ_k c_jk b_k(σ(z_j))
+        u = np.tanh(z) if activation == "tanh" else 1.0 / (1.0 + np.exp(-z))
+        return np.einsum("rjk,jk->rj", dense_basis(u, G), c)
+
+    margins, a, a_square_norms = output_layer(
+        Z.copy(), model.output_polynomials(), G, 1.0, activation == "sigmoid", True
+    )  # it overwrites its input
+    np.testing.assert_allclose(margins, units(Z).sum(axis=1) / 3.0, rtol=1e-12, atol=1e-12)
+    step = 1e-6
+    np.testing.assert_allclose(a, (units(Z + step) - units(Z - step)) / (2 * step), atol=1e-6)
+    np.testing.assert_allclose(a_square_norms, (a * a).sum(axis=1), rtol=1e-12)
+    sigmoid = activation == "sigmoid"
+    scaled, _, _ = output_layer(2.0 * Z, model.output_polynomials(), G, 0.5, sigmoid, False)
+    unscaled, _, _ = output_layer(Z.copy(), model.output_polynomials(), G, 1.0, sigmoid, False)
+    np.testing.assert_array_equal(scaled, unscaled)  # z = scale · Z
+    np.testing.assert_allclose(unscaled, margins, rtol=1e-14)  # alone, the sum may run in another order
+
+
+def test_nan_parameters_give_nan_margins_not_a_read_outside_the_arrays():
+    model, X, y, W = small_problem(rows=12)
+    params = W.copy()
+    params[0] = np.nan  # a diverged run: hidden unit 0's pre-activation is NaN on every row
+    assert np.isnan(model.predict_margin(X, params)).all()
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(model.block_stats(X, y, StatsRequest(params=params)).loss_sum)

@@ -68,12 +68,36 @@ BAD_FILE_MUTATIONS = [
 ]
 
 
+@pytest.mark.parametrize("on_cluster", [False, True], ids=["in-process", "dask-tasks"])
 @pytest.mark.parametrize("mutate, match", BAD_FILE_MUTATIONS)
-def test_bad_lakes(lake, mutate, match):
+def test_bad_lakes(lake, mutate, match, on_cluster, request):
+    client = request.getfixturevalue("dask_client") if on_cluster else None
     path = os.path.join(lake.url, "day=02.parquet")
     corrupt(lake.url, "day=02.parquet", mutate(pq.read_table(path)))
     with pytest.raises(LakeError, match=match):
-        validate_lake(lake)
+        validate_lake(lake, client=client)
+
+
+def test_validation_on_workers_gives_the_same_summary(lake, dask_client):
+    here, there = validate_lake(lake), validate_lake(lake, client=dask_client)
+    assert there == here
+    assert [f.identity for f in there.files] == [f.identity for f in here.files]
+
+
+def test_the_first_bad_file_in_path_order_is_reported_whichever_task_ends_first(lake, dask_client):
+    # day=00 is large, so its task ends last; its problem is still the one reported.
+    first = os.path.join(lake.url, "day=00.parquet")
+    table = pq.read_table(first)
+    big = pa.concat_tables([table] * 40)
+    values = np.ones(big.num_rows)
+    values[-1] = np.nan
+    corrupt(
+        lake.url, "day=00.parquet", big.set_column(big.schema.get_field_index("y"), "y", pa.array(values))
+    )
+    corrupt(lake.url, "day=03.parquet", pq.read_table(os.path.join(lake.url, "day=03.parquet")).slice(0, 0))
+    for client in (None, dask_client):
+        with pytest.raises(LakeError, match=rf"day=00.parquet: row {big.num_rows - 1} of column 'y' is nan"):
+            validate_lake(lake, client=client)
 
 
 def test_wrong_vector_length(tmp_path):
