@@ -10,10 +10,12 @@ Ledgers, manifests and checkpoints are small documents that must never be seen h
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -21,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 __all__ = [
     "open_url",
     "is_local",
+    "write_atomic",
     "write_bytes_atomic",
     "write_json_atomic",
     "read_json",
@@ -75,20 +78,23 @@ def overlap(first: str, second: str) -> str | None:
     return None
 
 
-def write_bytes_atomic(
+def write_atomic(
     fs: fsspec.AbstractFileSystem,
     path: str,
-    data: bytes | memoryview,
+    write: Callable[[BinaryIO], None],
     *,
     exclusive: bool = False,
     durable: bool = True,
 ) -> None:
-    """Write ``data`` (any bytes-like object) to ``path`` so readers see either the old object or the
-    whole new one.
+    """Call ``write(handle)`` to produce the object at ``path``, so readers see either the old object or
+    the whole new one; if ``write`` raises, nothing is left behind.
 
-    ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing object.
-    ``durable=False`` skips the fsync on local disks: for scratch data that an interrupted run discards
-    and rewrites (the shuffle's pieces), where the rename alone gives the all-or-nothing view.
+    On a local disk ``write`` streams into a temporary file beside ``path`` that is renamed into place
+    (an encoder writing straight to the file avoids growing an in-memory copy: the shuffle's Parquet
+    outputs); on an object store it writes into memory, sent in one request (an object store makes each
+    PUT visible whole). ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing
+    object. ``durable=False`` skips the fsync on local disks: for scratch data that an interrupted run
+    discards and rewrites (the shuffle's pieces), where the rename alone gives the all-or-nothing view.
     """
     if is_local(fs):
         directory = os.path.dirname(path) or "."
@@ -96,7 +102,7 @@ def write_bytes_atomic(
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                write(handle)
                 handle.flush()
                 if durable:
                     os.fsync(handle.fileno())
@@ -108,7 +114,9 @@ def write_bytes_atomic(
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return
-    data = data if isinstance(data, bytes) else bytes(data)
+    buffer = io.BytesIO()
+    write(buffer)
+    data = buffer.getvalue()
     if exclusive:
         try:
             fs.pipe_file(path, data, mode="create")
@@ -120,6 +128,18 @@ def write_bytes_atomic(
             raise
     else:
         fs.pipe_file(path, data)
+
+
+def write_bytes_atomic(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    data: bytes | memoryview,
+    *,
+    exclusive: bool = False,
+    durable: bool = True,
+) -> None:
+    """Write ``data`` (any bytes-like object) to ``path`` atomically (``write_atomic``)."""
+    write_atomic(fs, path, lambda handle: handle.write(data), exclusive=exclusive, durable=durable)
 
 
 def write_json_atomic(

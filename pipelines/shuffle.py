@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.storage import open_url, overlap, read_json, write_bytes_atomic, write_json_atomic
+from dpstream.storage import open_url, overlap, read_json, write_atomic, write_bytes_atomic, write_json_atomic
 from pipelines.lake import LakeError, LakeSpec
 from pipelines.validate import LakeSummary, validate_lake
 
@@ -160,11 +160,16 @@ ROW_GROUP_ROWS = 65_536
 
 def _write_parquet(fs: Any, path: str, table: pa.Table) -> tuple[int, ...]:
     """Write ``table`` atomically and durably; returns the rows of each row group written."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, use_dictionary=False, row_group_size=ROW_GROUP_ROWS)
-    buffer = sink.getvalue()
-    metadata = pq.read_metadata(pa.BufferReader(buffer))
-    write_bytes_atomic(fs, path, memoryview(buffer))
+    collected: list[pq.FileMetaData] = []
+
+    def encode(handle) -> None:
+        collected.clear()  # a file written once: the one footer is this write's
+        pq.write_table(
+            table, handle, use_dictionary=False, row_group_size=ROW_GROUP_ROWS, metadata_collector=collected
+        )
+
+    write_atomic(fs, path, encode)
+    (metadata,) = collected
     return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
 
 
