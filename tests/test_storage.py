@@ -2,7 +2,7 @@
 
 import pytest
 
-from dpstream.storage import open_url, read_json, write_bytes_atomic, write_json_atomic
+from dpstream.storage import open_url, read_json, write_atomic, write_bytes_atomic, write_json_atomic
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -32,6 +32,25 @@ def test_local_write_is_all_or_nothing(tmp_path):
         write_bytes_atomic(fs, f"{root}/x.bin", object())  # not bytes: nothing replaced
     assert (tmp_path / "x.bin").read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.bin"]
+
+
+def test_a_streaming_writer_that_fails_midway_leaves_the_old_object(target):
+    fs, root = target
+    path = f"{root}/part.bin"
+    write_atomic(fs, path, lambda handle: handle.write(b"old"))
+
+    def fails_after_some_bytes(handle):
+        handle.write(b"half of the new")
+        raise RuntimeError("encoder failed")
+
+    with pytest.raises(RuntimeError, match="encoder failed"):
+        write_atomic(fs, path, fails_after_some_bytes)
+    assert fs.cat_file(path) == b"old"
+    assert [name.rsplit("/", 1)[-1] for name in fs.ls(root, detail=False)] == [
+        "part.bin"
+    ]  # no temporary left
+    write_atomic(fs, path, lambda handle: [handle.write(b"new "), handle.write(b"object")])
+    assert fs.cat_file(path) == b"new object"
 
 
 def test_invalid_json_error_names_file(tmp_path):
