@@ -1,4 +1,6 @@
-"""`make bench`: run every benchmark and print its table (results are recorded in BENCHMARKS.md)."""
+"""`make bench`: run every benchmark and print its table (results are recorded in BENCHMARKS.md).
+
+An entry is a module (its ``main()`` runs) or ``module:function`` (that function, with no arguments)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ MODULES = [
     "benchmarks.correlated_noise",
     "benchmarks.srgd_utility",
     "benchmarks.data_plane",
+    "benchmarks.data_plane:shuffle_rounds",  # the copy/shuffle ratio's median over 5 interleaved rounds
     "benchmarks.step_overhead",
     "benchmarks.scale_simulation",
     "benchmarks.predict_memory",
@@ -37,4 +40,5 @@ if __name__ == "__main__":
                 "skipped: Opacus is not installed; run `make bench-peers` (installs torch 2.13.0 CPU and opacus)"
             )
             continue
-        importlib.import_module(name).main()
+        module, _, function = name.partition(":")
+        getattr(importlib.import_module(module), function or "main")()

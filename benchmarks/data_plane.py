@@ -13,7 +13,7 @@ Lake: 8,000,000 rows × 64 float32 features + label in 40 files (written once un
    takes about 154 MiB here, and Numba with the loaded statistics kernels another ~107 MiB, so 512 MiB
    leaves ~250 MiB of working room (384 MiB did before the kernels, issue 16). Target: under the limit.
 Run: ``python -m benchmarks.data_plane`` (about 9 minutes; writes ~10 GB under .bench/);
-``python -m benchmarks.data_plane --shuffle 3`` repeats only the copy and the shuffle (median ratio).
+``python -m benchmarks.data_plane --shuffle 5`` repeats only the copy and the shuffle (median ratio; `make bench` runs it too).
 """
 
 from __future__ import annotations
@@ -137,9 +137,9 @@ def _copy_seconds(client, source: str) -> float:
     return time.perf_counter() - start
 
 
-def shuffle_rounds(rounds: int = 3) -> None:
+def shuffle_rounds(rounds: int = 5) -> None:
     """Copy and shuffle_once interleaved ``rounds`` times on the same workers: the ratio's median, since
-    the copy alone swings 2× between runs on this machine (``python -m benchmarks.data_plane --shuffle 3``)."""
+    the copy alone swings 2× between runs on this machine (``python -m benchmarks.data_plane --shuffle 5``)."""
     import shutil
 
     source = write_source()
@@ -344,6 +344,6 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] == ["--shuffle"]:
-        shuffle_rounds(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        shuffle_rounds(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     else:
         main()
