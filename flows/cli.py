@@ -44,7 +44,7 @@ def _validate(args, console: Console) -> int:
     from flows.config import delta_warning, load_config
 
     config = load_config(args.config)
-    with config.cluster.client() as client:  # one check task per file on the run's cluster
+    with config.cluster.preparation_client() as client:  # cluster.prepare_on: workers or this process
         summary = config.validate_lake(client)
     files, training, held_out = config.training_split(summary.num_rows)
     console.print(
@@ -70,7 +70,7 @@ def _shuffle(args, console: Console) -> int:
             f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
             "redo it (it removes only what it wrote)"
         ),
-        config.cluster.client() as client,  # validation and the shuffle run on the run's cluster
+        config.cluster.preparation_client() as client,  # cluster.prepare_on: workers or this process
     ):
         summary = config.validate_lake(client)
         config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling

@@ -26,6 +26,7 @@ ledger_url = "s3://bucket/ledger"
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tomllib
 from pathlib import Path
@@ -154,7 +155,14 @@ class ClusterConfig(_Section):
     """Where the run's Dask workers come from, in the prefect-dask convention: a LocalCluster of
     ``n_workers`` (default), a running scheduler at ``address``, or the cluster manager ``class`` (an
     import path, e.g. "dask_kubernetes.operator.KubeCluster") built with ``kwargs`` and scaled by
-    ``adapt``; a cluster the run starts is closed when it ends (``pipelines.cluster.cluster_client``)."""
+    ``adapt``; a cluster the run starts is closed when it ends (``pipelines.cluster.cluster_client``).
+
+    ``prepare_on`` says where validation and the shuffle run: ``"workers"`` (one Dask task per file;
+    the workers then read the source lake, every column of it, and write the shuffled lake) or
+    ``"flow"`` (in the flow's process, one file after another: the workers read only the shuffled lake,
+    which holds only the selected columns, as the two roles of ``infra/k8s`` intend). Left out, it is
+    ``"workers"`` for the default LocalCluster (its workers are this user's processes on this machine)
+    and ``"flow"`` for a scheduler ``address`` or a cluster ``class``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     address: str | None = None
@@ -164,6 +172,7 @@ class ClusterConfig(_Section):
     n_workers: int = Field(default=2, gt=0)
     memory_limit: str = "2GiB"
     mode: Literal["auto", "scatter", "streaming"] = "auto"
+    prepare_on: Literal["flow", "workers"] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
@@ -187,6 +196,18 @@ class ClusterConfig(_Section):
             )
         check_cluster_class(self.cluster_class)
         return self
+
+    @property
+    def prepares_on_workers(self) -> bool:
+        """Whether validation and the shuffle run as Dask tasks (``prepare_on``, or its default)."""
+        if self.prepare_on is not None:
+            return self.prepare_on == "workers"
+        return self.address is None and self.cluster_class is None
+
+    def preparation_client(self):
+        """A context manager giving the client validation and the shuffle run on: the cluster's
+        (``client``) when they run on the workers, else None (they run in this process)."""
+        return self.client() if self.prepares_on_workers else contextlib.nullcontext(None)
 
     def client(self):
         """The run's client and cluster, as a context manager (``pipelines.cluster.cluster_client``)."""

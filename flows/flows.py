@@ -1,8 +1,8 @@
 """Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
 
 ``train_flow(config)``:
-1. validate the lake; 2. shuffle once (skipped when a complete manifest exists), both as Dask tasks on
-the configured cluster, which is then closed; 3. plan: N from the
+1. validate the lake; 2. shuffle once (skipped when a complete manifest exists), both on the cluster's
+workers or in the flow's process (``cluster.prepare_on``); 3. plan: N from the
 manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check (the
 budget, and the run-id rule: a run id the ledger holds runs only from its checkpoint);
 4. train on the Dask executor, on a cluster of its own (a retried task gets a fresh cluster and resumes
@@ -266,8 +266,8 @@ def train_flow(
     locations = run_locations(config, config_path, run_id, output_dir)
     output_dir, checkpoint_url = locations.output, locations.checkpoints
     protected = (config_folder(config_path),)
-    # Validation and the shuffle run on the configured cluster's workers (one task per file), as training does.
-    with config.cluster.client() as client:
+    # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
+    with config.cluster.preparation_client() as client:
         summary = validate_task(config, client)
         manifest = shuffle_task(config, summary, client, show_progress, protected)
     training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
@@ -293,6 +293,6 @@ def train_flow(
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
-    with config.cluster.client() as client:
+    with config.cluster.preparation_client() as client:
         summary = validate_task(config, client)
         return shuffle_task(config, summary, client, show_progress, (config_folder(config_path),))

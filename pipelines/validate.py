@@ -185,6 +185,11 @@ def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileChe
             with fs.open(path, "rb") as handle:
                 parquet = pq.ParquetFile(handle)
                 schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+        except PermissionError as error:
+            raise LakeError(
+                f"{_name(path)} cannot be read here: {error}. Grant read access to whoever validates the lake (with "
+                "[cluster] prepare_on = 'workers', the Dask workers' role; 'flow' validates in the flow's process)"
+            ) from None
         except (pa.ArrowInvalid, OSError) as error:
             raise LakeError(
                 f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"

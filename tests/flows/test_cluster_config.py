@@ -50,9 +50,26 @@ def test_spec_cluster_from_a_config_runs_work_and_is_closed():
     assert cluster.status.name == "closed"
 
 
+def test_where_validation_and_the_shuffle_run():
+    assert section("[cluster]\nn_workers = 2").prepares_on_workers  # a LocalCluster: this user's processes
+    assert not section('[cluster]\naddress = "tcp://127.0.0.1:8786"').prepares_on_workers
+    assert not section(
+        f'[cluster]\nclass = "{PROBE}"'
+    ).prepares_on_workers  # workers may read only the shuffle
+    assert section(f'[cluster]\nclass = "{PROBE}"\nprepare_on = "workers"').prepares_on_workers
+    assert not section('[cluster]\nprepare_on = "flow"').prepares_on_workers
+    with section('[cluster]\nprepare_on = "flow"').preparation_client() as client:
+        assert client is None  # no cluster started
+    with pytest.raises(ValueError, match="prepare_on"):
+        section('[cluster]\nprepare_on = "driver"')
+
+
 @pytest.mark.usefixtures("prefect_api")
+@pytest.mark.parametrize("prepare_on", [None, "workers"])
 @pytest.mark.parametrize("fail", [False, True])
-def test_the_train_flow_builds_scales_and_closes_the_configured_cluster(tmp_path, monkeypatch, fail):
+def test_the_train_flow_builds_scales_and_closes_the_configured_cluster(
+    tmp_path, monkeypatch, fail, prepare_on
+):
     from flows import flows
 
     raw = tmp_path / "raw"
@@ -63,7 +80,8 @@ def test_the_train_flow_builds_scales_and_closes_the_configured_cluster(tmp_path
     config.write_text(
         text.replace(
             "[cluster]\n",
-            f'[cluster]\nclass = "{PROBE}"\nkwargs = {{ {kwargs} }}\nadapt = {{ minimum = 1, maximum = 2 }}\n',
+            f'[cluster]\nclass = "{PROBE}"\nkwargs = {{ {kwargs} }}\nadapt = {{ minimum = 1, maximum = 2 }}\n'
+            + (f'prepare_on = "{prepare_on}"\n' if prepare_on else ""),
         )
     )
     if fail:
@@ -80,8 +98,9 @@ def test_the_train_flow_builds_scales_and_closes_the_configured_cluster(tmp_path
         result = flows.train_flow(str(config), run_id="r-ok", output_dir=str(tmp_path / "out"))
         assert result["params"].shape == (6,)
     started = cluster_probe.INSTANCES[before:]
-    # One for validation and the shuffle, then one per training attempt: each retry gets a fresh cluster.
-    assert len(started) == (4 if fail else 2)
+    # One per training attempt (each retry gets a fresh cluster), and one for validation and the shuffle
+    # when they run on the workers (by default they run in the flow's process with a cluster class).
+    assert len(started) == (3 if fail else 1) + (prepare_on == "workers")
     for cluster in started:
         assert cluster.adapted == {"minimum": 1, "maximum": 2}
         assert cluster.closed and cluster.status.name == "closed"  # no worker outlives the run

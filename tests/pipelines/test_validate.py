@@ -124,6 +124,27 @@ def test_corrupt_and_truncated_files(lake):
         validate_lake(lake)
 
 
+def test_a_file_the_reader_may_not_read_is_not_called_corrupt(lake, monkeypatch):
+    import pipelines.validate as validate_module
+
+    real_open_url = validate_module.open_url
+
+    def denied(url, options=None):
+        fs, path = real_open_url(url, options)
+
+        class Denied(type(fs)):
+            def open(self, *args, **kwargs):
+                raise PermissionError("Access Denied")
+
+        return Denied(), path
+
+    monkeypatch.setattr(validate_module, "open_url", denied)
+    with pytest.raises(
+        LakeError, match=r"day=00.parquet cannot be read here: Access Denied. Grant read access.*prepare_on"
+    ):
+        validate_lake(lake)
+
+
 def test_empty_and_missing_lakes(tmp_path):
     os.makedirs(tmp_path / "empty")
     with pytest.raises(LakeError, match="is empty: no .parquet files"):
