@@ -20,7 +20,8 @@ u = σ(z), a_j = σ'(z_j)⟨c_j, h'(u_j)⟩ and β = ℓ'(y f)·y = −y/(1 + e^
 
 so the clipped batch sum is one product, Σ_i clip(∇ℓ_i, C) = (1/√(md)) Aᵀ diag(φ) H with
 φ_i = β_i min(1, C/‖∇ℓ_i‖): no per-example gradient is formed. Computation is in float64 on the chosen
-backend (NumPy, or CuPy on a GPU), in chunks bounded by ``CHUNK_ELEMENTS``.
+backend (NumPy with the Numba output layer of ``dpstream.models.kan_cpu``, or CuPy on a GPU), in chunks
+bounded by ``CHUNK_ELEMENTS``.
 """
 
 from __future__ import annotations
