@@ -62,7 +62,6 @@ def _shuffle(args, console: Console) -> int:
     from flows.config import load_config
     from flows.interrupt import exit_on_interrupt
     from flows.progress import RunProgress
-    from pipelines import shuffle_once
 
     config = load_config(args.config)
     with (
@@ -75,12 +74,9 @@ def _shuffle(args, console: Console) -> int:
         summary = config.validate_lake(client)
         config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
         with RunProgress(enabled=not args.quiet) as progress:
-            manifest = shuffle_once(
-                config.lake_spec(),
-                config.lake.shuffled_url,
-                rows_per_file=config.lake.rows_per_file,
+            manifest = config.shuffle_lake(
+                summary,
                 client=client,
-                summary=summary,
                 on_progress=progress.shuffle(summary.num_rows),
                 protected=(os.path.dirname(os.path.abspath(args.config)),),
                 reshuffle=args.reshuffle,

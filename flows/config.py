@@ -271,6 +271,22 @@ class PipelineConfig(_Section):
 
         return validate_lake(self.lake_spec(), binary_labels=self.classifies, client=client)
 
+    def shuffle_lake(self, summary, *, client=None, on_progress=None, protected=(), reshuffle=False):
+        """``pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with this config's
+        layout: the ``Manifest``."""
+        from pipelines import shuffle_once
+
+        return shuffle_once(
+            self.lake_spec(),
+            self.lake.shuffled_url,
+            rows_per_file=self.lake.rows_per_file,
+            client=client,
+            summary=summary,
+            on_progress=on_progress,
+            protected=protected,
+            reshuffle=reshuffle,
+        )
+
     def rows_per_file(self, num_rows: int) -> int:
         """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""
         from pipelines.shuffle import automatic_rows_per_file

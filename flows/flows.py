@@ -28,7 +28,7 @@ from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
 from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
 from flows.config import PipelineConfig, config_folder, delta_warning, load_config, run_locations
 from flows.progress import RunProgress
-from pipelines import Manifest, shuffle_once, train_on_lake
+from pipelines import Manifest, train_on_lake
 from pipelines.convert import ConvertSpec, read_convert_record
 from pipelines.executor import lake_blocks
 
@@ -90,14 +90,8 @@ def shuffle_task(
     protected: tuple[str, ...] = (),
 ) -> Manifest:
     with RunProgress(enabled=show_progress) as progress:
-        return shuffle_once(
-            config.lake_spec(),
-            config.lake.shuffled_url,
-            rows_per_file=config.lake.rows_per_file,
-            client=client,
-            summary=summary,
-            on_progress=progress.shuffle(summary.num_rows),
-            protected=protected,
+        return config.shuffle_lake(
+            summary, client=client, on_progress=progress.shuffle(summary.num_rows), protected=protected
         )
 
 
