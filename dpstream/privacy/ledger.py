@@ -420,10 +420,12 @@ class Ledger:
                 )
             return LakeLedger(self._fs, root, fingerprint, recorded, recorded_files)
         if budget is None:
+            names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/budget.json"))
+            holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"
             raise ValueError(
-                f"lake {fingerprint} has no ledger at {self.url} yet: no run has been charged to it there. Check the "
-                "fingerprint (`dpstream validate CONFIG` prints it) and the ledger URL (budget.ledger_url); a first "
-                "`dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
+                f"lake {fingerprint} has no ledger at {self.url} yet ({holds}): no run has been charged to it there. "
+                "Check the fingerprint (`dpstream validate CONFIG` prints it) and the ledger URL (budget.ledger_url); "
+                "a first `dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
             )
         try:
             write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)

@@ -86,8 +86,10 @@ def test_relation_and_budget_mismatch_refused(tmp_path):
         lake.reserve("r1", 0.5, mechanism="x", relation="zero-out")
     with pytest.raises(ValueError, match="already has lifetime budget"):
         ledger.lake("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6))
-    with pytest.raises(ValueError, match="no ledger"):
+    with pytest.raises(ValueError, match=r"other-lake has no ledger at .* \(it holds lake1\)"):
         ledger.lake("other-lake")
+    with pytest.raises(ValueError, match=r"it holds no lake yet"):
+        Ledger(str(tmp_path / "empty")).lake("lake1")
     raised = ledger.set_budget("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6))
     assert raised.budget.epsilon == 8.0
 
