@@ -26,13 +26,14 @@ ledger_url = "s3://bucket/ledger"
 
 from __future__ import annotations
 
-import contextlib
 import math
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from flows.cluster_config import ClusterConfig
 
 __all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "run_locations", "RunLocations"]
 
@@ -138,89 +139,6 @@ class BudgetConfig(_Section):
                 "one run cannot spend more than the lake's lifetime budget"
             )
         return self
-
-
-class AdaptConfig(_Section):
-    minimum: int = Field(default=0, ge=0)
-    maximum: int = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> AdaptConfig:
-        if self.minimum > self.maximum:
-            raise ValueError(f"adapt.minimum={self.minimum} exceeds adapt.maximum={self.maximum}")
-        return self
-
-
-class ClusterConfig(_Section):
-    """Where the run's Dask workers come from, in the prefect-dask convention: a LocalCluster of
-    ``n_workers`` (default), a running scheduler at ``address``, or the cluster manager ``class`` (an
-    import path, e.g. "dask_kubernetes.operator.KubeCluster") built with ``kwargs`` and scaled by
-    ``adapt``; a cluster the run starts is closed when it ends (``pipelines.cluster.cluster_client``).
-
-    ``prepare_on`` says where validation and the shuffle run: ``"workers"`` (one Dask task per file;
-    the workers then read the source lake, every column of it, and write the shuffled lake) or
-    ``"flow"`` (in the flow's process, one file after another: the workers read only the shuffled lake,
-    which holds only the selected columns, as the two roles of ``infra/k8s`` intend). Left out, it is
-    ``"workers"`` for the default LocalCluster (its workers are this user's processes on this machine)
-    and ``"flow"`` for a scheduler ``address`` or a cluster ``class``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    address: str | None = None
-    cluster_class: str | None = Field(default=None, alias="class")
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    adapt: AdaptConfig | None = None
-    n_workers: int = Field(default=2, gt=0)
-    memory_limit: str = "2GiB"
-    mode: Literal["auto", "scatter", "streaming"] = "auto"
-    prepare_on: Literal["flow", "workers"] | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ClusterConfig:
-        from pipelines.cluster import check_cluster_class
-
-        given = self.model_fields_set
-        if self.cluster_class is None:
-            stray = sorted({"kwargs", "adapt"} & given)
-            if stray:
-                raise ValueError(
-                    f"cluster.{stray[0]} needs cluster.class (the cluster manager it configures)"
-                )
-            return self
-        if self.address is not None:
-            raise ValueError("cluster.address and cluster.class both name the cluster; keep one")
-        local = sorted({"n_workers", "memory_limit"} & given)
-        if local:
-            raise ValueError(
-                f"cluster.{local[0]} sets up the default LocalCluster and is ignored with cluster.class; put the "
-                "cluster manager's own settings in cluster.kwargs"
-            )
-        check_cluster_class(self.cluster_class)
-        return self
-
-    @property
-    def prepares_on_workers(self) -> bool:
-        """Whether validation and the shuffle run as Dask tasks (``prepare_on``, or its default)."""
-        if self.prepare_on is not None:
-            return self.prepare_on == "workers"
-        return self.address is None and self.cluster_class is None
-
-    def preparation_client(self):
-        """A context manager giving the client validation and the shuffle run on: the cluster's
-        (``client``) when they run on the workers, else None (they run in this process)."""
-        return self.client() if self.prepares_on_workers else contextlib.nullcontext(None)
-
-    def client(self):
-        """The run's client and cluster, as a context manager (``pipelines.cluster.cluster_client``)."""
-        from pipelines.cluster import cluster_client
-
-        return cluster_client(
-            self.address,
-            cluster_class=self.cluster_class,
-            cluster_kwargs=self.kwargs,
-            adapt=self.adapt.model_dump() if self.adapt else None,
-            n_workers=self.n_workers,
-            memory_limit=self.memory_limit,
-        )
 
 
 class CheckpointConfig(_Section):
