@@ -190,8 +190,12 @@ def run(
     for span in plan.spans[start:]:
         stats = executor.compute(span, algorithm.request(state, span, plan))
         followup = algorithm.followup(state, span, stats, key, plan)
-        followup_stats = None if followup is None else executor.compute(span, followup)
-        state = algorithm.apply(state, span, stats, key, plan, followup_stats)
+        if followup is None:
+            state = algorithm.apply(state, span, stats, key, plan)
+        else:
+            state = algorithm.apply(
+                state, span, stats, key, plan, followup_stats=executor.compute(span, followup)
+            )
         losses.append(stats.loss_sum / max(stats.row_count, 1))
         if store is not None:
             done = span.step + 1

@@ -10,8 +10,8 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 * ``followup(state, span, stats, key, plan)``: None, or a second request over the step's gradient rows
   when the first round's statistics were not enough (DP-AMBSSGD, when DP-STAT chose a clip norm
   outside the window of candidates it asked for);
-* ``apply(state, span, stats, key, plan, followup_stats)``: the DP update from the merged statistics
-  (and those of the follow-up request, if any), adding the step's noise, which is drawn from the noise
+* ``apply(state, span, stats, key, plan[, followup_stats])``: the DP update from the merged statistics
+  (and, only when there was a follow-up request, its statistics), adding the step's noise, which is drawn from the noise
   key at that step and so identical on a retry;
 * ``result(state)`` and ``report(plan)``: the released parameters and the privacy report.
 """
@@ -32,6 +32,7 @@ __all__ = [
     "Plan",
     "PrivacyReport",
     "Algorithm",
+    "OneRoundTrip",
     "project_to_ball",
     "tail_average",
     "build_report",
@@ -137,14 +138,11 @@ class Algorithm(Protocol):
     ) -> StatsRequest | None: ...
 
     def apply(
-        self,
-        state: Any,
-        span: StepSpan,
-        stats: BatchStats,
-        key: NoiseKey,
-        plan: Plan,
-        followup_stats: BatchStats | None = None,
-    ) -> Any: ...
+        self, state: Any, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan, **followup: Any
+    ) -> Any:
+        """The step's update; an algorithm whose ``followup`` can return a request also takes
+        ``followup_stats`` (the coordinator passes it only then)."""
+        ...
 
     def result(self, state: Any) -> np.ndarray: ...
 
@@ -153,6 +151,13 @@ class Algorithm(Protocol):
         over-budget plan with it), after it with the final ``state`` (DP-AMBSSGD quotes the clip norms
         DP-STAT chose)."""
         ...
+
+
+class OneRoundTrip:
+    """For algorithms whose step needs one round of statistics: ``followup`` is always None."""
+
+    def followup(self, state: Any, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: Plan) -> None:
+        return None
 
 
 def project_to_ball(params: np.ndarray, center: np.ndarray, radius: float | None) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpstream.algorithms.base import (
+    OneRoundTrip,
     Plan,
     PrivacyReport,
     StepSpan,
@@ -60,7 +61,7 @@ class DPSGDState:
 
 
 @dataclass(frozen=True)
-class DPSGD:
+class DPSGD(OneRoundTrip):
     epsilon: float
     delta: float
     clip_norm: float
@@ -110,19 +111,8 @@ class DPSGD:
     def request(self, state: DPSGDState, span: StepSpan, plan: DPSGDPlan) -> StatsRequest:
         return StatsRequest(params=state.params, clip_norms=np.array([float(self.clip_norm)]))
 
-    def followup(
-        self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan
-    ) -> None:
-        return None  # one round trip per step
-
     def apply(
-        self,
-        state: DPSGDState,
-        span: StepSpan,
-        stats: BatchStats,
-        key: NoiseKey,
-        plan: DPSGDPlan,
-        followup_stats: BatchStats | None = None,
+        self, state: DPSGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: DPSGDPlan
     ) -> DPSGDState:
         noise, noise_state = plan.noise.next(key, state.noise_state)
         released = stats.clipped_sums[0] + plan.noise_std * noise

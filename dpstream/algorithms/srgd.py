@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpstream.algorithms.base import (
+    OneRoundTrip,
     Plan,
     PrivacyReport,
     StepSpan,
@@ -66,7 +67,7 @@ class SRGDState:
 
 
 @dataclass(frozen=True)
-class AcceleratedDPSRGD:
+class AcceleratedDPSRGD(OneRoundTrip):
     epsilon: float
     delta: float
     clip_norm: float = 1.0
@@ -119,19 +120,8 @@ class AcceleratedDPSRGD:
             previous_weight=float(t),
         )
 
-    def followup(
-        self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan
-    ) -> None:
-        return None  # one round trip per step
-
     def apply(
-        self,
-        state: SRGDState,
-        span: StepSpan,
-        stats: BatchStats,
-        key: NoiseKey,
-        plan: SRGDPlan,
-        followup_stats: BatchStats | None = None,
+        self, state: SRGDState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SRGDPlan
     ) -> SRGDState:
         t, beta, batch = state.step, plan.beta, plan.rows_per_step
         prefix_sum = state.prefix_sum + stats.clipped_sums[0]

@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpstream.algorithms.base import Plan, PrivacyReport, StepSpan, build_report
+from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
@@ -87,7 +87,7 @@ def _clamped_solve(matrix: np.ndarray, vector: np.ndarray, floor: float) -> np.n
 
 
 @dataclass(frozen=True)
-class AdaSSP:
+class AdaSSP(OneRoundTrip):
     epsilon: float
     delta: float
     row_norm_bound: float | None = (
@@ -167,19 +167,8 @@ class AdaSSP:
         )
         return max(0.0, plan.gram_std * math.sqrt(dim * math.log(2 * dim * dim / rho)) - lower)
 
-    def followup(
-        self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan
-    ) -> None:
-        return None  # one round trip per step
-
     def apply(
-        self,
-        state: SSPState,
-        span: StepSpan,
-        stats: BatchStats,
-        key: NoiseKey,
-        plan: SSPPlan,
-        followup_stats: BatchStats | None = None,
+        self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan
     ) -> SSPState:
         if stats.gram is None or stats.moment is None:
             raise ValueError(
