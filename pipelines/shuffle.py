@@ -177,6 +177,8 @@ def _write_piece(fs: Any, path: str, table: pa.Table) -> None:
     """A scratch piece as an uncompressed Arrow IPC file: the gather reads it back without decoding
     (Parquet pieces cost an encode and a decode of every value, and shuffled floats do not compress).
     Atomic but not fsynced: an interrupted shuffle discards its scratch prefix (issue 16 item 5)."""
+    # Built in memory, then one write: streamed into the file through ``write_atomic`` the IPC writer's
+    # many small writes each cross into Python (0.40 s against 0.31 s for 4 scatter tasks, measured).
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
