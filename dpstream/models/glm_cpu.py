@@ -70,6 +70,14 @@ def _row_scalar(margin, previous_margin, label, loss_kind, has_previous, weight,
     return scalar, loss
 
 
+def _clipped_coefficient(scalar: float, gradient_norm: float, clip_norm: float) -> tuple[float, int]:
+    """(c = s·min(1, C/g), 1 if the row is clipped else 0): ``clip_factors`` for one row and clip norm,
+    the one place both kernels clip (a NaN norm compares False and stays in s)."""
+    if gradient_norm > clip_norm:
+        return scalar * (clip_norm / gradient_norm), 1
+    return scalar, 0
+
+
 def _rows_kernel(
     X, y, params, previous, has_previous, weight, previous_weight, loss_kind, clip_norms, statistic_kind,
     sums, clipped_rows, values,
@@ -100,11 +108,8 @@ def _rows_kernel(
             values[i] = gradient_norm if statistic_kind == 0 else abs(float(margin) - y[i])
             continue
         for k in range(num_norms):
-            if gradient_norm > clip_norms[k]:
-                coefficients[k] = scalar * (clip_norms[k] / gradient_norm)
-                clipped_rows[k] += 1
-            else:
-                coefficients[k] = scalar
+            coefficients[k], clipped = _clipped_coefficient(scalar, gradient_norm, clip_norms[k])
+            clipped_rows[k] += clipped
         for k in range(num_norms):
             coefficient = coefficients[k]
             for j in range(dim):
@@ -192,11 +197,8 @@ def _columns_kernel(
                 values[start + i] = gradient_norm if statistic_kind == 0 else abs(float(margins[i]) - label)
                 continue
             for k in range(num_norms):
-                if gradient_norm > clip_norms[k]:
-                    coefficients[k, i] = scalar * (clip_norms[k] / gradient_norm)
-                    clipped_rows[k] += 1
-                else:
-                    coefficients[k, i] = scalar
+                coefficients[k, i], clipped = _clipped_coefficient(scalar, gradient_norm, clip_norms[k])
+                clipped_rows[k] += clipped
         if statistic_kind >= 0:
             continue
         for j in range(dim):  # each column once from memory, then K dot products from L1
@@ -214,14 +216,14 @@ def _compiled() -> tuple[Any, Any]:
     """The two kernels, compiled on first use (importing Numba costs ~0.4 s: not at import time) and
     cached on disk (beside this file, or in ``NUMBA_CACHE_DIR``), so worker processes load them instead
     of compiling. Where no cache location is writable they are compiled in each process."""
-    global _derivative_and_loss, _row_scalar, _columns_dot
-    helpers = (_derivative_and_loss, _row_scalar, _columns_dot)
+    global _derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot
+    helpers = (_derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot)
     try:
         jitted = [_jit(function, cache=True) for function in (*helpers, _rows_kernel, _columns_kernel)]
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
         jitted = [_jit(function, cache=False) for function in (*helpers, _rows_kernel, _columns_kernel)]
-    _derivative_and_loss, _row_scalar, _columns_dot = jitted[:3]
-    return jitted[3], jitted[4]
+    _derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot = jitted[:4]
+    return jitted[4], jitted[5]
 
 
 def _jit(function: Any, cache: bool) -> Any:
