@@ -13,7 +13,8 @@ exponential backoff; after the retry budget a ``CheckpointError`` names the loca
 good checkpoint is left intact.
 
 Format (version 2): one ``checkpoint.npz`` per run id, written in a single atomic put. Its ``meta``
-entry is UTF-8 JSON (run id, fingerprint, next step, losses, creation time, the state's structure); the
+entry is UTF-8 JSON (run id, fingerprint, next step, losses, creation time, the ledger claim token, the
+data version the run reads, the state's structure); the
 other entries are the state's arrays and the noise secret (``dpstream.state_codec``). It is read with
 ``allow_pickle=False`` and state objects are rebuilt only from a closed list of state classes, so
 loading a checkpoint runs no code. Version 1 was a pickle (``checkpoint.pkl``): such a checkpoint is
@@ -37,6 +38,7 @@ import numpy as np
 from dpstream.noise import NoiseKey
 from dpstream.state_codec import StateFormatError, decode, encode
 from dpstream.storage import open_url, write_bytes_atomic
+from dpstream.validation import check_name
 
 __all__ = [
     "CheckpointPolicy",
@@ -85,6 +87,8 @@ class Checkpoint:
     training_loss: list[float]
     created_at: str
     format_version: int = FORMAT_VERSION
+    claim: str | None = None  # the ledger claim token of the run (LakeLedger.claim): a resume continues it
+    data_version: str = ""  # what the run reads (the shuffle generation it pinned): a resume reads the same
 
     def __repr__(self) -> str:  # never print the secret
         return f"Checkpoint(run_id={self.run_id!r}, step={self.step}, fingerprint={self.fingerprint!r})"
@@ -109,7 +113,7 @@ class CheckpointStore:
         self._fs, self._root = open_url(policy.url, policy.storage_options)
 
     def _path(self, run_id: str, name: str = FILE_NAME) -> str:
-        return f"{self._root}/{run_id}/{name}"
+        return f"{self._root}/{check_name('run_id', run_id)}/{name}"
 
     def exists(self, run_id: str) -> bool:
         return bool(
@@ -135,13 +139,33 @@ class CheckpointStore:
                 f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}: {error}"
             ) from None
 
-    def save(self, checkpoint: Checkpoint) -> None:
+    def data_version(self, run_id: str) -> str | None:
+        """The data version recorded in ``run_id``'s checkpoint (the shuffle generation it pinned), or
+        None without a checkpoint: a resumed run reads what it started on."""
+        checkpoint = self.load(run_id)
+        return None if checkpoint is None else checkpoint.data_version
+
+    def delete(self, run_id: str) -> None:
+        """Remove ``run_id``'s checkpoint (its noise key): for a run that gave its reservation back."""
+        folder = f"{self._root}/{check_name('run_id', run_id)}"
+        if self._fs.exists(folder):
+            self._fs.rm(folder, recursive=True)
+
+    def save(self, checkpoint: Checkpoint, *, exclusive: bool = False) -> None:
+        """Write ``checkpoint`` atomically, retrying storage errors. ``exclusive=True`` (a run's first
+        checkpoint) raises ``CheckpointError`` when one already exists: another process started this run
+        id at the same moment."""
         data = _to_bytes(checkpoint)
         delay = self.policy.backoff_seconds
         for attempt in range(self.policy.retries + 1):
             try:
-                write_bytes_atomic(self._fs, self._path(checkpoint.run_id), data)
+                write_bytes_atomic(self._fs, self._path(checkpoint.run_id), data, exclusive=exclusive)
                 return
+            except FileExistsError:
+                raise CheckpointError(
+                    f"run {checkpoint.run_id!r} already has a checkpoint at {self.policy.url}: another process "
+                    "started this run id at the same moment; use a new run id"
+                ) from None
             except Exception as error:  # storage clients raise many types; all are retried alike
                 if attempt == self.policy.retries:
                     raise CheckpointError(
@@ -155,7 +179,15 @@ class CheckpointStore:
 
 
 def new_checkpoint(
-    run_id: str, fingerprint: str, step: int, state: Any, key: NoiseKey, losses: list[float]
+    run_id: str,
+    fingerprint: str,
+    step: int,
+    state: Any,
+    key: NoiseKey,
+    losses: list[float],
+    *,
+    claim: str | None = None,
+    data_version: str = "",
 ) -> Checkpoint:
     return Checkpoint(
         run_id=run_id,
@@ -165,6 +197,8 @@ def new_checkpoint(
         noise_secret=key.export_secret(),
         training_loss=list(losses),
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        claim=claim,
+        data_version=data_version,
     )
 
 
@@ -177,6 +211,8 @@ def _to_bytes(checkpoint: Checkpoint) -> bytes:
         "step": checkpoint.step,
         "training_loss": [float(loss) for loss in checkpoint.training_loss],
         "created_at": checkpoint.created_at,
+        "claim": checkpoint.claim,
+        "data_version": checkpoint.data_version,
         "state": tree,
     }
     entries = {
@@ -213,4 +249,6 @@ def _from_bytes(data: bytes, run_id: str) -> Checkpoint:
         training_loss=[float(loss) for loss in meta["training_loss"]],
         created_at=meta["created_at"],
         format_version=meta["format_version"],
+        claim=meta.get("claim"),
+        data_version=str(meta.get("data_version") or ""),
     )

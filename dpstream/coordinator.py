@@ -18,6 +18,7 @@ import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
 from dpstream.checkpoint import (
+    Checkpoint,
     CheckpointError,
     CheckpointPolicy,
     CheckpointStore,
@@ -27,6 +28,7 @@ from dpstream.checkpoint import (
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger, RunIdReusedError
+from dpstream.validation import check_name
 
 __all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
 
@@ -109,18 +111,6 @@ class InMemoryExecutor:
         return stats
 
 
-def _refuse_repeated_run_id(ledger: LakeLedger, run_id: str, checkpoint: CheckpointPolicy | None) -> None:
-    entry = ledger.entry(run_id)
-    if entry is None:
-        return
-    where = f"at {checkpoint.url}" if checkpoint is not None else "(this run has no checkpoint location)"
-    raise RunIdReusedError(
-        f"run {run_id!r} is already {entry.status} in lake {ledger.fingerprint}'s ledger (since {entry.reserved_at}) "
-        f"and its checkpoint is not {where}: running it again would release a second, differently noised model "
-        "for one charge. Use a new run id, or resume from the checkpoint location the run was started with"
-    )
-
-
 @dataclass
 class FitResult:
     params: np.ndarray
@@ -147,19 +137,27 @@ def run(
 
     With ``checkpoint`` and ``run_id`` the run is durable: an existing checkpoint of ``run_id`` is
     resumed (same key, same state, same remaining steps), otherwise one is written before the first
-    release and then as the policy says. With ``ledger`` the run's μ is reserved before anything is
-    released (idempotently, so a resumed run is charged once) and committed at the end.
+    release and then as the policy says. ``lake`` names the data the run reads (the pinned shuffle
+    generation, ``Manifest.row_order``): it is part of the checkpoint's identity and recorded in the
+    ledger entry.
 
-    One run id releases one model: a ``run_id`` the ledger already holds is run again only from its
-    checkpoint, which replays the same key and so releases bit-identical values (a finished run
-    returns its final model); without that checkpoint it is refused with ``RunIdReusedError`` before
-    anything is computed.
+    With ``ledger`` a fresh run first *claims* its run id (``LakeLedger.claim``: the entry is created
+    exclusively and charged before the noise key is drawn), so two processes starting one run id at
+    once cannot both release a model; a run id the ledger already holds runs again only from its
+    checkpoint, which replays the same key and so releases bit-identical values (a finished run returns
+    its final model), and is otherwise refused with ``RunIdReusedError`` before anything is computed.
+
+    A run that fails before its first release (the first noisy update) gives its reservation back
+    (``LakeLedger.abort``, with the reason) and deletes the checkpoint it wrote; once a step has used
+    the noise, the charge stays whatever happens.
     """
     plan = algorithm.plan(num_rows, num_params)
     report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
     if (checkpoint is not None or ledger is not None) and not run_id:
         raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
-    state, start, losses, store, fingerprint, saved_step = None, 0, [], None, "", None
+    if run_id is not None:
+        check_name("run_id", run_id)
+    state, start, losses, store, fingerprint, saved = None, 0, [], None, "", None
     if checkpoint is not None:
         store = CheckpointStore(checkpoint)
         fingerprint = config_fingerprint(algorithm, executor.model, num_rows, num_params, lake)
@@ -176,43 +174,106 @@ def run(
                     f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
                 )
             key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
-            saved_step = saved.step
-    if ledger is not None and saved_step is None:
-        _refuse_repeated_run_id(ledger, run_id, checkpoint)
-    key = key if key is not None else NoiseKey.generate()
-    if state is None:
-        state = algorithm.init(plan, initial_params)
-        if store is not None:  # the key is durable before the reservation and the first release
-            store.save(new_checkpoint(run_id, fingerprint, 0, state, key, losses))
-    if ledger is not None:
-        ledger.reserve(run_id, report.mu, mechanism=report.mechanism, relation=report.relation)
+    claim = _claim(ledger, run_id, report, saved, checkpoint, lake)
+    key = key if key is not None else NoiseKey.generate()  # drawn only once the run id is ours
+    released = start > 0  # a resumed run released its earlier steps
+    own_checkpoint = saved is not None  # a checkpoint this run may delete when it gives its claim back
     last_save = time.monotonic()
-    for span in plan.spans[start:]:
-        stats = executor.compute(span, algorithm.request(state, span, plan))
-        followup = algorithm.followup(state, span, stats, key, plan)
-        if followup is None:
-            state = algorithm.apply(state, span, stats, key, plan)
-        else:
-            state = algorithm.apply(
-                state, span, stats, key, plan, followup_stats=executor.compute(span, followup)
-            )
-        losses.append(stats.loss_sum / max(stats.row_count, 1))
-        if store is not None:
-            done = span.step + 1
-            due = (
-                done % checkpoint.every_steps == 0
-                or done == plan.num_steps
-                or (
-                    checkpoint.every_seconds is not None
-                    and time.monotonic() - last_save >= checkpoint.every_seconds
+    try:
+        if state is None:
+            state = algorithm.init(plan, initial_params)
+            if store is not None:  # the key is durable before the first release
+                store.save(
+                    new_checkpoint(
+                        run_id, fingerprint, 0, state, key, losses, claim=claim, data_version=lake
+                    ),
+                    exclusive=True,
                 )
-            )
-            if due:
-                store.save(new_checkpoint(run_id, fingerprint, done, state, key, losses))
-                last_save = time.monotonic()
-        if on_step is not None:
-            on_step(span.step, state)
+                own_checkpoint = True
+        for span in plan.spans[start:]:
+            stats = executor.compute(span, algorithm.request(state, span, plan))
+            released = True  # from here on the step's noise is used: whatever happens, the charge stays
+            followup = algorithm.followup(state, span, stats, key, plan)
+            if followup is None:
+                state = algorithm.apply(state, span, stats, key, plan)
+            else:
+                state = algorithm.apply(
+                    state, span, stats, key, plan, followup_stats=executor.compute(span, followup)
+                )
+            losses.append(stats.loss_sum / max(stats.row_count, 1))
+            if store is not None:
+                done = span.step + 1
+                due = (
+                    done % checkpoint.every_steps == 0
+                    or done == plan.num_steps
+                    or (
+                        checkpoint.every_seconds is not None
+                        and time.monotonic() - last_save >= checkpoint.every_seconds
+                    )
+                )
+                if due:
+                    store.save(
+                        new_checkpoint(
+                            run_id, fingerprint, done, state, key, losses, claim=claim, data_version=lake
+                        )
+                    )
+                    last_save = time.monotonic()
+            if on_step is not None:
+                on_step(span.step, state)
+    except BaseException as error:
+        if not released:
+            _give_back(ledger, store if own_checkpoint else None, run_id, claim, error)
+        raise
     report = algorithm.report(plan, state)
     if ledger is not None:
         ledger.commit(run_id)
     return FitResult(algorithm.result(state), report, state, losses)
+
+
+def _claim(
+    ledger: LakeLedger | None,
+    run_id: str | None,
+    report: PrivacyReport,
+    saved: Checkpoint | None,
+    checkpoint: CheckpointPolicy | None,
+    lake: str,
+) -> str | None:
+    """The run's ledger claim token: a fresh claim, or the one its checkpoint continues (charged once)."""
+    if ledger is None:
+        return None if saved is None else saved.claim
+    charge = dict(mechanism=report.mechanism, relation=report.relation, data_version=lake or None)
+    if saved is None:
+        try:
+            return ledger.claim(run_id, report.mu, **charge).claim
+        except RunIdReusedError as refused:
+            where = (
+                f"at {checkpoint.url}" if checkpoint is not None else "(this run has no checkpoint location)"
+            )
+            raise RunIdReusedError(f"{refused} (its checkpoint is not {where})") from None
+    entry = ledger.entry(run_id)
+    if entry is None:  # gave its reservation back earlier and kept its checkpoint: claim again, same key
+        return ledger.claim(run_id, report.mu, **charge).claim
+    if saved.claim is not None and entry.claim is not None and entry.claim != saved.claim:
+        raise RunIdReusedError(
+            f"the checkpoint of run {run_id!r} belongs to another claim of that run id than the ledger's entry "
+            f"(reserved {entry.reserved_at}): it cannot resume it. Use a new run id"
+        )
+    return ledger.reserve(run_id, report.mu, **charge).claim
+
+
+def _give_back(
+    ledger: LakeLedger | None,
+    store: CheckpointStore | None,
+    run_id: str | None,
+    claim: str | None,
+    error: BaseException,
+) -> None:
+    """A run that failed before its first release: its reservation back, its checkpoint (the key) gone."""
+    reason = f"{type(error).__name__}: {error}".strip()
+    try:
+        if ledger is not None:
+            ledger.abort(run_id, claim, reason or "interrupted")
+        if store is not None:
+            store.delete(run_id)
+    except Exception:  # noqa: BLE001 - the run's own error is the one to report; the charge then stays
+        pass

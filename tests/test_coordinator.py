@@ -129,3 +129,98 @@ def test_ledger_check_excludes_the_runs_own_reservation(tmp_path):
     lake.check("r1", lake.budget.mu)  # a resume of r1: charged once
     with pytest.raises(BudgetExceededError):
         lake.check("r2", 1e-3)
+
+
+class FailingExecutor(InMemoryExecutor):
+    """Fails when asked for step ``fail_at`` (a lost lake part, a dead cluster)."""
+
+    def __init__(self, model, blocks, fail_at):
+        super().__init__(model, blocks)
+        self.fail_at = fail_at
+
+    def compute(self, span, request):
+        if span.step == self.fail_at:
+            raise OSError(f"part-00003.parquet vanished at step {span.step}")
+        return super().compute(span, request)
+
+
+def test_a_failure_before_the_first_release_gives_the_reservation_back(tmp_path):
+    """Issue 27, item 4: nothing released, nothing charged (recorded as aborted, with the reason, and the
+    key deleted); once a step used the noise, the charge stays."""
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+    from dpstream.privacy import Ledger, LifetimeBudget
+
+    X, y = data(5_000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=500)
+    lake = Ledger(str(tmp_path / "ledger")).lake("lake-1", LifetimeBudget(4.0, 1e-6))
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=1)
+
+    def train(run_id, fail_at):
+        return run(
+            algorithm,
+            FailingExecutor(LinearRegressionModel(), [(X, y)], fail_at),
+            num_rows=5_000,
+            num_params=5,
+            initial_params=np.zeros(5),
+            checkpoint=policy,
+            run_id=run_id,
+            ledger=lake,
+        )
+
+    with pytest.raises(OSError, match="vanished at step 0"):
+        train("early", fail_at=0)
+    assert lake.entries() == [] and lake.spent_mu() == 0.0
+    (aborted,) = lake.aborted()
+    assert (
+        aborted.run_id == "early" and aborted.status == "aborted" and "vanished at step 0" in aborted.reason
+    )
+    assert not CheckpointStore(policy).exists("early")  # the key of a run that released nothing is gone
+    assert train("early", fail_at=-1).params.shape == (5,)  # the id is free again: a new claim, a new key
+    assert [(e.run_id, e.status) for e in lake.entries()] == [("early", "committed")]
+    with pytest.raises(OSError, match="vanished at step 3"):
+        train("late", fail_at=3)
+    assert {e.run_id: e.status for e in lake.entries()} == {"early": "committed", "late": "reserved"}
+    assert CheckpointStore(policy).load("late").step == 3  # resumable; charged once when it resumes
+    assert [e.run_id for e in lake.aborted()] == ["early"]
+
+
+def test_one_run_id_started_twice_at_once_releases_one_model(tmp_path):
+    """Issue 27, item 5: the run id is claimed by an exclusive create before the key is drawn. Of two runs
+    started together with one id, the second is refused or replays the first's key: one model."""
+    import threading
+
+    from dpstream.checkpoint import CheckpointError, CheckpointPolicy
+    from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
+
+    X, y = data(5_000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=500)
+    for trial in range(8):
+        lake = Ledger(str(tmp_path / f"ledger-{trial}")).lake("lake-1", LifetimeBudget(8.0, 1e-6))
+        policy = CheckpointPolicy(str(tmp_path / f"ckpt-{trial}"), every_steps=1)
+        barrier, results = threading.Barrier(2), []
+
+        def train(lake=lake, policy=policy, barrier=barrier, results=results):
+            barrier.wait()
+            try:
+                fit = run(
+                    algorithm,
+                    InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+                    num_rows=5_000,
+                    num_params=5,
+                    initial_params=np.zeros(5),
+                    checkpoint=policy,
+                    run_id="nightly",
+                    ledger=lake,
+                )
+                results.append(fit.params.tobytes())
+            except (RunIdReusedError, CheckpointError) as refused:
+                results.append(type(refused).__name__)
+
+        threads = [threading.Thread(target=train) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        models = {r for r in results if isinstance(r, bytes)}
+        assert len(models) == 1, results  # one model released, whatever the interleaving
+        assert [e.run_id for e in lake.entries()] == ["nightly"] and lake.aborted() == []

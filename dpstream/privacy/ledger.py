@@ -2,9 +2,11 @@
 
 Layout under the ledger URL (local path or ``s3://``), one folder per lake fingerprint::
 
-    <root>/<fingerprint>/budget.json          lifetime budget (ε, δ, relation), written once
-    <root>/<fingerprint>/files.json           the content identities of the lake's source files
-    <root>/<fingerprint>/runs/<run_id>.json   one entry per run: reserved, then committed
+    <root>/_dpstream_ledger.json                 marks the folder as a ledger (no output may go there)
+    <root>/<fingerprint>/budget.json             lifetime budget (ε, δ, relation), written once
+    <root>/<fingerprint>/files.json              the content identities of the lake's source files
+    <root>/<fingerprint>/runs/<run_id>.json      one entry per run: reserved, then committed
+    <root>/<fingerprint>/aborted/<run_id>-<t>.json  runs that gave their reservation back unreleased
 
 Runs compose exactly: every dpstream run is a μ_i-GDP mechanism under the ledger's relation, so the
 lake's cumulative guarantee is sqrt(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3) and the lifetime
@@ -22,33 +24,48 @@ identities are their own unit.
 
 Protocol (no locks, safe on S3):
 
-1. ``reserve(run_id, mu)`` refuses if the entries already recorded plus ``mu`` exceed μ_max; else it
-   writes ``runs/<run_id>.json`` with one atomic PUT and *then* re-reads all entries. If the total it
-   now sees exceeds μ_max it deletes its own new entry and refuses. Of two racing runs the one that
-   lists second sees both, so the cap can never be exceeded; at worst both refuse and are retried.
-2. Reserving an existing run id with the same μ returns the existing entry: a retried or resumed
-   run is charged once. The same id with a different μ is refused.
+1. ``claim(run_id, mu)`` starts a run: it refuses if the entries already recorded plus ``mu`` exceed
+   μ_max, else creates ``runs/<run_id>.json`` *exclusively* (O_EXCL on disk, a conditional PUT on S3)
+   with a random claim token, and *then* re-reads all entries. If the total it now sees exceeds μ_max
+   it deletes its own new entry and refuses. Of two racing runs the one that lists second sees both,
+   so the cap can never be exceeded; at worst both refuse. Of two runs claiming one run id, exactly
+   one creates the entry; the other is refused (``RunIdReusedError``) before it draws a noise key, so
+   one run id can never release two models.
+2. A resumed run continues its claim (``reserve``: an existing entry with the same μ is returned): a
+   retried or resumed run is charged once. The same id with a different μ is refused.
 3. ``commit(run_id)`` marks the entry complete. A crashed run keeps its reservation: what was
    released is spent, whether or not the run finished.
+4. ``abort(run_id, claim, reason)``: a run that fails before its first release gives its reservation
+   back; the entry moves to ``aborted/`` with the reason, and the run id is free again.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import re
-from dataclasses import asdict, dataclass
+import secrets
+from dataclasses import asdict, replace
 from typing import Any
 
 from dpstream.privacy import gdp
+from dpstream.privacy.ledger_records import (
+    BUDGET_NAME,
+    FILES_NAME,
+    LEDGER_MARKER,
+    LedgerEntry,
+    LifetimeBudget,
+    entries_in,
+    entry_at,
+    now,
+    overlapping_lakes,
+)
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url, read_json, write_json_atomic
-from dpstream.validation import check_positive
+from dpstream.validation import check_name, check_positive
 
 __all__ = ["BudgetExceededError", "RunIdReusedError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
+_REASON_CHARS = 500
 
 
 class BudgetExceededError(RuntimeError):
@@ -58,60 +75,6 @@ class BudgetExceededError(RuntimeError):
 class RunIdReusedError(BudgetExceededError):
     """A run id that already released (or reserved) on a lake is started again without the checkpoint
     that replays it: running it would publish a second, differently noised model for one charge."""
-
-
-def _check_name(kind: str, value: str) -> str:
-    if not isinstance(value, str) or not _SAFE_NAME.match(value):
-        raise ValueError(
-            f"{kind} must be 1-128 characters of letters, digits, '.', '_' or '-' "
-            f"(starting with a letter or digit), got {value!r}"
-        )
-    return value
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class LifetimeBudget:
-    epsilon: float
-    delta: float
-    relation: NeighbouringRelation = NeighbouringRelation.REPLACE_ONE
-
-    def __post_init__(self) -> None:
-        check_positive("lifetime epsilon", self.epsilon)
-        if not 0.0 < float(self.delta) < 1.0:
-            raise ValueError(f"lifetime delta must lie in (0, 1), got {self.delta!r}")
-        object.__setattr__(self, "epsilon", float(self.epsilon))
-        object.__setattr__(self, "delta", float(self.delta))
-        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
-
-    @property
-    def mu(self) -> float:
-        return gdp.mu_for_epsilon_delta(self.epsilon, self.delta)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "relation": self.relation.value}
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> LifetimeBudget:
-        return cls(document["epsilon"], document["delta"], document["relation"])
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    run_id: str
-    mu: float
-    relation: str
-    status: str  # "reserved" | "committed"
-    mechanism: str
-    reserved_at: str
-    committed_at: str | None = None
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> LedgerEntry:
-        return cls(**{name: document.get(name) for name in cls.__dataclass_fields__})
 
 
 class LakeLedger:
@@ -131,25 +94,33 @@ class LakeLedger:
         self.budget = budget
         self.files = files
 
+    @property
+    def _ledger_root(self) -> str:
+        return self._root.rsplit("/", 1)[0]
+
     def _run_path(self, run_id: str) -> str:
-        return f"{self._root}/runs/{run_id}.json"
+        return f"{self._root}/runs/{check_name('run_id', run_id)}.json"
 
     def entries(self) -> list[LedgerEntry]:
-        """This lake's own run entries."""
-        return _entries(self._fs, self._root)
+        """This lake's charged run entries (reserved or committed)."""
+        return entries_in(self._fs, f"{self._root}/runs")
+
+    def aborted(self) -> list[LedgerEntry]:
+        """Runs that gave their reservation back before releasing anything (not charged)."""
+        return entries_in(self._fs, f"{self._root}/aborted")
 
     def entry(self, run_id: str) -> LedgerEntry | None:
-        path = self._run_path(_check_name("run_id", run_id))
+        path = self._run_path(run_id)
         if not self._fs.exists(path):
             return None
-        return _entry_at(self._fs, path)
+        return entry_at(self._fs, path)
 
     def _charges(self, exclude: str | None = None) -> list[tuple[float, float]]:
         """(Σ μ² spent, cap μ_max) of every group of this lake's files that the same lakes contain."""
         if self.files is None:
             spent = sum(e.mu**2 for e in self.entries() if e.run_id != exclude)
             return [(spent, self.budget.mu)]
-        lakes = _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
+        lakes = overlapping_lakes(self._fs, self._ledger_root, self.files)
         groups: dict[frozenset[str], list[Any]] = {}
         for name in self.files:
             groups.setdefault(
@@ -169,7 +140,7 @@ class LakeLedger:
                 own = lake == self.fingerprint
                 spent += sum(
                     e.mu**2
-                    for e in _entries(self._fs, f"{self._root.rsplit('/', 1)[0]}/{lake}")
+                    for e in entries_in(self._fs, f"{self._ledger_root}/{lake}/runs")
                     if not (own and e.run_id == exclude)
                 )
             charges.append((spent, cap))
@@ -215,13 +186,13 @@ class LakeLedger:
         if remaining <= 0.0:
             return (
                 "Nothing remains: the lake's lifetime budget (budget.lifetime_epsilon in a pipeline config) is spent; "
-                "raise it only deliberately"
+                "raise it only deliberately (`dpstream budget set-lifetime`)"
             )
         at_most = gdp.epsilon_for_delta(self.budget.delta, remaining)
         return (
             f"Lower the run's epsilon (budget.epsilon in a pipeline config) to at most {at_most:.4g} at "
             f"delta={self.budget.delta:g} (mu={remaining:.6g} remains), or raise the lake's lifetime budget "
-            "deliberately"
+            "deliberately (`dpstream budget set-lifetime`)"
         )
 
     def _others(self) -> list[str]:
@@ -229,7 +200,7 @@ class LakeLedger:
             return []
         return [
             lake
-            for lake in _overlapping_lakes(self._fs, self._root.rsplit("/", 1)[0], self.files)
+            for lake in overlapping_lakes(self._fs, self._ledger_root, self.files)
             if lake != self.fingerprint
         ]
 
@@ -237,30 +208,38 @@ class LakeLedger:
         """Refuse (``BudgetExceededError``) unless ``run_id`` may spend ``mu`` now; writes nothing.
 
         A run id already recorded is checked without its own entry: its resume is charged once."""
-        _check_name("run_id", run_id)
+        check_name("run_id", run_id)
         if not self._fits(float(mu), exclude=run_id):
             raise self._refusal(run_id, float(mu))
 
-    def reserve(
-        self, run_id: str, mu: float, *, mechanism: str, relation: NeighbouringRelation | str
-    ) -> LedgerEntry:
-        """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent)."""
-        _check_name("run_id", run_id)
-        mu = check_positive("mu", mu)
+    def _check_relation(self, run_id: str, relation: NeighbouringRelation | str) -> NeighbouringRelation:
         relation = NeighbouringRelation.parse(relation)
         if relation is not self.budget.relation:
             raise ValueError(
                 f"run {run_id!r} is accounted under {relation} but lake {self.fingerprint}'s ledger "
                 f"under {self.budget.relation}; use the same neighbouring relation for every run"
             )
+        return relation
+
+    def claim(
+        self,
+        run_id: str,
+        mu: float,
+        *,
+        mechanism: str,
+        relation: NeighbouringRelation | str,
+        data_version: str | None = None,
+    ) -> LedgerEntry:
+        """Start ``run_id``: charge ``mu`` by creating its entry exclusively (module docstring, step 1).
+
+        Returns the entry with its fresh ``claim`` token; raises ``RunIdReusedError`` when the run id
+        already has an entry (another process claimed it, or it ran before), and
+        ``BudgetExceededError`` when ``mu`` does not fit."""
+        mu = check_positive("mu", mu)
+        relation = self._check_relation(run_id, relation)
         existing = self.entry(run_id)
         if existing is not None:
-            if not math.isclose(existing.mu, mu, rel_tol=1e-12, abs_tol=0.0):
-                raise ValueError(
-                    f"run {run_id!r} is already charged mu={existing.mu:.6g}, not {mu:.6g}: a resumed "
-                    "run must use its original configuration; start a new run id instead"
-                )
-            return existing
+            raise self._taken(run_id, existing)
         if not self._fits(mu):
             raise self._refusal(run_id, mu)
         entry = LedgerEntry(
@@ -269,18 +248,55 @@ class LakeLedger:
             relation=relation.value,
             status="reserved",
             mechanism=mechanism,
-            reserved_at=_now(),
+            reserved_at=now(),
+            claim=secrets.token_hex(16),
+            data_version=data_version,
         )
         try:
             write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
         except FileExistsError:
-            return self.reserve(run_id, mu, mechanism=mechanism, relation=relation)
+            raise self._taken(run_id, self.entry(run_id)) from None
         # Re-read everything after the write: of two racing reservations (on this lake or on lakes
         # that share files) the one that reads second sees both, so no cap is ever exceeded.
         if not self._fits(0.0):
             self._fs.rm(self._run_path(run_id))
             raise self._refusal(run_id, mu)
         return entry
+
+    def _taken(self, run_id: str, entry: LedgerEntry | None) -> RunIdReusedError:
+        since = f" (since {entry.reserved_at})" if entry is not None else ""
+        state = entry.status if entry is not None else "claimed"
+        return RunIdReusedError(
+            f"run {run_id!r} is already {state} in lake {self.fingerprint}'s ledger{since}: another run with this "
+            "id ran or is running, and a second one would release a second, differently noised model for one "
+            "charge. Use a new run id, or resume the run from the checkpoint location it was started with"
+        )
+
+    def reserve(
+        self,
+        run_id: str,
+        mu: float,
+        *,
+        mechanism: str,
+        relation: NeighbouringRelation | str,
+        data_version: str | None = None,
+    ) -> LedgerEntry:
+        """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent: an existing
+        entry with the same μ is returned, so a retried or resumed run is charged once; else ``claim``)."""
+        mu = check_positive("mu", mu)
+        self._check_relation(run_id, relation)
+        existing = self.entry(run_id)
+        if existing is not None:
+            if not math.isclose(existing.mu, mu, rel_tol=1e-12, abs_tol=0.0):
+                raise ValueError(
+                    f"run {run_id!r} is already charged mu={existing.mu:.6g}, not {mu:.6g}: a resumed "
+                    "run must use its original configuration; start a new run id instead"
+                )
+            return existing
+        try:
+            return self.claim(run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version)
+        except RunIdReusedError:  # claimed by a racing reservation of the same run: charged once
+            return self.reserve(run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version)
 
     def commit(self, run_id: str) -> LedgerEntry:
         """Mark a reserved run as completed. Committing twice is a no-op."""
@@ -291,14 +307,31 @@ class LakeLedger:
             )
         if entry.status == "committed":
             return entry
-        committed = LedgerEntry(**{**asdict(entry), "status": "committed", "committed_at": _now()})
+        committed = replace(entry, status="committed", committed_at=now())
         write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
         return committed
+
+    def abort(self, run_id: str, claim: str | None, reason: str) -> LedgerEntry | None:
+        """Give back the reservation of a run that failed before its first release: its entry moves to
+        ``aborted/`` with ``reason`` and no longer counts. Only the holder of the entry's ``claim`` token
+        may do this, and only a ``reserved`` entry; returns the aborted entry, or None when there was
+        nothing of this claim to give back."""
+        entry = self.entry(run_id)
+        if entry is None or entry.status != "reserved" or entry.claim != claim:
+            return None
+        aborted = replace(entry, status="aborted", aborted_at=now(), reason=reason[:_REASON_CHARS])
+        stamp = aborted.aborted_at.replace(":", "").replace("+", "Z")[:17]
+        record = f"{self._root}/aborted/{run_id}-{stamp}-{secrets.token_hex(3)}.json"
+        write_json_atomic(
+            self._fs, record, asdict(aborted), exclusive=True
+        )  # the record first, then the charge goes
+        self._fs.rm(self._run_path(run_id))
+        return aborted
 
     def archive_runs(self, tag: str) -> int:
         """Move every run entry under ``archived-<tag>/``: an operator's reset for a lake whose data were
         replaced by other individuals' records. Returns how many entries moved."""
-        _check_name("archive tag", tag)
+        check_name("archive tag", tag)
         moved = 0
         folder = f"{self._root}/archived-{tag}"
         self._fs.makedirs(folder, exist_ok=True)
@@ -317,14 +350,7 @@ class LakeLedger:
             p for p in self._fs.ls(self._root, detail=False) if p.rsplit("/", 1)[-1].startswith("archived-")
         )
         return [
-            (
-                folder.rsplit("/", 1)[-1][len("archived-") :],
-                [
-                    _entry_at(self._fs, p)
-                    for p in sorted(self._fs.ls(folder, detail=False))
-                    if p.endswith(".json")
-                ],
-            )
+            (folder.rsplit("/", 1)[-1][len("archived-") :], entries_in(self._fs, folder))
             for folder in folders
         ]
 
@@ -341,55 +367,21 @@ class LakeLedger:
         )
 
 
-def _entry_at(fs: Any, path: str) -> LedgerEntry:
-    document = read_json(fs, path)
-    try:
-        if not isinstance(document, dict):
-            raise TypeError(f"a JSON object was expected, got {type(document).__name__}")
-        entry = LedgerEntry.from_json(document)
-        float(entry.mu)
-        if not entry.run_id or entry.status not in ("reserved", "committed"):
-            raise ValueError("run_id, mu and status are required")
-    except (TypeError, ValueError) as error:
-        raise ValueError(
-            f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
-            "an entry: the privacy it records was spent"
-        ) from None
-    return entry
-
-
-def _entries(fs: Any, lake_root: str) -> list[LedgerEntry]:
-    runs_dir = f"{lake_root}/runs"
-    fs.invalidate_cache(runs_dir)
-    if not fs.exists(runs_dir):
-        return []
-    return [_entry_at(fs, p) for p in sorted(p for p in fs.ls(runs_dir, detail=False) if p.endswith(".json"))]
-
-
-def _overlapping_lakes(
-    fs: Any, root: str, files: frozenset[str]
-) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
-    """Every lake under ``root`` that shares a source file with ``files``: name -> (budget, its files)."""
-    fs.invalidate_cache(root)
-    found = {}
-    for path in fs.glob(f"{root}/*/{FILES_NAME}"):
-        lake_root = path.rsplit("/", 1)[0]
-        lake_files = frozenset(read_json(fs, path)["files"])
-        if lake_files & files:
-            budget = LifetimeBudget.from_json(read_json(fs, f"{lake_root}/budget.json"))
-            found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
-    return found
-
-
-FILES_NAME = "files.json"
-
-
 class Ledger:
     """The collection of per-lake ledgers under one URL."""
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
         self.url = url
         self._fs, self._root = open_url(url, storage_options)
+
+    def _mark(self) -> None:
+        """Write the ledger's root marker once (before its first lake), so no output is ever written here."""
+        path = f"{self._root}/{LEDGER_MARKER}"
+        if not self._fs.exists(path):
+            try:
+                write_json_atomic(self._fs, path, {"format": "dpstream-ledger/1"}, exclusive=True)
+            except FileExistsError:
+                pass
 
     def lake(
         self,
@@ -400,14 +392,13 @@ class Ledger:
         """Open (and on first use create) the ledger of the lake with this fingerprint.
 
         ``budget`` is required the first time; afterwards it must match the recorded one, so a
-        lifetime budget cannot be raised by accident. ``files`` are the content identities of the
-        lake's source files (``pipelines`` computes them): recorded once, they make runs on lakes
-        that share files count against the same records.
+        lifetime budget cannot be raised by accident (``set_budget`` is the deliberate change).
+        ``files`` are the content identities of the lake's source files (``pipelines`` computes them):
+        recorded once, they make runs on lakes that share files count against the same records.
         """
-        _check_name("lake fingerprint", fingerprint)
+        check_name("lake fingerprint", fingerprint)
         root = f"{self._root}/{fingerprint}"
-        recorded_files = self._files(root, files)
-        budget_path = f"{root}/budget.json"
+        budget_path = f"{root}/{BUDGET_NAME}"
         if self._fs.exists(budget_path):
             recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
             if budget is not None and budget != recorded:
@@ -416,17 +407,20 @@ class Ledger:
                     f"delta={recorded.delta:g} ({recorded.relation}); the requested "
                     f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({budget.relation}) differs. "
                     "Use the recorded budget (in a pipeline config: budget.lifetime_epsilon and budget.delta), or change "
-                    "it explicitly (Python: Ledger.set_budget)"
+                    f"it deliberately: `dpstream budget set-lifetime {fingerprint} --ledger {self.url} --epsilon E "
+                    "--delta D --confirm` (Python: Ledger.set_budget)"
                 )
-            return LakeLedger(self._fs, root, fingerprint, recorded, recorded_files)
+            return LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
         if budget is None:
-            names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/budget.json"))
+            names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"))
             holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"
             raise ValueError(
                 f"lake {fingerprint} has no ledger at {self.url} yet ({holds}): no run has been charged to it there. "
                 "Check the fingerprint (`dpstream validate CONFIG` prints it) and the ledger URL (budget.ledger_url); "
                 "a first `dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
             )
+        self._mark()
+        recorded_files = self._files(root, files)
         try:
             write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
         except FileExistsError:
@@ -455,9 +449,10 @@ class Ledger:
 
     def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
         """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""
+        check_name("lake fingerprint", fingerprint)
         lake = (
             self.lake(fingerprint, None)
-            if self._fs.exists(f"{self._root}/{fingerprint}/budget.json")
+            if self._fs.exists(f"{self._root}/{fingerprint}/{BUDGET_NAME}")
             else None
         )
         if lake is not None and budget.relation is not lake.budget.relation and lake.entries():
@@ -465,6 +460,7 @@ class Ledger:
                 f"lake {fingerprint} has runs accounted under {lake.budget.relation}; "
                 "its relation cannot change"
             )
-        write_json_atomic(self._fs, f"{self._root}/{fingerprint}/budget.json", budget.to_json())
+        self._mark()
+        write_json_atomic(self._fs, f"{self._root}/{fingerprint}/{BUDGET_NAME}", budget.to_json())
         root = f"{self._root}/{fingerprint}"
         return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None))

@@ -127,7 +127,7 @@ def test_writes_leave_no_temporary_files(tmp_path):
         lake.reserve(f"r{n}", 0.2, mechanism="x", relation="replace-one")
         lake.commit(f"r{n}")
     names = [name for _, _, files in os.walk(tmp_path) for name in files]
-    assert sorted(names) == ["budget.json", "r0.json", "r1.json", "r2.json"]
+    assert sorted(names) == ["_dpstream_ledger.json", "budget.json", "r0.json", "r1.json", "r2.json"]
     document = json.loads((tmp_path / "lake1" / "runs" / "r0.json").read_text())
     assert document["status"] == "committed" and document["mu"] == 0.2
 

@@ -1,0 +1,136 @@
+"""The ledger's documents: a lake's lifetime budget and one run's entry, and how they are read back.
+
+``budget.json`` holds a ``LifetimeBudget``; ``runs/<run id>.json`` one ``LedgerEntry``;
+``aborted/<run id>-<stamp>.json`` the entry of a run that gave its reservation back before it released
+anything (``LakeLedger.abort``). Reading any of them checks its shape and names the file and the fix
+when it is damaged: an entry is never skipped, because the privacy it records was spent.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dpstream.privacy import gdp
+from dpstream.privacy.relation import NeighbouringRelation
+from dpstream.storage import read_json
+from dpstream.validation import check_budget
+
+__all__ = [
+    "LifetimeBudget",
+    "LedgerEntry",
+    "STATUSES",
+    "FILES_NAME",
+    "BUDGET_NAME",
+    "LEDGER_MARKER",
+    "entry_at",
+    "entries_in",
+    "overlapping_lakes",
+    "now",
+]
+
+FILES_NAME = "files.json"
+BUDGET_NAME = "budget.json"
+# At the ledger's root: tells every dpstream write-location check that this folder is a ledger.
+LEDGER_MARKER = "_dpstream_ledger.json"
+# "reserved": charged, running or crashed; "committed": finished; "aborted": gave its reservation back
+# before its first release (kept under aborted/, not counted).
+STATUSES = ("reserved", "committed", "aborted")
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class LifetimeBudget:
+    epsilon: float
+    delta: float
+    relation: NeighbouringRelation = NeighbouringRelation.REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        epsilon, delta = check_budget(self.epsilon, self.delta, name="lifetime epsilon")
+        object.__setattr__(self, "epsilon", epsilon)
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        self.mu  # noqa: B018 - a budget the accountant cannot calibrate against is refused before it is stored
+
+    @property
+    def mu(self) -> float:
+        return gdp.mu_for_epsilon_delta(self.epsilon, self.delta)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "relation": self.relation.value}
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> LifetimeBudget:
+        return cls(document["epsilon"], document["delta"], document["relation"])
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    run_id: str
+    mu: float
+    relation: str
+    status: str  # one of STATUSES
+    mechanism: str
+    reserved_at: str
+    committed_at: str | None = None
+    # A random token drawn when the run id was claimed; the run's checkpoint holds the same one, so a
+    # resume proves it continues this claim and not another process's.
+    claim: str | None = None
+    data_version: str | None = (
+        None  # what the run reads (the pinned shuffle generation), as the data plane names it
+    )
+    aborted_at: str | None = None
+    reason: str | None = None  # why an aborted run gave its reservation back
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> LedgerEntry:
+        return cls(**{name: document.get(name) for name in cls.__dataclass_fields__})
+
+    @property
+    def charged(self) -> bool:
+        return self.status in ("reserved", "committed")
+
+
+def entry_at(fs: Any, path: str) -> LedgerEntry:
+    document = read_json(fs, path)
+    try:
+        if not isinstance(document, dict):
+            raise TypeError(f"a JSON object was expected, got {type(document).__name__}")
+        entry = LedgerEntry.from_json(document)
+        mu = float(entry.mu)
+        if not entry.run_id or entry.status not in STATUSES or not math.isfinite(mu) or mu < 0:
+            raise ValueError("run_id, a finite mu >= 0 and a known status are required")
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
+            "an entry: the privacy it records was spent"
+        ) from None
+    return entry
+
+
+def entries_in(fs: Any, folder: str) -> list[LedgerEntry]:
+    """The entries (``*.json``) directly in ``folder``, by file name; none when it does not exist."""
+    fs.invalidate_cache(folder)
+    if not fs.exists(folder):
+        return []
+    return [entry_at(fs, p) for p in sorted(p for p in fs.ls(folder, detail=False) if p.endswith(".json"))]
+
+
+def overlapping_lakes(
+    fs: Any, root: str, files: frozenset[str]
+) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
+    """Every lake under ``root`` that shares a source file with ``files``: name -> (budget, its files)."""
+    fs.invalidate_cache(root)
+    found = {}
+    for path in fs.glob(f"{root}/*/{FILES_NAME}"):
+        lake_root = path.rsplit("/", 1)[0]
+        lake_files = frozenset(read_json(fs, path)["files"])
+        if lake_files & files:
+            budget = LifetimeBudget.from_json(read_json(fs, f"{lake_root}/{BUDGET_NAME}"))
+            found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
+    return found
