@@ -4,10 +4,12 @@ distributed step executor. Imports Dask, pyarrow, fsspec and dpstream; never Pre
 from pipelines.cluster import connect
 from pipelines.executor import DaskExecutor, lake_blocks
 from pipelines.lake import LakeError, LakeSpec
-from pipelines.shuffle import Manifest, read_manifest, shuffle_once
+from pipelines.manifest import Manifest, verify_parts
+from pipelines.shuffle import prune_shuffles, read_manifest, shuffle_once
 from pipelines.streaming import choose_mode, prefetched_blocks
 from pipelines.train import train_on_lake
 from pipelines.validate import LakeSummary, validate_lake
+from pipelines.waiting import NoWorkersError
 
 __all__ = [
     "LakeError",
@@ -17,6 +19,9 @@ __all__ = [
     "shuffle_once",
     "Manifest",
     "read_manifest",
+    "prune_shuffles",
+    "verify_parts",
+    "NoWorkersError",
     "DaskExecutor",
     "lake_blocks",
     "prefetched_blocks",

@@ -14,19 +14,26 @@ footers of its last 8 files (``pipelines.lake.read_block``): consecutive steps r
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
 blocks. While a step's slowest worker finishes, the others decode their blocks of the next step
 (``_prefetch``).
+
+Blocks are read only from the generation the manifest names, and each part is checked against its
+size and content identity when a worker first opens it (``pipelines.lake.read_block``). The workers are
+looked up at every step: a task whose worker left is run on another (``pipelines.waiting``), and a
+cluster left without workers for ``worker_timeout`` seconds stops the run instead of hanging it.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
 from typing import Any
 
 import numpy as np
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
-from pipelines.lake import LakeSpec, LruCache, read_block, read_row_group
-from pipelines.shuffle import Manifest
+from pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
+from pipelines.manifest import Manifest
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks"]
 
@@ -34,10 +41,15 @@ __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_b
 # long-lived worker must never serve a block of an earlier shuffle written at the same path.
 _BLOCKS = LruCache(4)
 PREFETCH_BLOCKS = 2  # per worker and step: half the cache
+WORKERS_REFRESH_SECONDS = 5.0
 
 
-def _block_arrays(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
-    return _BLOCKS.get((lake, path, group), lambda: read_block(spec.filesystem()[0], path, spec, group, lake))
+def _block_arrays(
+    path: str, group: int, spec: LakeSpec, lake: str = "", check: PartCheck | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    return _BLOCKS.get(
+        (lake, path, group), lambda: read_block(spec.filesystem()[0], path, spec, group, lake, check)
+    )
 
 
 def slice_stats(
@@ -50,41 +62,46 @@ def slice_stats(
     request: StatsRequest,
     role: str,
     lake: str = "",
+    check: PartCheck | None = None,
 ) -> BatchStats:
     """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker); ``lake`` is
-    the shuffle's identity (``Manifest.row_order``) that keys the worker's caches."""
-    X, y = _block_arrays(path, group, spec, lake)
+    the shuffle's identity (``Manifest.row_order``) that keys the worker's caches, ``check`` what the
+    part must be (its size and content identity in the manifest)."""
+    X, y = _block_arrays(path, group, spec, lake, check)
     return model.block_stats(X[start:stop], y[start:stop], request, role=role)
 
 
-def warm_blocks(blocks: list[tuple[str, int]], spec: LakeSpec, lake: str = "") -> int:
-    """Read and decode (path, row group) blocks into this worker's cache; returns how many (runs on a worker)."""
-    for path, group in blocks:
-        _block_arrays(path, group, spec, lake)
+def warm_blocks(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str = "") -> int:
+    """Read and decode (path, row group, check) blocks into this worker's cache; returns how many (runs on
+    a worker)."""
+    for path, group, check in blocks:
+        _block_arrays(path, group, spec, lake, check)
     return len(blocks)
 
 
 def pieces_stats(
-    pieces: list[tuple[str, int, int, int, str]],
+    pieces: list[tuple[str, int, int, int, str, PartCheck | None]],
     spec: LakeSpec,
     model: Model,
     request: StatsRequest,
     lake: str = "",
 ) -> list[BatchStats]:
-    """``slice_stats`` for each (path, row group, first row, end row, role) piece, in the given order
-    (one worker's share of a step, one task)."""
+    """``slice_stats`` for each (path, row group, first row, end row, role, check) piece, in the given
+    order (one worker's share of a step, one task)."""
     return [
-        slice_stats(path, group, spec, lo, hi, model, request, role, lake)
-        for path, group, lo, hi, role in pieces
+        slice_stats(path, group, spec, lo, hi, model, request, role, lake, check)
+        for path, group, lo, hi, role, check in pieces
     ]
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
-    """The shuffled lake's blocks (row groups) in training order as (X, y), for the in-memory executor."""
+    """The shuffled lake's blocks (row groups) in training order as (X, y), for the in-memory executor;
+    each part is checked against its manifest entry as it is opened."""
     spec = manifest.spec(storage_options)
     fs, _ = spec.filesystem()
+    checks = manifest.part_checks(storage_options)
     for _, path, group, _ in manifest.blocks(storage_options):
-        yield read_row_group(fs, path, spec, group)
+        yield read_block(fs, path, spec, group, manifest.row_order, checks[path])
 
 
 class DaskExecutor:
@@ -95,16 +112,37 @@ class DaskExecutor:
         model: Model,
         storage_options: dict[str, Any] | None = None,
         prefetch: bool = True,
+        worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     ):
         self.client = client
         self.prefetch = prefetch  # off only to measure a bare step (benchmarks)
+        self.worker_timeout = worker_timeout
         self.manifest = manifest
         self.model = model
         self.spec = manifest.spec(storage_options)
         self.blocks = manifest.blocks(storage_options)
+        self.checks = manifest.part_checks(storage_options)
         self.starts = np.concatenate([[0], np.cumsum([rows for *_, rows in self.blocks])]).tolist()
-        self.workers = sorted(client.scheduler_info()["workers"])
+        self.workers = live_workers(client)
+        self._workers_seen_at = time.monotonic()
         self.lake = manifest.row_order  # keys the workers' block and footer caches
+
+    def _refresh_workers(self) -> None:
+        """Look the workers up again every ``WORKERS_REFRESH_SECONDS`` (one scheduler call), so tasks are not
+        pinned to a worker that left; a step whose worker leaves meanwhile is re-run by ``gather_within``."""
+        if not self.workers or time.monotonic() - self._workers_seen_at >= WORKERS_REFRESH_SECONDS:
+            self.workers = live_workers(self.client)
+            self._workers_seen_at = time.monotonic()
+
+    def _piece(self, index: int, lo: int, hi: int, role: str) -> tuple[str, int, int, int, str, PartCheck]:
+        """A ``pieces_stats`` piece: rows [lo, hi) of block ``index`` in ``role``."""
+        path, group, check = self._block(index)
+        return path, group, lo, hi, role, check
+
+    def _block(self, index: int) -> tuple[str, int, PartCheck]:
+        """(path, row group, check) of block ``index``."""
+        path, group = self.blocks[index][1:3]
+        return path, group, self.checks[path]
 
     def _slices(self, start: int, stop: int, role: str) -> list[tuple[int, int, int, str]]:
         """(block index, first row, end row, role) pieces of global rows [start, stop), in order."""
@@ -128,13 +166,15 @@ class DaskExecutor:
         stop = min(start + rows, self.starts[-1])
         if start >= stop:
             return
+        if not self.workers:
+            return
         first = bisect.bisect_right(self.starts, start) - 1
         last = bisect.bisect_right(self.starts, stop - 1) - 1
         by_worker: dict[int, list[tuple[str, int]]] = {}
         for index in range(first, last + 1):
             blocks = by_worker.setdefault(index % len(self.workers), [])
             if len(blocks) < PREFETCH_BLOCKS:
-                blocks.append(tuple(self.blocks[index][1:3]))
+                blocks.append(self._block(index))
         for worker, blocks in by_worker.items():
             fire_and_forget(
                 self.client.submit(
@@ -157,28 +197,36 @@ class DaskExecutor:
         # One task per worker per step, not per piece: the scheduler's cost per task (~3 ms) would
         # otherwise grow with the row groups a step touches. Each task returns its pieces' statistics
         # one by one, so the merge below runs in piece order exactly as before (bit-for-bit).
+        self._refresh_workers()
         by_worker: dict[int, list[int]] = {}
         for position, (i, *_rest) in enumerate(pieces):
-            by_worker.setdefault(i % len(self.workers), []).append(position)
-        futures = {
-            worker: self.client.submit(
+            by_worker.setdefault(i % max(len(self.workers), 1), []).append(position)
+        tasks = [[self._piece(*pieces[p]) for p in positions] for positions in by_worker.values()]
+
+        def submit(task: int, worker: str | None) -> Any:
+            return self.client.submit(
                 pieces_stats,
-                [(*self.blocks[pieces[p][0]][1:3], *pieces[p][1:]) for p in positions],
+                tasks[task],
                 self.spec,
                 self.model,
                 request,
                 self.lake,
-                workers=[self.workers[worker]],
-                allow_other_workers=True,
+                workers=None if worker is None else [worker],
+                allow_other_workers=worker is not None,
                 pure=False,
             )
-            for worker, positions in by_worker.items()
-        }
+
+        # No worker yet (an adaptive cluster scales up on pending tasks): unpinned, gather_within waits.
+        pinned = [self.workers[worker] if self.workers else None for worker in by_worker]
+        futures = [submit(task, worker) for task, worker in enumerate(pinned)]
         if self.prefetch:
             self._prefetch(span.gradient_rows[1], span.rows)
+        gathered = gather_within(
+            self.client, futures, pinned, lambda task: submit(task, None), self.worker_timeout
+        )
         parts: list[BatchStats | None] = [None] * len(pieces)
-        for worker, results in zip(futures, self.client.gather(list(futures.values())), strict=True):
-            for position, part in zip(by_worker[worker], results, strict=True):
+        for positions, results in zip(by_worker.values(), gathered, strict=True):
+            for position, part in zip(positions, results, strict=True):
                 parts[position] = part
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
         for part in parts:

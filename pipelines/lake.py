@@ -7,12 +7,14 @@ list of numeric columns or one fixed-size-list column; the label is one numeric 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,14 @@ __all__ = [
     "table_to_arrays",
     "fingerprint",
     "file_identity",
+    "file_stamp",
+    "PartCheck",
+    "footer_bytes",
+    "footer_identity",
+    "read_verified_footer",
+    "shown_part",
+    "open_unchanged",
+    "SHUFFLE_STORE_MARKERS",
     "aligned",
     "aligned_empty",
 ]
@@ -80,6 +90,68 @@ class LakeFile:
     rows: int
     size: int
     identity: str = ""  # content identity (file_identity): what the ledger charges
+    # What the file looked like when validated (file_stamp): the shuffle reads it only if unchanged.
+    stamp: str = ""
+
+
+def file_stamp(fs: Any, path: str) -> str:
+    """A cheap signature that changes whenever the file at ``path`` is written, replaced or renamed over.
+
+    Local disk: inode, size, and modification and status-change times in ns; any write, or a rename
+    onto the path, changes one of them (``ctime`` cannot be set by a user). The device number is left
+    out: on a network file system two workers' machines may number one mount differently. Object
+    store: the ETag, size and modification time of the object (a new PUT changes them)."""
+    if is_local(fs):
+        st = os.stat(path)
+        return f"local:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    fs.invalidate_cache(path)
+    info = fs.info(path)
+    etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+    return f"object:{etag}:{info.get('size')}:{info.get('LastModified') or info.get('mtime') or ''}"
+
+
+@contextlib.contextmanager
+def open_unchanged(fs: Any, path: str, stamp: str, changed: str | None = None) -> Iterator[Any]:
+    """Open ``path`` for reading, refusing (``LakeError``) unless it is the file whose ``stamp``
+    (``file_stamp``) was taken when it was checked; ``stamp=""`` opens it unchecked. ``changed`` words the
+    refusal after the file's name (default: a source file changed since validation).
+
+    Local disk: the stamp is compared before opening and again after the caller's reads. S3: the object's
+    ETag at opening must be the stamp's, and s3fs sends every ranged read with ``If-Match`` on it, so a
+    replacement during the read fails instead of mixing two objects' bytes."""
+    if not stamp:
+        with fs.open(path, "rb") as handle:
+            yield handle
+        return
+    refusal = LakeError(
+        f"{shown_part(path)} {changed}"
+        if changed
+        else f"{path.rsplit('/', 1)[-1]} changed after the lake was validated (rewritten, replaced or renamed over); "
+        "nothing from it was used. Run again once nothing writes to the lake, and validate what changed"
+    )
+    local = stamp.startswith("local:")
+    try:
+        if local and file_stamp(fs, path) != stamp:
+            raise refusal
+        with fs.open(path, "rb") as handle:
+            if not local:  # the ETag of the HEAD the open made (s3fs), else one more look
+                details = getattr(handle, "details", None)
+                etag = details.get("ETag") if isinstance(details, dict) else None
+                if etag is None and file_stamp(fs, path) != stamp:
+                    raise refusal
+                if etag is not None and str(etag).strip('"') != stamp.split(":")[1]:
+                    raise refusal
+            yield handle
+        if local and file_stamp(fs, path) != stamp:
+            raise refusal
+    except FileNotFoundError:
+        raise LakeError(
+            f"{shown_part(path)} was removed after it was checked; nothing from it was used"
+        ) from None
+    except OSError as error:
+        if type(error).__name__ == "FileExpired":  # s3fs: the object changed between two ranged reads
+            raise refusal from None
+        raise
 
 
 _HASH_CHUNK = 8 << 20
@@ -114,22 +186,41 @@ def list_parquet_files(spec: LakeSpec) -> tuple[Any, list[str]]:
     return fs, paths
 
 
+# Names at the root of a folder that make it a dpstream shuffled lake (generations, or the earlier
+# single-folder layout): never a source.
+SHUFFLE_STORE_MARKERS = ("_generations", "_manifest.json")
+
+
 def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
     """(filesystem, the lake's Parquet files, the other visible files), each sorted by path.
 
-    Names starting with "." or "_" (``_SUCCESS``, ``.crc``, our temporary folders) are bookkeeping and
-    not listed; any other file without the ``.parquet`` suffix is "stray": not read, but reported, since
-    a user who dropped a CSV or a ``.parq`` file into the lake expects it to count."""
+    A file is bookkeeping, not listed, when any part of its path below the lake's root starts with "."
+    or "_" (``_SUCCESS``, ``.crc``, ``_delta_log/``, the ``_tmp-*`` folders of an unfinished write, the
+    ``_g-*`` generations of a shuffled lake). Any other file without the ``.parquet`` suffix is "stray":
+    not read, but reported, since a user who dropped a CSV or a ``.parq`` file into the lake expects it
+    to count. A dpstream shuffled lake is refused as a source: its generations hold the same records."""
     try:
         fs, root = spec.filesystem()
         if fs.isfile(root):
             return fs, [root], []
-        visible = [p for p in fs.find(root) if not p.rsplit("/", 1)[-1].startswith((".", "_"))]
+        found = fs.find(root)
     except (PermissionError, OSError) as error:
         raise LakeError(
             f"cannot read the lake location {spec.url}: {type(error).__name__}: {error}. Check the path, the "
             "credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the endpoint (AWS_ENDPOINT_URL)"
         ) from None
+    prefix = root.rstrip("/") + "/"
+    relative = [p[len(prefix) :] if p.startswith(prefix) else p.rsplit("/", 1)[-1] for p in found]
+    if any(r.split("/", 1)[0] in SHUFFLE_STORE_MARKERS for r in relative):
+        raise LakeError(
+            f"{spec.url} is a shuffled lake written by dpstream (lake.shuffled_url), not a source: its shuffles "
+            "hold the same records again. Point lake.url at the source lake"
+        )
+    visible = [
+        path
+        for path, rel in zip(found, relative, strict=True)
+        if not any(c.startswith((".", "_")) for c in rel.split("/"))
+    ]
     parquet = sorted(p for p in visible if p.endswith(".parquet"))
     return fs, parquet, sorted(p for p in visible if not p.endswith(".parquet"))
 
@@ -143,6 +234,71 @@ def fingerprint(files: list[LakeFile]) -> str:
     files the lakes share (``dpstream.privacy.ledger``)."""
     document = sorted([f.identity, f.size] for f in files)
     return "lake-" + hashlib.sha256(json.dumps(document).encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class PartCheck:
+    """What a reader checks a part against: its size in bytes and its content identity."""
+
+    size: int
+    identity: str
+
+
+_FOOTER_TAIL = 8  # 4-byte little-endian footer length, then the magic b"PAR1"
+
+
+def footer_bytes(fs: Any, path: str) -> tuple[bytes, int]:
+    """(the footer with its length and magic, the file's size) of one Parquet file, from two reads of its
+    end. ``LakeError`` when the file is too short or has no Parquet footer (truncated or not Parquet)."""
+    name = path.rsplit("/", 1)[-1]
+    try:
+        with fs.open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            if size < 12:
+                raise LakeError(f"{name} is {size} bytes long: truncated, it holds no Parquet footer")
+            handle.seek(size - _FOOTER_TAIL)
+            tail = handle.read(_FOOTER_TAIL)
+            length = int.from_bytes(tail[:4], "little")
+            if tail[4:] != b"PAR1" or length + _FOOTER_TAIL + 4 > size:
+                raise LakeError(f"{name} does not end in a Parquet footer: truncated or overwritten")
+            handle.seek(size - _FOOTER_TAIL - length)
+            return handle.read(length) + tail, size
+    except FileNotFoundError:
+        raise LakeError(f"{name} is missing") from None
+
+
+def footer_identity(footer: bytes) -> str:
+    return "footer-sha256:" + hashlib.sha256(footer).hexdigest()
+
+
+def read_verified_footer(fs: Any, path: str, check: PartCheck | None) -> pq.FileMetaData:
+    """The parsed footer of ``path``, refused (``LakeError`` naming the file) unless its size and content
+    identity are ``check``'s (``check=None``: parsed unchecked, for files no manifest describes)."""
+    try:
+        footer, size = footer_bytes(fs, path)
+    except LakeError as error:
+        if check is None:
+            raise
+        raise LakeError(
+            f"{shown_part(path)}: {str(error).split(' ', 1)[1]}: the shuffled lake was changed after its shuffle. "
+            "Nothing was trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+        ) from None
+    if check is not None and (size != check.size or footer_identity(footer) != check.identity):
+        raise LakeError(
+            f"{shown_part(path)} is not the part its shuffle manifest committed (size {size:,} bytes, expected "
+            f"{check.size:,}; content identity {footer_identity(footer)[:26]}..., expected {check.identity[:26]}...): "
+            "the shuffled lake was changed after its shuffle (a part copied over, replaced or truncated). Nothing "
+            "was trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+        )
+    try:
+        return pq.read_metadata(pa.BufferReader(footer))
+    except (pa.ArrowInvalid, OSError) as error:
+        raise LakeError(f"{shown_part(path)} has a damaged Parquet footer ({error})") from None
+
+
+def shown_part(path: str) -> str:
+    """``<generation>/<part>`` of a part's path: the file a message names."""
+    return "/".join(path.rsplit("/", 2)[-2:])
 
 
 ALIGNMENT = 64
@@ -192,14 +348,37 @@ def table_to_arrays(table: pa.Table, spec: LakeSpec) -> tuple[np.ndarray, np.nda
 
 
 def read_row_group(
-    fs: Any, path: str, spec: LakeSpec, group: int, metadata: pq.FileMetaData | None = None
+    fs: Any,
+    path: str,
+    spec: LakeSpec,
+    group: int,
+    metadata: pq.FileMetaData | None = None,
+    stamp: str = "",
 ) -> tuple[np.ndarray, np.ndarray]:
     """One row group of one Parquet file: the unit the executors read, cache and fold over. With the
     file's ``metadata`` (``read_footer``) the footer is not read and parsed again: for a file of 1,000
-    row groups that is 7 of the 8 ms a row group costs."""
-    with fs.open(path, "rb") as handle:
-        table = pq.ParquetFile(handle, metadata=metadata).read_row_group(group, columns=spec.columns)
+    row groups that is 7 of the 8 ms a row group costs. With ``stamp`` (``file_stamp``) the file must
+    still be the one whose footer was verified (``open_unchanged``); the pages' CRC32 checksums are
+    verified wherever the writer stored them (the shuffle's parts)."""
+    with open_unchanged(fs, path, stamp, _PART_CHANGED) as handle:
+        try:
+            table = pq.ParquetFile(handle, metadata=metadata, page_checksum_verification=True).read_row_group(
+                group, columns=spec.columns
+            )
+        except OSError as error:
+            if "CRC" not in str(error):
+                raise
+            raise LakeError(
+                f"{shown_part(path)}: a page of row group {group} fails its checksum ({error}); it "
+                f"{_PART_CHANGED}"
+            ) from None
     return table_to_arrays(table, spec)
+
+
+_PART_CHANGED = (
+    "was changed while a run read it (a part copied over, replaced or truncated); the run stops rather than "
+    "read other rows. Shuffle again with `dpstream shuffle CONFIG --reshuffle` before the next run"
+)
 
 
 def read_footer(fs: Any, path: str) -> pq.FileMetaData:
@@ -232,9 +411,23 @@ class LruCache:
 _FOOTERS = LruCache(8)
 
 
+def _verified_footer(fs: Any, path: str, check: PartCheck | None) -> tuple[pq.FileMetaData, str]:
+    """(the footer, the file's stamp): verified against ``check`` and unchanged while it was read."""
+    stamp = file_stamp(fs, path)
+    metadata = read_verified_footer(fs, path, check)
+    if file_stamp(fs, path) != stamp:
+        raise LakeError(f"{shown_part(path)} {_PART_CHANGED}")
+    return metadata, stamp
+
+
 def read_block(
-    fs: Any, path: str, spec: LakeSpec, group: int, lake: str = ""
+    fs: Any, path: str, spec: LakeSpec, group: int, lake: str = "", check: PartCheck | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``read_row_group`` with the file's footer parsed once per worker process and shuffle ``lake``."""
-    footer = _FOOTERS.get((lake, path), lambda: read_footer(fs, path))
-    return read_row_group(fs, path, spec, group, footer)
+    """``read_row_group`` with the file's footer read, checked against ``check`` (a shuffle part's size and
+    content identity) and parsed once per worker process and shuffle ``lake``; every later read of the
+    file refuses it if it changed since (``open_unchanged``)."""
+    try:
+        footer, stamp = _FOOTERS.get((lake, path), lambda: _verified_footer(fs, path, check))
+    except FileNotFoundError:
+        raise LakeError(f"{shown_part(path)} is missing") from None
+    return read_row_group(fs, path, spec, group, footer, stamp)

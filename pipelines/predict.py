@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
-from dpstream.storage import open_url, overlap, url_of, write_json_atomic
+from dpstream.storage import open_url, url_of, write_json_atomic
 from pipelines.lake import LakeError, LakeSpec, list_lake
 
-__all__ = ["predict_lake", "PredictSummary", "PREDICT_RECORD"]
+__all__ = ["predict_lake", "check_predictions_location", "PredictSummary", "PREDICT_RECORD"]
 
 PREDICT_RECORD = "_predict.json"
 BATCH_ROWS = 65_536
@@ -55,6 +55,24 @@ def _check_columns(schema: pa.Schema, source: str, wanted: list[str]) -> None:
         kind = schema.field(name).type
         if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
             raise LakeError(f"{source}: feature column {name!r} has type {kind}, expected a numeric column")
+
+
+def check_predictions_location(
+    out_url: str, lake_url: str, storage_options: dict[str, Any] | None = None
+) -> None:
+    """Refuse (``LakeError``) predictions written into the scored lake, or into any data location (a lake,
+    a shuffled lake, a ledger, a Delta table: ``dpstream.locations``), where they would join that data."""
+    from dpstream.locations import Protected, check_write_location
+
+    try:
+        check_write_location(
+            out_url,
+            "the predictions' folder",
+            [Protected(lake_url, "the lake being scored (it is only read)")],
+            storage_options=storage_options,
+        )
+    except ValueError as error:
+        raise LakeError(str(error)) from None
 
 
 def score_file(
@@ -114,12 +132,7 @@ def predict_lake(
     """Score every Parquet file of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
     ``distributed.Client`` (None: in this process)."""
     options = dict(storage_options or {})
-    relation = overlap(out_url, lake_url)
-    if relation is not None:
-        raise LakeError(
-            f"the output {out_url} is {'the lake itself' if relation == 'equal' else relation + ' the lake'} "
-            f"{lake_url}; write predictions to a separate location (the lake is only read)"
-        )
+    check_predictions_location(out_url, lake_url, options)
     clashes = [name for name in keep if name in ("prediction", "probability")]
     if clashes:
         raise LakeError(

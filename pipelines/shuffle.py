@@ -9,47 +9,63 @@ Two bounded-memory passes, each task holding one file:
 
 Assigning rows to output slots this way and permuting within files yields a uniformly random
 permutation with exactly balanced files. The randomness comes from OS entropy and is not stored: the
-shuffle serves utility (i.i.d. batches), and privacy holds for any order. The source is never modified;
-everything is written under the output location, with no dictionary encoding on float columns. The
-manifest (rows per file, schema, feature spec, source fingerprint) is written last and is the commit
-point: running again with a complete manifest for the same source does nothing; a run interrupted
-before its manifest leaves no manifest, and its partial files are removed before a new shuffle.
+shuffle serves utility (i.i.d. batches), and privacy holds for any order.
 
-Shuffle deletes only what it wrote. The output location must be new, empty, or hold a dpstream
-shuffle: before writing anything it drops a marker (``_shuffle_in_progress.json``), and the clean-up of
-an interrupted run removes only the marker, its scratch prefix and ``part-NNNNN.parquet`` files in a
-folder that carries the marker. A non-empty folder without a manifest or marker, or an output that
-equals, contains or lies inside the source lake (or another protected location, such as the folder
-of the pipeline config), is refused before anything is written.
+**Each shuffle is a new, immutable generation** (``pipelines.generations``): its parts are written into a
+folder of its own and committed by exclusively creating the next numbered manifest; a run reads only the
+generation it pinned, so a reshuffle never changes what a running or resumed run reads. The source is
+never modified. A source file is read only if it is still the file validation saw (``open_unchanged``)
+and its values are checked again as it is scattered; every part's row count is checked as it is
+gathered, and a generation whose rows differ from the validated source's is never committed. Parts are
+written with page checksums and recorded with their content identities (``pipelines.manifest``).
+
+Running again reuses the current generation when it holds this source's rows with the columns asked
+for (in any order) and the layout asked for; anything else is refused with the fix (``reshuffle=True``
+shuffles a new generation). The output location must be new, empty, or hold dpstream shuffles; an output
+that equals, contains or lies inside the source lake (or another protected location, such as the folder
+of the pipeline config) is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
-import hashlib
 import math
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.storage import open_url, overlap, read_json, write_atomic, write_bytes_atomic, write_json_atomic
-from pipelines.lake import LakeError, LakeSpec
-from pipelines.validate import LakeSummary, validate_lake
+from dpstream.storage import open_url, overlap, url_of, write_atomic, write_bytes_atomic
+from pipelines.generations import SCRATCH, GenerationStore
+from pipelines.lake import (
+    LakeError,
+    LakeFile,
+    LakeSpec,
+    footer_bytes,
+    footer_identity,
+    open_unchanged,
+)
+from pipelines.manifest import Manifest, Part
+from pipelines.validate import LakeSummary, check_values, validate_lake
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, completed_within
 
-__all__ = ["Manifest", "shuffle_once", "read_manifest", "check_output_location", "MANIFEST_NAME"]
+__all__ = [
+    "Manifest",
+    "shuffle_once",
+    "read_manifest",
+    "prune_shuffles",
+    "check_output_location",
+    "layout",
+    "automatic_rows_per_file",
+]
 
-MANIFEST_NAME = "_manifest.json"
-MARKER_NAME = "_shuffle_in_progress.json"
-SCRATCH = "_scratch"
 _PIECE = re.compile(r"from-\d{5}\.arrow$")
-_PART = re.compile(r"^part-\d{5}\.parquet$")
 DEFAULT_ROWS_PER_FILE = 250_000
 HELD_OUT_FILES = 5  # automatic layout: at least this many files, so the held-out last file is ≤ 20 %
 
@@ -67,116 +83,51 @@ def layout(num_rows: int, rows_per_file: int) -> tuple[int, int, int]:
     return files, num_rows - held_out, held_out
 
 
-@dataclass(frozen=True)
-class Manifest:
-    version: int
-    url: str
-    files: tuple[tuple[str, int], ...]  # (file name, rows), in training order
-    row_groups: tuple[tuple[int, ...], ...]  # rows of each row group of each file: the executors' blocks
-    schema_ipc: str  # base64 Arrow IPC schema
-    features: tuple[str, ...] | str
-    label: str
-    num_features: int
-    source_url: str
-    source_fingerprint: str
-    created_at: str
-    source_files: tuple[str, ...] = ()  # content identities of the source files (the ledger's units)
-    # Random per shuffle (not the permutation's seed): tells two shuffles of one lake apart, even with one
-    # layout in the same second. Manifests before it have "" and are told apart by created_at only.
-    shuffle_id: str = ""
-
-    @property
-    def num_rows(self) -> int:
-        return sum(rows for _, rows in self.files)
-
-    @property
-    def fingerprint(self) -> str:
-        """The shuffled lake's identity for the ledger: the source fingerprint (same rows, same privacy unit)."""
-        return self.source_fingerprint
-
-    @property
-    def row_order(self) -> str:
-        """The identity of this shuffle's row order: the source fingerprint and a digest of this shuffle's
-        files and commit time. A checkpoint records it, so a run never resumes on another shuffle of the
-        same lake: its remaining steps would read rows its earlier steps already used (two releases of a
-        record that the single-pass accounting charged once)."""
-        digest = hashlib.sha256(repr((self.files, self.created_at, self.shuffle_id)).encode()).hexdigest()[
-            :16
-        ]
-        return f"{self.source_fingerprint}/shuffle-{digest}"
-
-    def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
-        return LakeSpec(self.url, self.features, self.label, storage_options or {})
-
-    def paths(self, storage_options: dict[str, Any] | None = None) -> list[str]:
-        _, root = open_url(self.url, storage_options)
-        return [f"{root}/{name}" for name, _ in self.files]
-
-    def blocks(self, storage_options: dict[str, Any] | None = None) -> list[tuple[int, str, int, int]]:
-        """(file index, path, row group, rows) of every block, in training order."""
-        return [
-            (index, path, group, rows)
-            for index, (path, groups) in enumerate(
-                zip(self.paths(storage_options), self.row_groups, strict=True)
-            )
-            for group, rows in enumerate(groups)
-        ]
-
-    def split_last_file(self) -> tuple[Manifest, Manifest]:
-        """(all files but the last, the last file): a held-out split that needs no second shuffle."""
-        if len(self.files) < 2:
-            raise LakeError("the shuffled lake needs at least 2 files to hold one out; lower rows_per_file")
-        return (
-            replace(self, files=self.files[:-1], row_groups=self.row_groups[:-1]),
-            replace(self, files=self.files[-1:], row_groups=self.row_groups[-1:]),
-        )
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema_ipc)))
+def read_manifest(
+    url: str, storage_options: dict[str, Any] | None = None, generation: str | None = None
+) -> Manifest | None:
+    """The current shuffle generation at ``url`` (None before the first shuffle), or the committed
+    generation ``generation`` (a run's pinned data version; ``LakeError`` when it is gone)."""
+    store = GenerationStore(url, storage_options)
+    return store.current() if generation is None else store.find(generation)
 
 
-def read_manifest(url: str, storage_options: dict[str, Any] | None = None) -> Manifest | None:
-    fs, root = open_url(url, storage_options)
-    path = f"{root}/{MANIFEST_NAME}"
-    if not fs.exists(path):
-        return None
-    document = read_json(fs, path)
-    features = document["features"]
-    document["features"] = features if isinstance(features, str) else tuple(features)
-    document["files"] = tuple(tuple(item) for item in document["files"])
-    document["row_groups"] = tuple(tuple(groups) for groups in document["row_groups"])
-    document["source_files"] = tuple(document.get("source_files", ()))
-    unknown = set(document) - set(Manifest.__dataclass_fields__)
-    if unknown:
-        raise LakeError(
-            f"{path} was written by a newer dpstream (unknown keys {sorted(unknown)}); upgrade dpstream"
-        )
-    return Manifest(**document)
+def pinned_generation(row_order: str) -> str | None:
+    """The generation a run's data version (``Manifest.row_order``) names, or None for another format."""
+    generation = row_order.rsplit("/", 1)[-1] if row_order else ""
+    return generation if generation.startswith("_g-") else None
+
+
+def prune_shuffles(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Delete the superseded generations at ``url`` and interrupted shuffles' folders (``GenerationStore.prune``)."""
+    store = GenerationStore(url, storage_options)
+    store.check_usable()
+    return store.prune()
 
 
 ROW_GROUP_ROWS = 65_536
 
 
-def _write_parquet(fs: Any, path: str, table: pa.Table) -> tuple[int, ...]:
-    """Write ``table`` atomically and durably; returns the rows of each row group written."""
-    collected: list[pq.FileMetaData] = []
+def _write_parquet(fs: Any, path: str, table: pa.Table) -> Part:
+    """Write ``table`` atomically and durably, with page checksums; returns the part as committed (its
+    row groups, size and content identity, read back from what was written)."""
 
     def encode(handle) -> None:
-        collected.clear()  # a file written once: the one footer is this write's
         pq.write_table(
-            table, handle, use_dictionary=False, row_group_size=ROW_GROUP_ROWS, metadata_collector=collected
+            table, handle, use_dictionary=False, row_group_size=ROW_GROUP_ROWS, write_page_checksum=True
         )
 
-    write_atomic(fs, path, encode)
-    (metadata,) = collected
-    return tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    write_atomic(fs, path, encode, exclusive=True)  # a generation's part is written once
+    footer, size = footer_bytes(fs, path)
+    metadata = pq.read_metadata(pa.BufferReader(footer))
+    groups = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    return Part(path.rsplit("/", 1)[-1], int(metadata.num_rows), groups, size, footer_identity(footer))
 
 
 def _write_piece(fs: Any, path: str, table: pa.Table) -> None:
     """A scratch piece as an uncompressed Arrow IPC file: the gather reads it back without decoding
     (Parquet pieces cost an encode and a decode of every value, and shuffled floats do not compress).
-    Atomic but not fsynced: an interrupted shuffle discards its scratch prefix (issue 16 item 5)."""
+    Atomic but not fsynced: an interrupted shuffle's generation is never committed (issue 16 item 5)."""
     # Built in memory, then one write: streamed into the file through ``write_atomic`` the IPC writer's
     # many small writes each cross into Python (0.40 s against 0.31 s for 4 scatter tasks, measured).
     sink = pa.BufferOutputStream()
@@ -191,19 +142,29 @@ def _read_piece(fs: Any, path: str) -> pa.Table:
 
 def _scatter(
     source: str,
-    source_options: dict,
-    out_url: str,
+    file: LakeFile,
+    spec: LakeSpec,
+    width: int,
+    folder_url: str,
     out_options: dict,
     index: int,
-    columns: list[str],
     counts: np.ndarray,
     seed: int,
 ) -> None:
-    fs, _ = open_url(source, source_options)
-    with fs.open(source, "rb") as handle:
-        table = pq.read_table(handle, columns=columns)
+    """Permute source file ``index`` and write its pieces, one per output, under the generation folder.
+    The file is read only if it is still the one validated (``file.stamp``), and its rows are checked
+    again: a file swapped after validation is refused, never shuffled into a generation."""
+    fs, path = open_url(source, spec.storage_options)
+    with open_unchanged(fs, path, file.stamp) as handle:
+        table = pq.read_table(handle, columns=spec.columns)
+    if table.num_rows != file.rows:
+        raise LakeError(
+            f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "
+            "changed since; run again once nothing writes to the lake"
+        )
+    check_values(table, spec, path, 0, width)
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    out_fs, root = open_url(out_url, out_options)
+    out_fs, root = open_url(folder_url, out_options)
     offset = 0
     for target, count in enumerate(counts):
         if count:
@@ -215,19 +176,22 @@ def _scatter(
             offset += int(count)
 
 
-def _gather(out_url: str, out_options: dict, target: int, seed: int) -> tuple[int, ...]:
-    fs, root = open_url(out_url, out_options)
+def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int) -> Part:
+    """Concatenate and permute the pieces of output ``target`` into its part; refuses a part that would
+    not hold exactly ``expected_rows`` rows (a piece lost or written twice)."""
+    fs, root = open_url(folder_url, out_options)
     folder = f"{root}/{SCRATCH}/to-{target:05d}"
     # Only finished pieces: a temporary file of a scatter task killed mid-write is not one.
     paths = sorted(path for path in fs.ls(folder, detail=False) if _PIECE.match(path.rsplit("/", 1)[-1]))
     table = pa.concat_tables([_read_piece(fs, path) for path in paths])
+    if table.num_rows != expected_rows:
+        raise LakeError(
+            f"part-{target:05d}.parquet would hold {table.num_rows:,} rows, not the {expected_rows:,} its layout "
+            "assigned: a scatter piece is missing or repeated (another process wrote into this shuffle's folder?). "
+            "Nothing was committed; shuffle again"
+        )
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
     return _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
-
-
-def _remove(fs: Any, path: str) -> None:
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
 
 
 def check_output_location(out_url: str, source_url: str, protected: tuple[str, ...] = ()) -> None:
@@ -254,84 +218,44 @@ def check_output_location(out_url: str, source_url: str, protected: tuple[str, .
             )
 
 
-def _clear_interrupted(fs: Any, root: str, out_url: str) -> None:
-    """Remove what an interrupted shuffle wrote at ``root``; refuse a folder dpstream did not write."""
-    try:
-        names = (
-            [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
-            if fs.exists(root)
-            else []
-        )
-    except FileNotFoundError:
-        names = []
-    if not names:
-        return
-    ours = MARKER_NAME in names and all(_written_by_shuffle(name) and name != MANIFEST_NAME for name in names)
-    if not ours:
-        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
-        raise LakeError(
-            f"lake.shuffled_url {out_url} is not empty ({shown}) and holds no dpstream shuffle manifest; "
-            "nothing was deleted. Point lake.shuffled_url at a new or empty folder"
-        )
-    for name in names:
-        if name != MARKER_NAME:
-            _remove(fs, f"{root}/{name}")
+def _reading(manifest: Manifest, spec: LakeSpec) -> Manifest:
+    """``manifest`` read with ``spec``'s columns (in ``spec``'s order)."""
+    if (manifest.features, manifest.label) == (spec.features, spec.label):
+        return manifest
+    num_features = manifest.num_features if isinstance(spec.features, str) else len(spec.features)
+    return replace(manifest, features=spec.features, label=spec.label, num_features=num_features)
 
 
-def _written_by_shuffle(name: str) -> bool:
-    """Whether a name in the shuffled folder is one a shuffle writes (what it may delete)."""
-    return name in (MANIFEST_NAME, MARKER_NAME, SCRATCH) or bool(_PART.match(name))
-
-
-def _remove_shuffle(fs: Any, root: str, out_url: str) -> None:
-    """Delete a committed shuffle before shuffling again: its manifest first (so a crash leaves an
-    uncommitted shuffle, which the next run clears), then its parts. Refused, deleting nothing, when the
-    folder holds any file a shuffle does not write."""
-    names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
-    foreign = sorted(name for name in names if not _written_by_shuffle(name))
-    if foreign:
-        raise LakeError(
-            f"lake.shuffled_url {out_url} holds files a shuffle did not write ({', '.join(foreign[:5])}); "
-            "nothing was deleted. Move them away, or point lake.shuffled_url at a new folder"
-        )
-    write_json_atomic(fs, f"{root}/{MARKER_NAME}", {"reshuffle": True})
-    _remove(fs, f"{root}/{MANIFEST_NAME}")
-    for name in names:
-        if name not in (MANIFEST_NAME, MARKER_NAME):
-            _remove(fs, f"{root}/{name}")
-
-
-def _reuse(existing: Manifest, spec: LakeSpec, summary: LakeSummary, out_url: str) -> Manifest:
-    """The committed shuffle of the same source, read with ``spec``'s columns (in ``spec``'s order)."""
+def _refusal(
+    existing: Manifest, spec: LakeSpec, summary: LakeSummary, rows_per_file: int | None
+) -> str | None:
+    """Why the committed generation ``existing`` cannot serve ``spec``'s lake as asked, or None."""
     if existing.source_fingerprint != summary.fingerprint:
-        raise LakeError(
-            f"{out_url} already holds a shuffle of another lake ({existing.source_url}, or a version of it before its "
-            "files changed); point lake.shuffled_url at a new folder"
-        )
-    stored = set(existing.schema.names)
-    missing = [column for column in spec.columns if column not in stored]
+        return f"holds a shuffle of another lake ({existing.source_url}), or of this lake before its files changed"
+    missing = [column for column in spec.columns if column not in existing.schema.names]
     if missing:
-        raise LakeError(
-            f"{out_url} holds a shuffle of this lake with the columns {', '.join(existing.schema.names)}, "
-            f"without {', '.join(missing)}; point lake.shuffled_url at a new folder to shuffle these columns"
+        return f"holds a shuffle of this lake without the column(s) {', '.join(missing)}"
+    wanted = len(existing.parts) if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
+    if len(existing.parts) != wanted:
+        return (
+            f"holds a shuffle of this lake in {len(existing.parts)} files, but rows_per_file={rows_per_file} asks for "
+            f"{wanted} (a shuffle made with other settings is never reused silently; or set lake.rows_per_file back "
+            f"to a value giving {len(existing.parts)} files, e.g. {math.ceil(summary.num_rows / len(existing.parts))})"
         )
-    if (existing.features, existing.label) == (spec.features, spec.label):
-        return existing
-    num_features = existing.num_features if isinstance(spec.features, str) else len(spec.features)
-    return replace(existing, features=spec.features, label=spec.label, num_features=num_features)
+    return None
 
 
 def _run_on_cluster(
-    client: Any, function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]
+    client: Any,
+    function: Callable,
+    arguments: list[tuple],
+    done: Callable[[int, Any], None],
+    worker_timeout: float,
 ) -> list:
     """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
-    from distributed import as_completed
-
     futures = [client.submit(function, *args, pure=False) for args in arguments]
-    index_of = {future.key: index for index, future in enumerate(futures)}
     results: list = [None] * len(futures)
-    for future, result in as_completed(futures, with_results=True):
-        index = index_of[future.key]
+    for index, result in completed_within(client, futures, worker_timeout):
         results[index] = result
         done(index, result)
     return results
@@ -348,46 +272,77 @@ def shuffle_once(
     on_progress: Callable[[str, int], None] | None = None,
     protected: tuple[str, ...] = (),
     reshuffle: bool = False,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
+    generation: str | None = None,
 ) -> Manifest:
-    """Validate ``spec``'s lake and write its shuffled copy under ``out_url`` (idempotent).
+    """Validate ``spec``'s lake and return a committed shuffle generation of it under ``out_url``: the
+    current one when it serves (idempotent), else a new one.
 
     ``out_url`` must not overlap the source lake, nor equal or contain any ``protected`` location
-    (``check_output_location``); a non-empty ``out_url`` must hold a dpstream shuffle.
+    (``check_output_location``); a non-empty ``out_url`` must hold dpstream shuffles only.
 
     ``on_progress(phase, rows)`` is called as each input file is scattered (``"scatter"``) and each
     output file gathered (``"gather"``), with that file's rows; each phase moves ``num_rows`` rows.
 
-    ``rows_per_file=None`` uses ``automatic_rows_per_file`` for a new shuffle and reuses a committed one
-    whatever its layout; an explicit value that would give another number of files than the committed
-    shuffle is refused (never silently reused). ``reshuffle=True`` deletes the committed shuffle (only
-    the files a shuffle writes; anything else there refuses) and shuffles again with the given layout. A
-    run checkpointed on the old shuffle then refuses to resume (``Manifest.row_order``).
+    ``rows_per_file=None`` uses ``automatic_rows_per_file`` for a new generation and reuses the current
+    one whatever its layout; an explicit value that would give another number of files is refused (never
+    silently reused), as is a current generation of another source version or without the columns asked
+    for. ``reshuffle=True`` commits a new generation (the earlier ones stay, for the runs that pinned
+    them, until ``prune_shuffles``). ``generation`` (a resumed run's pinned generation) returns that
+    committed generation and never shuffles: ``LakeError`` when it is gone or holds another version of
+    the source.
     """
     if rows_per_file is not None and rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
     check_output_location(out_url, spec.url, protected)
-    summary = summary or validate_lake(spec, client=client)
-    existing = read_manifest(out_url, out_options)
-    if existing is not None and reshuffle:
-        _remove_shuffle(*open_url(out_url, out_options), out_url)
-        existing = None
-    if existing is not None:
-        wanted = len(existing.files) if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
-        if len(existing.files) != wanted:
+    store = GenerationStore(out_url, out_options)
+    store.check_usable(clear_legacy=reshuffle)
+    summary = summary or validate_lake(spec, client=client, worker_timeout=worker_timeout)
+    if generation is not None:
+        pinned = store.find(generation)
+        reason = _refusal(pinned, spec, summary, None)
+        if reason is not None:
             raise LakeError(
-                f"{out_url} holds a shuffle of this lake in {len(existing.files)} files, but rows_per_file={rows_per_file} "
-                f"asks for {wanted}: a shuffle made with other settings is never reused silently. Shuffle again with "
-                "`dpstream shuffle CONFIG --reshuffle` (reshuffle=True), set lake.rows_per_file back (any value giving "
-                f"{len(existing.files)} files, e.g. {math.ceil(summary.num_rows / len(existing.files))}), or point "
-                "lake.shuffled_url at a new folder"
+                f"the run resumes on shuffle generation {generation} of {out_url}, which {reason}: it cannot "
+                "resume (its remaining steps must read that shuffle of the same rows). Start a new run id"
             )
-        return _reuse(existing, spec, summary, out_url)
-    out_fs, root = open_url(out_url, out_options)
-    _clear_interrupted(out_fs, root, out_url)
-    write_json_atomic(
-        out_fs, f"{root}/{MARKER_NAME}", {"source_url": spec.url, "source_fingerprint": summary.fingerprint}
-    )
+        return _reading(pinned, spec)
+    current = store.current()
+    if current is not None and not reshuffle:
+        reason = _refusal(current, spec, summary, rows_per_file)
+        if reason is None:
+            return _reading(current, spec)
+        raise LakeError(
+            f"{out_url} {reason}. Shuffle it again as a new generation with `dpstream shuffle CONFIG --reshuffle` "
+            "(reshuffle=True), or point lake.shuffled_url at a new folder"
+        )
+    generation = store.new_generation(spec.url)
+    try:
+        manifest = _shuffle_into(
+            store, generation, spec, summary, rows_per_file, client, on_progress, worker_timeout
+        )
+        manifest = replace(manifest, number=(current.number if current else 0) + 1)
+        return _reading(_commit(store, manifest, spec, summary, rows_per_file), spec)
+    except BaseException:
+        try:
+            store.discard(generation)
+        except Exception:  # noqa: BLE001 - the shuffle's own error is the one to report
+            pass
+        raise
+
+
+def _shuffle_into(
+    store: GenerationStore,
+    generation: str,
+    spec: LakeSpec,
+    summary: LakeSummary,
+    rows_per_file: int | None,
+    client: Any,
+    on_progress: Callable[[str, int], None] | None,
+    worker_timeout: float,
+) -> Manifest:
+    """Scatter and gather the validated source into the (uncommitted) folder ``generation``."""
     num_rows = summary.num_rows
     outputs = layout(
         num_rows, rows_per_file if rows_per_file is not None else automatic_rows_per_file(num_rows)
@@ -397,27 +352,35 @@ def shuffle_once(
     entropy = np.random.SeedSequence(secrets.randbits(128))
     allocation_rng, *seeds = entropy.spawn(1 + len(summary.files) + outputs)
     allocator = np.random.default_rng(allocation_rng)
-    counts = []
+    remaining, counts = capacity.copy(), []
     for file in summary.files:
-        drawn = allocator.multivariate_hypergeometric(capacity, file.rows)
-        capacity -= drawn
+        drawn = allocator.multivariate_hypergeometric(remaining, file.rows)
+        remaining -= drawn
         counts.append(drawn)
     source_fs, _ = spec.filesystem()
+    folder_url = url_of(store.fs, store.folder(generation))
     scatter_args = [
         (
             source_fs.unstrip_protocol(file.path),
-            spec.storage_options,
-            out_url,
-            out_options,
+            file,
+            spec,
+            summary.num_features,
+            folder_url,
+            store.storage_options,
             i,
-            spec.columns,
             counts[i],
             int(seeds[i].generate_state(1)[0]),
         )
         for i, file in enumerate(summary.files)
     ]
     gather_args = [
-        (out_url, out_options, j, int(seeds[len(summary.files) + j].generate_state(1)[0]))
+        (
+            folder_url,
+            store.storage_options,
+            j,
+            int(seeds[len(summary.files) + j].generate_state(1)[0]),
+            int(capacity[j]),
+        )
         for j in range(outputs)
     ]
     report = on_progress or (lambda phase, rows: None)
@@ -425,35 +388,64 @@ def shuffle_once(
         for args, file in zip(scatter_args, summary.files, strict=True):
             _scatter(*args)
             report("scatter", file.rows)
-        sizes = []
+        parts = []
         for args in gather_args:
-            sizes.append(_gather(*args))
-            report("gather", int(sum(sizes[-1])))
+            parts.append(_gather(*args))
+            report("gather", parts[-1].rows)
     else:
         _run_on_cluster(
-            client, _scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows)
+            client,
+            _scatter,
+            scatter_args,
+            lambda index, _: report("scatter", summary.files[index].rows),
+            worker_timeout,
         )
-        sizes = _run_on_cluster(
-            client, _gather, gather_args, lambda _, groups: report("gather", int(sum(groups)))
+        parts = _run_on_cluster(
+            client, _gather, gather_args, lambda _, part: report("gather", part.rows), worker_timeout
         )
-    _remove(out_fs, f"{root}/{SCRATCH}")
-    schema = summary.schema
-    schema = pa.schema([schema.field(name) for name in spec.columns])
-    manifest = Manifest(
-        version=1,
-        url=out_url,
-        files=tuple((f"part-{j:05d}.parquet", int(sum(groups))) for j, groups in enumerate(sizes)),
-        row_groups=tuple(tuple(int(g) for g in groups) for groups in sizes),
+    scratch = f"{store.folder(generation)}/{SCRATCH}"
+    if store.fs.exists(scratch):
+        store.fs.rm(scratch, recursive=True)
+    if sum(part.rows for part in parts) != num_rows:  # each part was checked; the total is the commit's rule
+        raise LakeError(
+            f"the shuffle's parts hold {sum(p.rows for p in parts):,} rows, not the source's {num_rows:,}"
+        )
+    schema = pa.schema([summary.schema.field(name) for name in spec.columns])
+    return Manifest(
+        url=store.url,
+        number=0,
+        generation=generation,
+        parts=tuple(parts),
         schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode(),
         features=spec.features,
         label=spec.label,
         num_features=summary.num_features,
         source_url=spec.url,
         source_fingerprint=summary.fingerprint,
+        source_rows=num_rows,
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         source_files=summary.file_identities,
         shuffle_id=secrets.token_hex(8),
     )
-    write_json_atomic(out_fs, f"{root}/{MANIFEST_NAME}", asdict(manifest), exclusive=True)
-    _remove(out_fs, f"{root}/{MARKER_NAME}")
-    return manifest
+
+
+def _commit(
+    store: GenerationStore,
+    manifest: Manifest,
+    spec: LakeSpec,
+    summary: LakeSummary,
+    rows_per_file: int | None,
+) -> Manifest:
+    """Commit ``manifest`` at its number, or, when another shuffle committed that number first, reuse the
+    winner if it serves this request (discarding this generation) or fail cleanly."""
+    if store.try_commit(manifest):
+        return manifest
+    winner = store.read(manifest.number)
+    reason = _refusal(winner, spec, summary, rows_per_file)
+    if reason is None:
+        store.discard(manifest.generation)
+        return winner
+    raise LakeError(
+        f"another shuffle committed generation {manifest.number} of {store.url} while this one ran, and it "
+        f"{reason}: nothing of this shuffle was committed. Give each pipeline a lake.shuffled_url of its own"
+    )

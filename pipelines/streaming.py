@@ -23,35 +23,47 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan
 from dpstream.models import Model, StatsRequest
-from pipelines.lake import LakeSpec, aligned, read_block
-from pipelines.shuffle import Manifest
+from pipelines.lake import LakeSpec, PartCheck, aligned, read_block
+from pipelines.manifest import Manifest
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block"]
 
 
-def load_block(path: str, group: int, spec: LakeSpec, lake: str = "") -> tuple[np.ndarray, np.ndarray]:
+def load_block(
+    path: str, group: int, spec: LakeSpec, lake: str = "", check: PartCheck | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     fs, _ = spec.filesystem()
-    return read_block(fs, path, spec, group, lake)
+    return read_block(fs, path, spec, group, lake, check)
 
 
 def prefetched_blocks(
-    client: Any, manifest: Manifest, storage_options: dict[str, Any] | None = None, prefetch_blocks: int = 4
+    client: Any,
+    manifest: Manifest,
+    storage_options: dict[str, Any] | None = None,
+    prefetch_blocks: int = 4,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The shuffled lake's blocks (row groups) in order, decoded on the workers, ``prefetch_blocks`` ahead."""
+    """The shuffled lake's blocks (row groups) in order, decoded on the workers, ``prefetch_blocks`` ahead;
+    each part checked against its manifest entry when a worker opens it. A cluster left without workers
+    for ``worker_timeout`` seconds stops the stream (``NoWorkersError``)."""
     if prefetch_blocks < 1:
         raise ValueError(f"prefetch_blocks must be a positive integer, got {prefetch_blocks!r}")
     spec = manifest.spec(storage_options)
     lake = manifest.row_order  # keys the workers' footer caches
-    jobs = [(path, group) for _, path, group, _ in manifest.blocks(storage_options)]
-    pending: deque = deque()
-    for path, group in jobs[:prefetch_blocks]:
-        pending.append(client.submit(load_block, path, group, spec, lake, pure=False))
+    checks = manifest.part_checks(storage_options)
+    jobs = [(path, group, checks[path]) for _, path, group, _ in manifest.blocks(storage_options)]
+
+    def submit(job: int) -> Any:
+        return client.submit(load_block, *jobs[job][:2], spec, lake, jobs[job][2], pure=False)
+
+    pending: deque = deque(submit(job) for job in range(min(prefetch_blocks, len(jobs))))
     for index in range(len(jobs)):
         future = pending.popleft()
         following = index + prefetch_blocks
         if following < len(jobs):
-            pending.append(client.submit(load_block, *jobs[following], spec, lake, pure=False))
-        X, y = future.result()
+            pending.append(submit(following))
+        ((X, y),) = gather_within(client, [future], worker_timeout=worker_timeout)
         future.release()  # the worker drops its copy: memory stays bounded
         yield aligned(X), aligned(y)  # unpickled arrays land anywhere; see lake.aligned_empty
 
@@ -61,7 +73,13 @@ def _noop() -> None:
 
 
 def choose_mode(
-    client: Any, plan: Plan, model: Model, request: StatsRequest, num_features: int, samples: int = 5
+    client: Any,
+    plan: Plan,
+    model: Model,
+    request: StatsRequest,
+    num_features: int,
+    samples: int = 5,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
 ) -> str:
     """``"scatter"`` when a step's statistics cost at least 3 round trips, else ``"streaming"``.
 
@@ -70,7 +88,7 @@ def choose_mode(
     latencies = []
     for _ in range(samples):
         start = time.perf_counter()
-        client.submit(_noop, pure=False).result()
+        gather_within(client, [client.submit(_noop, pure=False)], worker_timeout=worker_timeout)
         latencies.append(time.perf_counter() - start)
     rows = min(plan.rows_per_step, 65_536)
     X = np.random.default_rng(0).standard_normal((rows, num_features))

@@ -13,8 +13,9 @@ from dpstream.models import Model
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger
 from pipelines.executor import DaskExecutor
-from pipelines.shuffle import Manifest
+from pipelines.manifest import Manifest, verify_parts
 from pipelines.streaming import choose_mode, prefetched_blocks
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT
 
 __all__ = ["train_on_lake", "MODES"]
 
@@ -31,6 +32,7 @@ def train_on_lake(
     mode: str = "auto",
     storage_options: dict[str, Any] | None = None,
     prefetch_blocks: int = 4,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     initial_params: np.ndarray | None = None,
     on_step: Callable[[int, Any], None] | None = None,
     checkpoint: CheckpointPolicy | None = None,
@@ -39,25 +41,36 @@ def train_on_lake(
 ) -> tuple[FitResult, str]:
     """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used.
 
-    ``checkpoint``/``run_id`` make the run resumable (the shuffle's row order, ``Manifest.row_order``, is
+    Every part of the manifest's generation is checked against its size and content identity before
+    anything is charged (``verify_parts``; ``LakeError`` names a missing, changed or foreign part), and
+    again as the workers read it.
+
+    ``checkpoint``/``run_id`` make the run resumable (the shuffle generation, ``Manifest.row_order``, is
     part of the checkpoint's identity, so a checkpoint is never applied to another lake or another
-    shuffle of it); ``ledger`` charges the run once.
+    shuffle of it); ``ledger`` charges the run once. A cluster without workers for ``worker_timeout``
+    seconds stops the run (``NoWorkersError``) instead of hanging it.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    verify_parts(manifest, storage_options)
     dim = model.num_params(manifest.num_features)
     params = model.init_params(manifest.num_features) if initial_params is None else initial_params
     if mode == "auto":
         plan = algorithm.plan(manifest.num_rows, dim)
         state = algorithm.init(plan, params)
         mode = choose_mode(
-            client, plan, model, algorithm.request(state, plan.spans[0], plan), manifest.num_features
+            client,
+            plan,
+            model,
+            algorithm.request(state, plan.spans[0], plan),
+            manifest.num_features,
+            worker_timeout=worker_timeout,
         )
     if mode == "scatter":
-        executor = DaskExecutor(client, manifest, model, storage_options)
+        executor = DaskExecutor(client, manifest, model, storage_options, worker_timeout=worker_timeout)
     else:
         executor = InMemoryExecutor(
-            model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks)
+            model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks, worker_timeout)
         )
     result = run(
         algorithm,

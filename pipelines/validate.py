@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpstream.storage import open_url
-from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, fingerprint, list_lake
+from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, file_stamp, fingerprint, list_lake
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
-__all__ = ["LakeSummary", "FileCheck", "check_file", "validate_lake", "BINARY_LABEL_SETS"]
+__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "validate_lake", "BINARY_LABEL_SETS"]
 
 SCAN_BATCH_ROWS = 65_536
 # The public label contract of the classifiers (logistic, KAN): two classes coded {0, 1} or {−1, +1}.
@@ -113,51 +114,62 @@ def _check_binary_labels(values: np.ndarray, seen: set[float], path: str, spec: 
         )
 
 
+def check_values(
+    batch: pa.RecordBatch | pa.Table,
+    spec: LakeSpec,
+    path: str,
+    offset: int = 0,
+    width: int = -1,
+    labels_seen: set[float] | None = None,
+) -> int:
+    """Check the used columns of one batch of rows that start at row ``offset`` of ``path``: no null, NaN or
+    inf, every vector of the same length, and (``labels_seen`` given) the binary label contract.
+    Returns the vector width (``width`` when known, else the first row's)."""
+    for column in spec.columns:
+        values = batch.column(column)
+        if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
+            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+            expected = width if width > 0 else int(lengths[0])
+            wrong = np.flatnonzero(lengths != expected)
+            if wrong.size:
+                row = offset + int(wrong[0])
+                raise LakeError(
+                    f"{_name(path)}: row {row} of column {column!r} has a vector of length "
+                    f"{int(lengths[wrong[0]])}, expected {expected}; every feature vector must have the same length"
+                )
+            width = expected
+            values = pc.list_flatten(values)
+            stride = expected
+        else:
+            stride = 1
+        if values.null_count:
+            row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
+            raise LakeError(
+                f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it"
+            )
+        numbers = values.to_numpy(zero_copy_only=False)
+        if numbers.dtype.kind == "f":
+            bad = np.flatnonzero(~np.isfinite(numbers))
+            if bad.size:
+                row = offset + int(bad[0]) // stride
+                raise LakeError(
+                    f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
+                    "non-finite values before training"
+                )
+        if labels_seen is not None and column == spec.label:
+            _check_binary_labels(numbers, labels_seen, path, spec)
+    return width
+
+
 def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | None = None) -> int:
-    """Stream the file once: NaN/inf in any used column, list lengths, and (``labels_seen`` given) the
-    binary label contract. Returns the vector width."""
+    """Stream the file once through ``check_values``. Returns the vector width."""
     offset = 0
     with fs.open(path, "rb") as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
         for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
             batch_size=SCAN_BATCH_ROWS, columns=spec.columns
         ):
-            for column in spec.columns:
-                values = batch.column(column)
-                if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
-                    lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
-                    expected = width if width > 0 else int(lengths[0])
-                    wrong = np.flatnonzero(lengths != expected)
-                    if wrong.size:
-                        row = offset + int(wrong[0])
-                        raise LakeError(
-                            f"{_name(path)}: row {row} of column {column!r} has a vector of length "
-                            f"{int(lengths[wrong[0]])}, expected {expected}; every feature vector must have the same length"
-                        )
-                    width = expected
-                    values = pc.list_flatten(values)
-                    stride = expected
-                else:
-                    stride = 1
-                if values.null_count:
-                    row = (
-                        offset
-                        + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
-                    )
-                    raise LakeError(
-                        f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it"
-                    )
-                numbers = values.to_numpy(zero_copy_only=False)
-                if numbers.dtype.kind == "f":
-                    bad = np.flatnonzero(~np.isfinite(numbers))
-                    if bad.size:
-                        row = offset + int(bad[0]) // stride
-                        raise LakeError(
-                            f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
-                            "non-finite values before training"
-                        )
-                if labels_seen is not None and column == spec.label:
-                    _check_binary_labels(numbers, labels_seen, path, spec)
+            width = check_values(batch, spec, path, offset, width, labels_seen)
             offset += batch.num_rows
     return width
 
@@ -182,6 +194,7 @@ def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileChe
     fs, path = open_url(url, spec.storage_options)
     try:
         try:
+            stamp = file_stamp(fs, path)
             with fs.open(path, "rb") as handle:
                 parquet = pq.ParquetFile(handle)
                 schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
@@ -199,13 +212,19 @@ def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileChe
         width = _feature_width(schema, spec, path)
         labels: set[float] | None = set() if binary_labels else None
         width = _scan(fs, path, spec, width, labels)
-        file = LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path))
+        file = LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path), stamp)
+        if file_stamp(fs, path) != stamp:
+            raise LakeError(
+                f"{_name(path)} changed while it was being validated; run again once nothing writes to the lake"
+            )
     except LakeError as error:
         return FileCheck(error=str(error))
     return FileCheck(file, schema, width, frozenset(labels or ()))
 
 
-def _check_files(fs, paths: list[str], spec: LakeSpec, binary_labels: bool, client) -> list[FileCheck]:
+def _check_files(
+    fs, paths: list[str], spec: LakeSpec, binary_labels: bool, client, worker_timeout: float
+) -> list[FileCheck]:
     urls = [fs.unstrip_protocol(path) for path in paths]
     if client is None:
         checks = []
@@ -215,10 +234,16 @@ def _check_files(fs, paths: list[str], spec: LakeSpec, binary_labels: bool, clie
                 break
         return checks
     futures = [client.submit(check_file, url, spec, binary_labels, pure=False) for url in urls]
-    return client.gather(futures)
+    return gather_within(client, futures, worker_timeout=worker_timeout)
 
 
-def validate_lake(spec: LakeSpec, *, binary_labels: bool = False, client=None) -> LakeSummary:
+def validate_lake(
+    spec: LakeSpec,
+    *,
+    binary_labels: bool = False,
+    client=None,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
+) -> LakeSummary:
     """Check the whole lake before any budget is spent; ``LakeError`` names the file, column and row.
 
     Each file is checked on its own (``check_file``: footer, content identity, every value of the used
@@ -228,7 +253,9 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False, client=None) -
     another length) or a disagreement with the files before it (schema drift, vector width, labels).
 
     ``binary_labels=True`` (classifiers) also requires the label column to hold at most two values
-    forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``)."""
+    forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``). Two files with the
+    same content identity are refused (their records would be used twice). On a cluster left without
+    workers for ``worker_timeout`` seconds it stops (``pipelines.waiting.NoWorkersError``)."""
     fs, paths, stray = list_lake(spec)
     if not paths:
         found = (
@@ -237,7 +264,7 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False, client=None) -
             else ""
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
-    checks = _check_files(fs, paths, spec, binary_labels, client)
+    checks = _check_files(fs, paths, spec, binary_labels, client, worker_timeout)
     first = checks[0]
     labels: set[float] = set()
     for path, check in zip(paths, checks, strict=False):
@@ -258,4 +285,19 @@ def validate_lake(spec: LakeSpec, *, binary_labels: bool = False, client=None) -
         if binary_labels:
             _check_binary_labels(np.array(sorted(check.labels)), labels, path, spec)
     files = tuple(check.file for check in checks)
+    _refuse_copies(files)
     return LakeSummary(spec, files, first.schema, first.width, fingerprint(files), tuple(stray))
+
+
+def _refuse_copies(files: tuple[LakeFile, ...]) -> None:
+    """Two files with one content identity hold the same records: training on both would use each of them
+    twice in one pass, under a guarantee that counts it once."""
+    first_of: dict[str, LakeFile] = {}
+    for file in files:
+        earlier = first_of.setdefault(file.identity, file)
+        if earlier is not file:
+            raise LakeError(
+                f"{_name(earlier.path)} and {_name(file.path)} have the same content ({file.identity}): a copy or link "
+                "of one file inside the lake would put each of its records in one training pass twice. Remove the copy "
+                "from the lake"
+            )

@@ -40,7 +40,7 @@ def test_device_path_equals_the_cpu_kernel(model, dtype):
             rtol=tolerance,
             atol=tolerance * np.abs(cpu.clipped_sums).max(),
         )
-        assert device.loss_sum == pytest.approx(cpu.loss_sum, rel=1e-9)
+        assert device.loss_sum == pytest.approx(cpu.loss_sum, rel=1e-6 if dtype == np.float32 else 1e-9)
         if role == "stat":
             np.testing.assert_array_equal(device.histogram, cpu.histogram)
         else:

@@ -88,7 +88,7 @@ def test_s3_lake_shuffle_and_train(s3_bucket, dask_client):
     spec = feature_spec(f"{url}/raw", **options)
     manifest = shuffle_once(spec, f"{url}/shuffled", rows_per_file=5000, client=dask_client)
     assert manifest.num_rows == 12_000 and len(manifest.files) == 3
-    assert fs.exists(f"{url[5:]}/shuffled/_manifest.json")
+    assert fs.exists(f"{url[5:]}/shuffled/_generations/000001.json")
     algorithm = ALGORITHMS[0]
     distributed = fit(
         algorithm, DaskExecutor(dask_client, manifest, LinearRegressionModel(), options), manifest
@@ -360,19 +360,23 @@ def test_auto_mode_runs_every_model_kind(kind, manifest, dask_client):
     assert result.params.shape == (model.num_params(DIM),) and np.isfinite(result.params).all()
 
 
-def test_worker_caches_never_serve_an_earlier_shuffle_at_the_same_path(lake, tmp_path):
-    """A long-lived worker keeps decoded blocks and parsed footers; a reshuffle writes new rows under the
-    same file names, so the caches are keyed by the shuffle's identity too."""
+def test_a_reshuffle_never_changes_what_a_pinned_generation_reads(lake, tmp_path):
+    """A reshuffle writes a new generation under new paths: a run pinned to the first one reads the same rows
+    after it (a fresh read, not a cached one, checked against the part's identity), never the new ones."""
     from dpstream.models import StatsRequest
     from pipelines.executor import slice_stats
 
     model, request = LinearRegressionModel(), StatsRequest(params=np.zeros(DIM))
     first = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500)
     _, path, group, _ = first.blocks()[0]
-    before = slice_stats(path, group, first.spec(), 0, 500, model, request, "gradient", first.row_order)
+    check = first.part_checks()[path]
+    before = slice_stats(
+        path, group, first.spec(), 0, 500, model, request, "gradient", first.row_order, check
+    )
     second = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500, reshuffle=True)
-    assert second.blocks()[0][1:3] == (path, group) and second.row_order != first.row_order
-    after = slice_stats(path, group, second.spec(), 0, 500, model, request, "gradient", second.row_order)
+    assert second.paths()[0] != path and second.row_order != first.row_order
+    again = slice_stats(path, group, first.spec(), 0, 500, model, request, "gradient", "uncached", check)
+    assert again.clipped_sums.tobytes() == before.clipped_sums.tobytes()
     X, y = next(lake_blocks(second))
-    assert after.clipped_sums.tobytes() == model.block_stats(X[:500], y[:500], request).clipped_sums.tobytes()
+    after = model.block_stats(X[:500], y[:500], request)
     assert after.clipped_sums.tobytes() != before.clipped_sums.tobytes()

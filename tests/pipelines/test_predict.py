@@ -44,7 +44,6 @@ def document(kind: str = "linear", params=PARAMS, **extra) -> dict:
         },
         "params": list(map(float, params)),
         "privacy": report.to_dict(),
-        "metrics": {},
     }
 
 
@@ -88,10 +87,20 @@ def test_reordered_columns_score_the_same_and_the_source_is_only_read(tmp_path):
 
 def test_refusals_name_the_fix_and_write_nothing(tmp_path, lake):
     model = ModelDocument.from_dict(document())
-    with pytest.raises(LakeError, match="is inside the lake"):
+    with pytest.raises(LakeError, match="lies inside the lake being scored"):
         predict_lake(model, lake.url, f"{lake.url}/predictions")
-    with pytest.raises(LakeError, match="is the lake itself"):
+    with pytest.raises(LakeError, match="is the lake being scored"):
         predict_lake(model, lake.url, lake.url)
+    # Inside another lake (here: the training lake, a folder of Parquet files), or inside a lake that
+    # `dpstream convert` wrote at any depth: the predictions would join its rows.
+    other = tmp_path / "training-lake"
+    local_put(str(other / "part-00000.parquet"), make_table(10, 1))
+    with pytest.raises(LakeError, match=r"lies inside .*training-lake, which holds Parquet files \(a lake\)"):
+        predict_lake(model, lake.url, str(other / "scored"))
+    (other / "_convert.json").write_text("{}")
+    with pytest.raises(LakeError, match=r"which holds a lake written by `dpstream convert`"):
+        predict_lake(model, lake.url, str(other / "a" / "b" / "scored"))
+    assert sorted(os.listdir(other)) == ["_convert.json", "part-00000.parquet"]
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "keep.txt").write_text("mine")
@@ -121,6 +130,24 @@ def test_refusals_name_the_fix_and_write_nothing(tmp_path, lake):
 def test_bad_model_files_are_refused(tmp_path):
     with pytest.raises(ValueError, match="not a dpstream model .*expected 'dpstream-model/1'"):
         ModelDocument.from_dict({"format": "dpstream-convert/1"})
+    infinite = document()
+    infinite["privacy"]["epsilon"] = float("inf")
+    nan_parameter = document(params=[float("nan")] + list(PARAMS[1:]))
+    edited = document()
+    edited["privacy"]["epsilon"] = 0.5  # its mu still says 1.0 at its delta
+    extra, missing = {**document(), "notes": "x"}, document()
+    del missing["privacy"]
+    path_id = {**document(), "run_id": "../../../outside/pwn"}
+    for bad, match in (
+        (infinite, r"privacy.epsilon is inf, not a finite number"),
+        (nan_parameter, r"expected 6 finite values"),
+        (edited, r"privacy.epsilon is 0.5, but its mu=.* gives epsilon=1: the report was edited"),
+        (extra, r"unknown key\(s\) notes"),
+        (missing, r"missing privacy"),
+        (path_id, r"run_id must be 1-64 characters"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ModelDocument.from_dict(bad)
     with pytest.raises(ValueError, match="5 parameters for a linear model of 6 features"):
         ModelDocument.from_dict(document(params=PARAMS[:5]))
     with pytest.raises(ValueError, match="unknown model kind 'tree'"):

@@ -1,4 +1,5 @@
-"""Shuffle once: a balanced random permutation, manifest as commit point, idempotent, source untouched."""
+"""Shuffle once: a balanced random permutation committed as an immutable generation, idempotent, source
+untouched (the generations' own rules: tests/pipelines/test_generations.py)."""
 
 import hashlib
 import os
@@ -7,8 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import LakeError, read_manifest, shuffle_once
-from pipelines.shuffle import MANIFEST_NAME, MARKER_NAME
+from pipelines import LakeError, prune_shuffles, read_manifest, shuffle_once
+from pipelines.generations import COMMITS
 
 from .conftest import feature_spec, local_put, write_lake
 
@@ -63,13 +64,25 @@ def test_fresh_randomness_each_shuffle(lake, tmp_path):
     assert not np.array_equal(a, b)
 
 
+def tree_stamps(root):
+    return {
+        os.path.relpath(os.path.join(folder, name), root): os.stat(os.path.join(folder, name)).st_mtime_ns
+        for folder, _, names in os.walk(root)
+        for name in names
+    }
+
+
 def test_idempotent_with_complete_manifest(lake, tmp_path):
     out = str(tmp_path / "out")
     first = shuffle_once(lake, out, rows_per_file=5000)
-    stamps = {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    stamps = tree_stamps(out)
     assert shuffle_once(lake, out, rows_per_file=5000) == first
-    assert stamps == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    assert stamps == tree_stamps(out)
     assert read_manifest(out) == first
+    assert sorted(os.listdir(out)) == [first.generation, COMMITS]
+    assert sorted(os.listdir(os.path.join(out, first.generation))) == ["_started.json"] + [
+        f"part-{j:05d}.parquet" for j in range(4)
+    ]
 
 
 def test_automatic_layout_always_leaves_a_file_to_hold_out(lake, tmp_path):
@@ -83,23 +96,26 @@ def test_a_shuffle_with_another_layout_is_never_reused_silently(lake, tmp_path):
     out = str(tmp_path / "out")
     first = shuffle_once(lake, out, rows_per_file=5000)  # 20,000 rows: 4 files
     assert shuffle_once(lake, out, rows_per_file=6000) == first  # also 4 files: the same layout, reused
-    before = {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}
+    before = tree_stamps(out)
     with pytest.raises(
         LakeError, match=r"in 4 files, but rows_per_file=2000 asks for 10.*never reused silently.*e\.g\. 5000"
     ):
         shuffle_once(lake, out, rows_per_file=2000)
-    assert before == {p: os.path.getmtime(os.path.join(out, p)) for p in os.listdir(out)}  # nothing touched
+    assert before == tree_stamps(out)  # nothing touched
 
 
-def test_reshuffle_replaces_the_shuffle_and_changes_its_row_order(lake, tmp_path):
+def test_reshuffle_commits_a_new_generation_and_keeps_the_pinned_one(lake, tmp_path):
     out = str(tmp_path / "out")
     first = shuffle_once(lake, out, rows_per_file=5000)
+    first_files = tree_checksums(os.path.join(out, first.generation))
     with pytest.raises(LakeError, match=r"--reshuffle"):
         shuffle_once(lake, out, rows_per_file=2000)
     second = shuffle_once(lake, out, rows_per_file=2000, reshuffle=True)
-    assert len(second.files) == 10 and read_manifest(out) == second
-    assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [f"part-{j:05d}.parquet" for j in range(10)]
-    assert pq.read_table(out).num_rows == 20_000
+    assert len(second.files) == 10 and read_manifest(out) == second and second.number == first.number + 1
+    assert sum(pq.read_table(path).num_rows for path in second.paths()) == 20_000
+    # The generation a run pinned is untouched and still readable by its name.
+    assert tree_checksums(os.path.join(out, first.generation)) == first_files
+    assert read_manifest(out, generation=first.generation) == first
     # Same data, so the same ledger unit; another row order, so no checkpoint of the first resumes on it.
     assert second.fingerprint == first.fingerprint and second.row_order != first.row_order
     assert (
@@ -111,23 +127,40 @@ def test_reshuffle_deletes_nothing_it_did_not_write(lake, tmp_path):
     out = tmp_path / "out"
     shuffle_once(lake, str(out), rows_per_file=5000)
     (out / "notes.txt").write_text("mine")
-    before = sorted(os.listdir(out))
+    before = tree_checksums(out)
     with pytest.raises(
         LakeError, match=r"holds files a shuffle did not write \(notes.txt\); nothing was deleted"
     ):
         shuffle_once(lake, str(out), rows_per_file=2000, reshuffle=True)
-    assert sorted(os.listdir(out)) == before and read_manifest(str(out)) is not None
+    assert tree_checksums(out) == before
 
 
-def test_interrupted_shuffle_is_cleaned_and_redone(lake, tmp_path):
+def test_an_interrupted_shuffle_is_never_read_and_prune_removes_it_when_stale(lake, tmp_path):
     out = tmp_path / "out"
-    (out / "_scratch" / "to-00000").mkdir(parents=True)
-    (out / "_scratch" / "to-00000" / "from-00000.parquet").write_bytes(b"partial")
-    (out / "part-00009.parquet").write_bytes(b"partial")  # no manifest: never committed
-    (out / MARKER_NAME).write_text("{}")  # written by the interrupted shuffle before anything else
+    stale = out / "_g-20260101T000000Z-0badc0de"
+    (stale / "_scratch" / "to-00000").mkdir(parents=True)
+    (stale / "_scratch" / "to-00000" / "from-00000.arrow").write_bytes(b"partial")
+    (stale / "part-00009.parquet").write_bytes(b"partial")  # no commit record: never committed
+    (stale / "_started.json").write_text('{"started_at": 0}')
     manifest = shuffle_once(lake, str(out), rows_per_file=5000)
-    assert sorted(os.listdir(out)) == [MANIFEST_NAME] + [f"part-{j:05d}.parquet" for j in range(4)]
-    assert manifest.num_rows == 20_000
+    assert manifest.num_rows == 20_000 and manifest.generation != stale.name and stale.exists()
+    assert prune_shuffles(str(out)) == [stale.name] and not stale.exists()
+    assert read_manifest(str(out)) == manifest  # the current generation is never pruned
+    second = shuffle_once(lake, str(out), reshuffle=True)
+    assert prune_shuffles(str(out)) == [manifest.generation]
+    assert sorted(os.listdir(out)) == [second.generation, COMMITS]
+
+
+def test_a_shuffle_of_the_earlier_single_folder_layout_is_replaced_only_by_a_reshuffle(lake, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "_manifest.json").write_text("{}")
+    (out / "part-00000.parquet").write_bytes(b"an earlier dpstream's part")
+    with pytest.raises(LakeError, match="earlier dpstream.*--reshuffle"):
+        shuffle_once(lake, str(out))
+    assert (out / "part-00000.parquet").exists()
+    manifest = shuffle_once(lake, str(out), reshuffle=True)
+    assert sorted(os.listdir(out)) == [manifest.generation, COMMITS]
 
 
 def test_output_of_another_lake_refused(lake, tmp_path):
@@ -135,7 +168,7 @@ def test_output_of_another_lake_refused(lake, tmp_path):
     shuffle_once(lake, out)
     other_root = str(tmp_path / "other")
     write_lake(local_put, other_root, files=2, rows=100)
-    with pytest.raises(LakeError, match="already holds a shuffle of another lake"):
+    with pytest.raises(LakeError, match="holds a shuffle of another lake.*--reshuffle"):
         shuffle_once(feature_spec(other_root), out)
 
 
@@ -197,28 +230,18 @@ def test_output_equal_to_or_containing_a_protected_folder_is_refused(lake, tmp_p
     )
 
 
-def test_non_empty_folder_without_manifest_is_refused_and_kept(lake, tmp_path):
+@pytest.mark.parametrize("reshuffle", [False, True])
+def test_non_empty_folder_of_other_files_is_refused_and_kept(lake, tmp_path, reshuffle):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
-    (out / "part-00000.parquet").write_bytes(b"someone else's")  # looks like ours, but no marker
+    (out / "part-00000.parquet").write_bytes(b"someone else's")  # looks like an earlier layout's part
     before = tree_checksums(out)
     with pytest.raises(
-        LakeError, match="not empty .* holds no dpstream shuffle manifest; nothing was deleted"
+        LakeError, match=r"holds files a shuffle did not write \(thesis.tex\); nothing was deleted"
     ):
-        shuffle_once(lake, str(out))
+        shuffle_once(lake, str(out), reshuffle=reshuffle)
     assert tree_checksums(out) == before
-
-
-def test_interrupted_shuffle_with_foreign_file_is_refused(lake, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / MARKER_NAME).write_text("{}")
-    (out / "part-00000.parquet").write_bytes(b"partial")
-    (out / "README.md").write_text("not ours")
-    with pytest.raises(LakeError, match="nothing was deleted"):
-        shuffle_once(lake, str(out))
-    assert (out / "README.md").read_text() == "not ours" and (out / "part-00000.parquet").exists()
 
 
 def test_reordered_columns_reuse_the_shuffle_in_the_new_order(lake, tmp_path):
@@ -232,7 +255,7 @@ def test_reordered_columns_reuse_the_shuffle_in_the_new_order(lake, tmp_path):
     subset = type(reordered)(lake.url, ("x1", "x0"), "y")
     assert shuffle_once(subset, out).num_features == 2
     wider = type(reordered)(lake.url, ("x0", "row_id"), "y")
-    with pytest.raises(LakeError, match="without row_id"):
+    with pytest.raises(LakeError, match=r"without the column\(s\) row_id"):
         shuffle_once(wider, out)
 
 
@@ -266,13 +289,19 @@ def test_gather_reads_finished_pieces_only(tmp_path):
     import fsspec
     import pyarrow as pa
 
-    from pipelines.shuffle import SCRATCH, _gather, _write_piece
+    from pipelines.generations import SCRATCH
+    from pipelines.shuffle import _gather, _write_piece
 
     fs = fsspec.filesystem("file")
     folder = tmp_path / SCRATCH / "to-00000"
     for index, values in enumerate(([1.0, 2.0], [3.0, 4.0, 5.0])):
         _write_piece(fs, str(folder / f"from-{index:05d}.arrow"), pa.table({"x": values}))
     (folder / ".tmp-killed").write_bytes(b"half a piece")
-    groups = _gather(str(tmp_path), {}, 0, seed=1)
+    with pytest.raises(LakeError, match="would hold 5 rows, not the 6 its layout assigned"):
+        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6)
+    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=5)
     table = pq.read_table(tmp_path / "part-00000.parquet")
-    assert groups == (5,) and sorted(table.column("x").to_pylist()) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert part.row_groups == (5,) and sorted(table.column("x").to_pylist()) == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert part.identity.startswith("footer-sha256:") and part.size == os.path.getsize(
+        tmp_path / "part-00000.parquet"
+    )

@@ -1,0 +1,195 @@
+"""Shuffle generations: immutable shuffled copies of a lake, committed with an exclusive create.
+
+Layout under ``lake.shuffled_url``::
+
+    _generations/000001.json      the manifest of generation 1 (pipelines.manifest), its commit record
+    _generations/000002.json      ... each created exclusively; the highest number is the current one
+    _g-<stamp>-<hex>/part-NNNNN.parquet   one generation's parts, never modified once committed
+    _g-<stamp>-<hex>/_started.json        written first: when and by whom the shuffle started
+    _g-<stamp>-<hex>/_scratch/...         the shuffle's scatter pieces, removed before its commit
+
+A shuffle writes a new generation folder of its own and commits it by creating the next numbered
+record with an exclusive create (``O_EXCL`` hard link on a local disk, a conditional PUT with
+``If-None-Match: *`` on S3; ``dpstream.storage.write_atomic``). Of two shuffles that commit the same
+number, one wins; the other finds the winner's record and either reuses it (same source and columns)
+or commits after it. A reshuffle is a new generation: nothing a run may be reading is ever modified or
+deleted, and a run reads only the generation it pinned when it was planned (``Manifest.row_order``
+names it in the checkpoint and the ledger entry, so a resume reads it again).
+
+``prune`` is the only deletion: superseded generations, and generation folders of interrupted shuffles
+older than ``STALE_SECONDS``. A run still reading a superseded generation when it is pruned stops with
+an error naming the missing part (its parts are verified as they are read): prune when no run is in
+flight.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import secrets
+import time
+from typing import Any
+
+from dpstream.storage import open_url, read_json, write_json_atomic
+from pipelines.lake import LakeError
+from pipelines.manifest import GENERATION_NAME, PART_NAME, Manifest
+
+__all__ = ["GenerationStore", "COMMITS", "LEGACY_NAMES", "STALE_SECONDS"]
+
+COMMITS = "_generations"
+STARTED = "_started.json"
+SCRATCH = "_scratch"
+_COMMIT_NAME = re.compile(r"\A(\d{6})\.json\Z")
+# What the single-folder layout of earlier dpstream versions wrote at the root (cleared by a reshuffle).
+LEGACY_NAMES = ("_manifest.json", "_shuffle_in_progress.json", "_scratch")
+STALE_SECONDS = 24 * 3600  # an uncommitted generation older than this is an interrupted shuffle
+
+
+def _is_ours(name: str) -> bool:
+    return name == COMMITS or bool(GENERATION_NAME.match(name))
+
+
+def _is_legacy(name: str) -> bool:
+    return name in LEGACY_NAMES or bool(PART_NAME.match(name))
+
+
+class GenerationStore:
+    """The shuffle generations under one ``shuffled_url`` (module docstring)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+        self.url = url
+        self.storage_options = dict(storage_options or {})
+        self.fs, self.root = open_url(url, storage_options)
+
+    def _names(self) -> list[str]:
+        self.fs.invalidate_cache(self.root)
+        try:
+            if not self.fs.exists(self.root):
+                return []
+            return [path.rstrip("/").rsplit("/", 1)[-1] for path in self.fs.ls(self.root, detail=False)]
+        except FileNotFoundError:
+            return []
+
+    def check_usable(self, *, clear_legacy: bool = False) -> None:
+        """Refuse a location that holds anything a shuffle did not write (nothing is deleted). A shuffle in
+        the single-folder layout of an earlier dpstream is refused too, or removed with ``clear_legacy``
+        (a reshuffle), deleting only the files that layout wrote."""
+        names = self._names()
+        foreign = sorted(name for name in names if not (_is_ours(name) or _is_legacy(name)))
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise LakeError(
+                f"lake.shuffled_url {self.url} holds files a shuffle did not write ({shown}); nothing was deleted. "
+                "Point lake.shuffled_url at a new or empty folder"
+            )
+        legacy = sorted(name for name in names if _is_legacy(name))
+        if legacy and not clear_legacy:
+            raise LakeError(
+                f"lake.shuffled_url {self.url} holds a shuffle written by an earlier dpstream (one folder that a "
+                "reshuffle rewrote in place); run `dpstream shuffle CONFIG --reshuffle` to replace it by an immutable "
+                "generation (it deletes only that shuffle's files), or point lake.shuffled_url at a new folder"
+            )
+        for name in legacy:
+            self.fs.rm(f"{self.root}/{name}", recursive=True)
+
+    def numbers(self) -> list[int]:
+        """The committed generations' numbers, ascending."""
+        folder = f"{self.root}/{COMMITS}"
+        self.fs.invalidate_cache(folder)
+        try:
+            names = [path.rsplit("/", 1)[-1] for path in self.fs.ls(folder, detail=False)]
+        except FileNotFoundError:
+            return []
+        return sorted(int(match.group(1)) for name in names if (match := _COMMIT_NAME.match(name)))
+
+    def _record(self, number: int) -> str:
+        return f"{self.root}/{COMMITS}/{number:06d}.json"
+
+    def read(self, number: int) -> Manifest:
+        path = self._record(number)
+        manifest = Manifest.from_json(read_json(self.fs, path), self.url, f"{COMMITS}/{number:06d}.json")
+        if manifest.number != number:
+            raise LakeError(
+                f"{COMMITS}/{number:06d}.json records generation number {manifest.number}: it was copied or edited; "
+                "shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+            )
+        return manifest
+
+    def current(self) -> Manifest | None:
+        """The committed generation with the highest number, or None before the first shuffle."""
+        numbers = self.numbers()
+        return self.read(numbers[-1]) if numbers else None
+
+    def find(self, generation: str) -> Manifest:
+        """The committed manifest of the generation folder ``generation`` (a run's pinned data version)."""
+        for number in reversed(self.numbers()):
+            manifest = self.read(number)
+            if manifest.generation == generation:
+                return manifest
+        raise LakeError(
+            f"shuffle generation {generation} is not committed at {self.url} (it was pruned, or the run was started "
+            "on another shuffled lake): the run cannot resume, since its remaining steps must read that shuffle's "
+            "rows. Start a new run id"
+        )
+
+    def new_generation(self, source_url: str) -> str:
+        """A fresh generation folder, with its start record; returns its name."""
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        name = f"_g-{stamp}-{secrets.token_hex(4)}"
+        write_json_atomic(
+            self.fs,
+            f"{self.root}/{name}/{STARTED}",
+            {"started_at": time.time(), "source_url": source_url},
+            exclusive=True,
+        )
+        return name
+
+    def folder(self, generation: str) -> str:
+        return f"{self.root}/{generation}"
+
+    def discard(self, generation: str) -> None:
+        """Delete an uncommitted generation folder (this process's own, after a failure or a lost race)."""
+        if generation in {self.read(n).generation for n in self.numbers()}:
+            raise RuntimeError(f"generation {generation} is committed; it is never deleted by a shuffle")
+        if self.fs.exists(self.folder(generation)):
+            self.fs.rm(self.folder(generation), recursive=True)
+
+    def try_commit(self, manifest: Manifest) -> bool:
+        """Create ``manifest``'s record at its number; False when another shuffle committed that number first."""
+        try:
+            write_json_atomic(self.fs, self._record(manifest.number), manifest.to_json(), exclusive=True)
+        except FileExistsError:
+            return False
+        return True
+
+    def prune(self, now: float | None = None) -> list[str]:
+        """Delete superseded generations and interrupted shuffles' folders (module docstring); returns what
+        was deleted, as ``generation`` names."""
+        now = time.time() if now is None else now
+        numbers = self.numbers()
+        committed = {n: self.read(n).generation for n in numbers}
+        current = committed[numbers[-1]] if numbers else None
+        removed = []
+        for number, generation in committed.items():
+            if generation != current:
+                self.fs.rm(self._record(number))  # the record first: a crash leaves an uncommitted folder
+                if self.fs.exists(self.folder(generation)):
+                    self.fs.rm(self.folder(generation), recursive=True)
+                removed.append(generation)
+        for name in self._names():
+            if GENERATION_NAME.match(name) and name not in committed.values() and self._stale(name, now):
+                self.fs.rm(self.folder(name), recursive=True)
+                removed.append(name)
+        return removed
+
+    def _stale(self, generation: str, now: float) -> bool:
+        try:
+            started = float(read_json(self.fs, f"{self.folder(generation)}/{STARTED}")["started_at"])
+        except (FileNotFoundError, KeyError, TypeError, ValueError):
+            return True
+        return now - started > STALE_SECONDS
+
+    def uncommitted(self) -> list[str]:
+        """Generation folders with no commit record: shuffles in progress or interrupted."""
+        committed = {self.read(n).generation for n in self.numbers()}
+        return sorted(n for n in self._names() if GENERATION_NAME.match(n) and n not in committed)
