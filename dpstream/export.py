@@ -22,16 +22,68 @@ here is a release: the parameters were released when the model was published.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpstream.storage import open_url
+from dpstream.validation import check_name
 
-__all__ = ["ModelDocument", "read_model", "MODEL_FORMAT"]
+__all__ = ["ModelDocument", "read_model", "check_privacy", "MODEL_FORMAT"]
 
 MODEL_FORMAT = "dpstream-model/1"
+REQUIRED_KEYS = frozenset(
+    {
+        "format",
+        "run_id",
+        "model",
+        "features",
+        "label",
+        "algorithm",
+        "lake_fingerprint",
+        "preprocessing",
+        "params",
+        "privacy",
+    }
+)
+OPTIONAL_KEYS = frozenset({"metrics"})  # written by earlier versions (the non-private evaluation): ignored
+
+
+def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
+    """A model.json's privacy report, checked: the report's fields, finite numbers, and ε equal to the exact
+    ε(δ) of its μ (``dpstream.privacy.gdp``), so a report edited by hand is refused."""
+    from dpstream.algorithms.base import PrivacyReport
+    from dpstream.privacy import epsilon_for_delta
+
+    fields = set(PrivacyReport.__dataclass_fields__)
+    if not isinstance(privacy, dict) or set(privacy) != fields:
+        shown = sorted(set(privacy) ^ fields) if isinstance(privacy, dict) else type(privacy).__name__
+        raise ValueError(
+            f"{source}: its privacy report is damaged ({shown}); restore the file the run published"
+        )
+    numbers = {name: privacy[name] for name in ("epsilon", "delta", "mu", "noise_multiplier", "sensitivity")}
+    for name, value in numbers.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ValueError(
+                f"{source}: privacy.{name} is {value!r}, not a finite number; the file is damaged"
+            )
+    if not 0.0 < numbers["delta"] < 1.0 or numbers["mu"] <= 0:
+        raise ValueError(f"{source}: privacy.delta or privacy.mu is out of range; the file is damaged")
+    exact = epsilon_for_delta(numbers["delta"], numbers["mu"])
+    if not math.isclose(numbers["epsilon"], exact, rel_tol=1e-6, abs_tol=1e-9):
+        raise ValueError(
+            f"{source}: privacy.epsilon is {numbers['epsilon']:.6g}, but its mu={numbers['mu']:.6g} at "
+            f"delta={numbers['delta']:g} gives epsilon={exact:.6g}: the report was edited; restore the file the run "
+            "published"
+        )
+    return dict(privacy)
 
 
 @dataclass(frozen=True)
@@ -44,20 +96,33 @@ class ModelDocument:
     preprocessing: dict[str, Any] | None
     privacy: dict[str, Any]
     run_id: str
+    algorithm: str = ""  # the algorithm that ran (its name, as model.json records it)
 
     @classmethod
     def from_dict(cls, document: dict[str, Any], source: str = "model.json") -> ModelDocument:
+        """The model a model.json holds, checked whole (``ValueError`` naming ``source`` and what is wrong):
+        the format, exactly the keys the train flow writes, a valid run id, finite parameters of the right
+        count for the model, and a privacy report whose ε is the exact conversion of its μ at its δ (an
+        edited ε is refused, not printed)."""
         if not isinstance(document, dict) or document.get("format") != MODEL_FORMAT:
             found = document.get("format") if isinstance(document, dict) else type(document).__name__
             raise ValueError(
                 f"{source} is not a dpstream model (format {found!r}, expected {MODEL_FORMAT!r}); pass the "
                 "model.json a `dpstream train` run published"
             )
+        missing = sorted(REQUIRED_KEYS - set(document))
+        unknown = sorted(set(document) - REQUIRED_KEYS - OPTIONAL_KEYS)
+        if missing or unknown:
+            what = f"missing {', '.join(missing)}" if missing else f"unknown key(s) {', '.join(unknown)}"
+            raise ValueError(
+                f"{source} is incomplete or damaged ({what}); restore the file the run published"
+            )
         try:
             model = dict(document["model"])
             kind = model.pop("kind")
             features = document["features"]
             params = np.asarray(document["params"], dtype=np.float64)
+            run_id = check_name("run_id", document["run_id"])
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{source} is incomplete or damaged ({type(error).__name__}: {error})") from None
         from dpstream.models import MODEL_KINDS
@@ -76,8 +141,9 @@ class ModelDocument:
             label=str(document.get("label", "")),
             params=params,
             preprocessing=document.get("preprocessing"),
-            privacy=dict(document.get("privacy") or {}),
-            run_id=str(document.get("run_id", "")),
+            privacy=check_privacy(document.get("privacy"), source),
+            run_id=run_id,
+            algorithm=str(document.get("algorithm", "")),
         )
         expected = document_.build().num_params(len(document_.features))
         if params.ndim != 1 or params.size != expected or not np.all(np.isfinite(params)):

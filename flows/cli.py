@@ -20,14 +20,13 @@ Dask's logs to a file (``flows.logs``) that their result or error line names; ``
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
-import math
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from flows.cli_lake import convert_command, predict_command, report_command
+from flows.cli_budget import add_budget_parser
+from flows.cli_lake import add_lake_parsers
 from flows.cli_support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, log_to_file
 from flows.logs import quiet_dask
 
@@ -59,15 +58,17 @@ def _validate(args, console: Console) -> int:
 
 
 def _shuffle(args, console: Console) -> int:
-    from flows.config import load_config
+    from flows.config import config_folder, load_config
     from flows.interrupt import exit_on_interrupt
     from flows.progress import RunProgress
+    from pipelines import prune_shuffles
+    from pipelines.generations import GenerationStore
 
     config = load_config(args.config)
     with (
         exit_on_interrupt(
-            f"the shuffle stopped before its manifest; run `dpstream shuffle {args.config}` again to "
-            "redo it (it removes only what it wrote)"
+            f"the shuffle stopped before its commit: nothing of it is read by any run. Run `dpstream shuffle "
+            f"{args.config}` again; `--prune` later removes the unfinished generation's files"
         ),
         config.cluster.preparation_client() as client,  # cluster.prepare_on: workers or this process
     ):
@@ -78,84 +79,69 @@ def _shuffle(args, console: Console) -> int:
                 summary,
                 client=client,
                 on_progress=progress.shuffle(summary.num_rows),
-                protected=(os.path.dirname(os.path.abspath(args.config)),),
+                protected=(config_folder(args.config),),
                 reshuffle=args.reshuffle,
             )
     console.print(
-        f"shuffled lake at {manifest.url}: {manifest.num_rows:,} rows in {len(manifest.files)} files "
-        f"(source fingerprint {manifest.source_fingerprint})"
+        f"shuffled lake at {manifest.url}: generation {manifest.number} ({manifest.generation}), "
+        f"{manifest.num_rows:,} rows in {len(manifest.files)} files (source fingerprint {manifest.source_fingerprint})"
     )
-    return EXIT_OK
-
-
-def _budget(args, console: Console) -> int:
-    from dpstream.privacy import Ledger, gdp
-
-    ledger = Ledger(args.ledger)
-    lake = ledger.lake(args.lake)
-    if args.action == "show":
-        console.print(lake.statement())
-        for entry in lake.entries():
-            console.print(_entry_line(entry))
-        for tag, entries in lake.archives():
-            spent = math.sqrt(sum(entry.mu**2 for entry in entries))
-            console.print(
-                f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
-                f"{gdp.epsilon_for_delta(lake.budget.delta, spent) if spent else 0.0:.4g} at delta="
-                f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
-                "data those runs read"
-            )
-            for entry in entries:
-                console.print(_entry_line(entry))
-        return EXIT_OK
-    if not args.confirm:
-        raise ValueError(
-            "budget reset forgets every recorded run of this lake; only do it when the lake's data were replaced "
-            "by new individuals' records. Re-run with --confirm"
+    options = config.lake.storage_options
+    if args.prune:
+        removed = prune_shuffles(config.lake.shuffled_url, options)
+        console.print(
+            f"pruned {len(removed)} superseded or unfinished generation(s)"
+            + (f": {', '.join(removed)}" if removed else "")
         )
-    archived = lake.archive_runs(_dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
-    console.print(
-        f"archived {archived} run(s) of lake {args.lake}: new runs are charged from zero. A reset restores no "
-        "privacy: what those runs spent stays spent for the individuals whose records they read, so reset "
-        f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
-        f"{args.ledger}` lists the archive"
-    )
+    else:
+        store = GenerationStore(config.lake.shuffled_url, options)
+        earlier = len(store.numbers()) - 1 + len(store.uncommitted())
+        if earlier > 0:
+            console.print(
+                f"{earlier} earlier or unfinished generation(s) kept for the runs that pinned them: "
+                f"`dpstream shuffle {args.config} --prune` removes them when no run is in flight"
+            )
     return EXIT_OK
-
-
-def _entry_line(entry) -> str:
-    return (
-        f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}"
-    )
 
 
 def _train(args, console: Console) -> int:
     import uuid
 
-    from flows.config import load_config, run_locations
+    from flows.config import load_config
     from flows.flows import train_flow
     from flows.interrupt import exit_on_interrupt
+    from flows.locations import protected_locations, run_locations
+    from flows.prefect_api import prefect_api
 
-    config = load_config(
-        args.config
-    )  # a bad config or output folder is refused at once, before the Prefect API starts
+    # A bad config, run id or output folder is refused at once, before a log, a server or a cluster starts.
+    config = load_config(args.config)
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
-    run_locations(config, args.config, run_id, args.output)
+    locations = run_locations(config, args.config, run_id, args.output, args.operator_output)
+    args.protected = protected_locations(config, args.config)
     log_to_file(args, "train", run_id)
     resume = f"dpstream train {args.config} --run-id {run_id}" + (
         f" --output {args.output}" if args.output else ""
     )
-    with exit_on_interrupt(
-        f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
-        f"resumes from its checkpoint with: {resume}"
+    with (
+        exit_on_interrupt(
+            f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
+            f"resumes from its checkpoint with: {resume}"
+        ),
+        prefect_api(args.log_file),
     ):
-        result = train_flow(args.config, run_id=run_id, output_dir=args.output, show_progress=not args.quiet)
+        result = train_flow(
+            args.config,
+            run_id=run_id,
+            output_dir=args.output,
+            operator_dir=args.operator_output,
+            show_progress=not args.quiet,
+        )
     console.print(result["report"].to_markdown())
     for name, value in result["metrics"].items():
         console.print(f"{name}: {value:.6g}")
     console.print(
-        f"run {result['run_id']}: model, report and plots under {os.path.dirname(result['paths']['model'])}; "
-        f"log {args.log_file}"
+        f"run {result['run_id']}: the release (model, privacy report, plots) under {locations.output}; "
+        f"operator-only metrics and loss plot under {locations.operator}; log {args.log_file}"
     )
     return EXIT_OK
 
@@ -197,9 +183,13 @@ def _demo(args, console: Console) -> int:
     if args.rows < 2 * args.files or args.files < 2:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
     from flows.interrupt import exit_on_interrupt
+    from flows.prefect_api import prefect_api
 
     log_to_file(args, "demo", "run")
-    with exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"):
+    with (
+        exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"),
+        prefect_api(args.log_file),
+    ):
         run_demo(
             console,
             args.rows,
@@ -250,10 +240,28 @@ def _audit(args, console: Console) -> int:
     return EXIT_OK
 
 
+def _run_id(value: str) -> str:
+    """argparse's check of --run-id: refused (exit 2) before anything is written."""
+    from dpstream.validation import check_name
+
+    try:
+        return check_name("--run-id", value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's contract for bad arguments: one line on stderr and exit code 2 (argparse's
+    own prints the usage first)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        command = self.prog.removeprefix("dpstream").strip()
+        where = f"{command}: " if command else ""
+        self.exit(EXIT_BAD_INPUT, f"dpstream: {where}{message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dpstream", description="Differentially private training over Parquet lakes."
-    )
+    parser = _Parser(prog="dpstream", description="Differentially private training over Parquet lakes.")
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -264,100 +272,39 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="validate a pipeline config and its lake")
     validate.add_argument("config")
     validate.set_defaults(handler=_validate)
-    convert = commands.add_parser("convert", help="convert a CSV file into a Parquet lake")
-    convert.add_argument("csv")
-    convert.add_argument("out")
-    convert.add_argument("--columns", nargs="+", default=[], help="numeric feature columns to keep")
-    convert.add_argument("--label", required=True)
-    convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
-    convert.add_argument(
-        "--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants"
-    )
-    convert.add_argument(
-        "--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)"
-    )
-    convert.add_argument(
-        "--bounds",
-        nargs="*",
-        default=[],
-        metavar="COLUMN=LOW,HIGH",
-        help="public ranges: clip to [LOW, HIGH] and map onto --scale-range",
-    )
-    convert.add_argument(
-        "--unscaled",
-        nargs="*",
-        default=[],
-        metavar="COLUMN",
-        help="numeric columns already on the public scale, kept as they are (every other numeric "
-        "column, the label included, needs --bounds)",
-    )
-    convert.add_argument(
-        "--scale-range",
-        nargs=2,
-        type=float,
-        default=[-1.0, 1.0],
-        metavar=("LOW", "HIGH"),
-        help="the range bounded columns are mapped onto (default -1 1, the public scale the "
-        "algorithms' row bounds and steps assume)",
-    )
-    convert.add_argument(
-        "--private-bounds",
-        nargs="*",
-        default=[],
-        metavar="COLUMN",
-        help="numeric columns with no public range: estimate their bounds with DP from every 10th row, "
-        "which is then left out of the lake (the lake's ledger is not charged; model.json states the guarantee)",
-    )
-    convert.add_argument(
-        "--private-epsilon", type=float, default=1.0, help="ε of the private bounds (default 1)"
-    )
-    convert.add_argument(
-        "--private-delta", type=float, default=1e-6, help="δ of the private bounds (default 1e-6)"
-    )
-    convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
-    convert.add_argument("--rows-per-file", type=int, default=250_000)
-    convert.set_defaults(handler=convert_command)
-    predict = commands.add_parser(
-        "predict", help="score a Parquet lake with a published model on a Dask cluster, writing Parquet"
-    )
-    predict.add_argument("model", help="model.json of a run (or the run's folder)")
-    predict.add_argument("lake", help="the lake to score: features as in the training lake, any column order")
-    predict.add_argument("out", help="a new location for the predictions (one file per lake file)")
-    predict.add_argument(
-        "--keep",
-        nargs="*",
-        default=[],
-        metavar="COLUMN",
-        help="lake columns to copy beside the predictions (an id)",
-    )
-    predict.add_argument(
-        "--scheduler", default=None, help="a Dask scheduler address (default: a LocalCluster)"
-    )
-    predict.add_argument("--workers", type=int, default=2, help="LocalCluster workers (default 2)")
-    predict.add_argument(
-        "--memory-limit", default="2GiB", help="LocalCluster memory per worker (default 2GiB)"
-    )
-    predict.set_defaults(handler=predict_command)
+    add_lake_parsers(commands)
     shuffle = commands.add_parser("shuffle", help="shuffle the config's lake once")
     shuffle.add_argument("config")
     shuffle.add_argument("--quiet", action="store_true", help="no progress bars")
     shuffle.add_argument(
         "--reshuffle",
         action="store_true",
-        help="delete the committed shuffle at lake.shuffled_url and shuffle again (e.g. after changing "
-        "lake.rows_per_file); runs checkpointed on the old shuffle can no longer resume",
+        help="shuffle again as a new generation (e.g. after changing lake.rows_per_file or the lake); runs "
+        "that pinned an earlier generation keep reading it",
+    )
+    shuffle.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete superseded generations and unfinished shuffles (a run still reading one then stops)",
     )
     shuffle.set_defaults(handler=_shuffle)
-    budget = commands.add_parser("budget", help="show or reset a lake's privacy ledger")
-    budget.add_argument("action", choices=["show", "reset"])
-    budget.add_argument("lake", help="the lake fingerprint")
-    budget.add_argument("--ledger", required=True, help="ledger URL")
-    budget.add_argument("--confirm", action="store_true")
-    budget.set_defaults(handler=_budget)
+    add_budget_parser(commands)
     train = commands.add_parser("train", help="run the train flow for a pipeline config")
     train.add_argument("config")
-    train.add_argument("--run-id", default=None, help="resume or name the run (default: a new id)")
-    train.add_argument("--output", default=None, help="where the model, report and plots go")
+    train.add_argument(
+        "--run-id",
+        default=None,
+        type=_run_id,
+        help="resume or name the run: 1-64 letters, digits, '.', '_' or '-' (default: a new id)",
+    )
+    train.add_argument(
+        "--output", default=None, help="the publish folder: the release (model, privacy report, plots) only"
+    )
+    train.add_argument(
+        "--operator-output",
+        default=None,
+        help="the operator folder: non-private metrics and the loss plot (default operator/<run id> beside the config)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bars")
     train.set_defaults(handler=_train)
     serve = commands.add_parser("serve", help="serve the train flow on a cron schedule (Prefect deployment)")
@@ -392,9 +339,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--seed", type=int, default=0, help="fixes the data and the trial noise keys")
     audit.set_defaults(handler=_audit)
-    report = commands.add_parser("report", help="print the privacy report and metrics of a published run")
-    report.add_argument("run", help="the run's output folder (holds model.json)")
-    report.set_defaults(handler=report_command)
     return parser
 
 

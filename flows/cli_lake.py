@@ -11,7 +11,90 @@ from flows.cli_support import EXIT_OK, log_to_file, parse_pairs
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["convert_command", "predict_command", "report_command"]
+__all__ = ["convert_command", "predict_command", "report_command", "add_lake_parsers"]
+
+
+def add_lake_parsers(commands) -> None:
+    """The ``convert``, ``predict`` and ``report`` subcommands."""
+    convert = commands.add_parser("convert", help="convert a CSV file into a Parquet lake")
+    convert.add_argument("csv")
+    convert.add_argument("out")
+    convert.add_argument("--columns", nargs="+", default=[], help="numeric feature columns to keep")
+    convert.add_argument("--label", required=True)
+    convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
+    convert.add_argument(
+        "--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants"
+    )
+    convert.add_argument(
+        "--categorical", nargs="*", default=[], metavar="COLUMN=A,B,C", help="public category lists (one-hot)"
+    )
+    convert.add_argument(
+        "--bounds",
+        nargs="*",
+        default=[],
+        metavar="COLUMN=LOW,HIGH",
+        help="public ranges: clip to [LOW, HIGH] and map onto --scale-range",
+    )
+    convert.add_argument(
+        "--unscaled",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="numeric columns already on the public scale, kept as they are (every other numeric "
+        "column, the label included, needs --bounds)",
+    )
+    convert.add_argument(
+        "--scale-range",
+        nargs=2,
+        type=float,
+        default=[-1.0, 1.0],
+        metavar=("LOW", "HIGH"),
+        help="the range bounded columns are mapped onto (default -1 1, the public scale the "
+        "algorithms' row bounds and steps assume)",
+    )
+    convert.add_argument(
+        "--private-bounds",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="numeric columns with no public range: estimate their bounds with DP from every 10th row, "
+        "which is then left out of the lake (the lake's ledger is not charged; model.json states the guarantee)",
+    )
+    convert.add_argument(
+        "--private-epsilon", type=float, default=1.0, help="ε of the private bounds (default 1)"
+    )
+    convert.add_argument(
+        "--private-delta", type=float, default=1e-6, help="δ of the private bounds (default 1e-6)"
+    )
+    convert.add_argument("--unknown-category", choices=["error", "drop"], default="error")
+    convert.add_argument("--rows-per-file", type=int, default=250_000)
+    convert.set_defaults(handler=convert_command)
+    predict = commands.add_parser(
+        "predict", help="score a Parquet lake with a published model on a Dask cluster, writing Parquet"
+    )
+    predict.add_argument("model", help="model.json of a run (or the run's folder)")
+    predict.add_argument("lake", help="the lake to score: features as in the training lake, any column order")
+    predict.add_argument("out", help="a new location for the predictions (one file per lake file)")
+    predict.add_argument(
+        "--keep",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="lake columns to copy beside the predictions (an id)",
+    )
+    predict.add_argument(
+        "--scheduler", default=None, help="a Dask scheduler address (default: a LocalCluster)"
+    )
+    predict.add_argument("--workers", type=int, default=2, help="LocalCluster workers (default 2)")
+    predict.add_argument(
+        "--memory-limit", default="2GiB", help="LocalCluster memory per worker (default 2GiB)"
+    )
+    predict.set_defaults(handler=predict_command)
+    report = commands.add_parser(
+        "report", help="print the privacy report of a published run (its model.json, checked whole)"
+    )
+    report.add_argument("run", help="the run's output folder (holds model.json)")
+    report.set_defaults(handler=report_command)
 
 
 def convert_command(args, console: Console) -> int:
@@ -63,13 +146,17 @@ def convert_command(args, console: Console) -> int:
 
 def predict_command(args, console: Console) -> int:
     from dpstream.export import read_model
+    from dpstream.locations import Protected
     from pipelines import connect
-    from pipelines.predict import predict_lake
+    from pipelines.predict import check_predictions_location, predict_lake
 
-    model = read_model(args.model)
-    log_to_file(
-        args, "predict", model.run_id or "model"
-    )  # a worker's traceback goes there, not to the terminal
+    model = read_model(args.model)  # checked whole: its run id names the log file
+    check_predictions_location(args.out, args.lake)  # before a log, a cluster or a file is written
+    args.protected = (
+        Protected(args.lake, "the lake being scored"),
+        Protected(args.out, "the predictions' folder"),
+    )
+    log_to_file(args, "predict", model.run_id)  # a worker's traceback goes there, not to the terminal
     client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
     try:
         summary = predict_lake(model, args.lake, args.out, client=client, keep=tuple(args.keep))
@@ -83,33 +170,30 @@ def predict_command(args, console: Console) -> int:
 
 
 def report_command(args, console: Console) -> int:
-    import json
-
     from dpstream.algorithms import PrivacyReport
+    from dpstream.export import read_model
     from dpstream.storage import open_url
 
     fs, root = open_url(args.run)  # a folder on disk or a URL such as s3://bucket/runs/<run id>
-    path = f"{root}/model.json"
-    if not fs.exists(path):
+    if not fs.exists(f"{root}/model.json"):
         raise FileNotFoundError(
             f"{args.run} holds no published run (no model.json); pass the run's output folder"
         )
-    with fs.open(path, "rb") as handle:
-        document = json.loads(handle.read().decode())
-    privacy = document["privacy"]
-    privacy["clip_norms"] = tuple(privacy["clip_norms"])
-    privacy["notes"] = tuple(privacy["notes"])
-    console.print(f"run {document['run_id']}")
-    if "model" in document:  # dpstream-model/1 and later
-        features = document["features"]
-        shown = ", ".join(features) if isinstance(features, list) else f"vector column {features!r}"
-        console.print(
-            f"{document['model']['kind']} model trained with {document['algorithm']}: {shown} → {document['label']}"
-        )
-        console.print(_preprocessing_line(document.get("preprocessing"), document["label"]))
+    model = read_model(args.run)  # checked whole: a damaged or edited model.json is refused with one line
+    privacy = {
+        **model.privacy,
+        "clip_norms": tuple(model.privacy["clip_norms"]),
+        "notes": tuple(model.privacy["notes"]),
+    }
+    console.print(f"run {model.run_id}")
+    shown = ", ".join(model.features)
+    console.print(f"{model.kind} model trained with {model.algorithm}: {shown} → {model.label}")
+    console.print(_preprocessing_line(model.preprocessing, model.label))
     console.print(PrivacyReport(**privacy).to_markdown())
-    for name, value in document.get("metrics", {}).items():
-        console.print(f"{name}: {value:.6g}")
+    console.print(
+        "The held-out evaluation is non-private and not part of the release: `dpstream train` printed it, and "
+        "wrote it to the run's operator folder (operator/<run id>/metrics.json by default)"
+    )
     return EXIT_OK
 
 

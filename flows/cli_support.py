@@ -23,6 +23,29 @@ def parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 def log_to_file(args, command: str, name: str) -> None:
     """Prefect's and Dask's logs go to a new file under the log folder (flows.logs), named in the result
-    or error line; ``--verbose`` shows them on the terminal too."""
+    or error line; ``--verbose`` shows them on the terminal too. The log folder is a write location like
+    any other: refused inside a lake or a ledger (``dpstream.locations``)."""
+    from dpstream.locations import check_write_location
+    from flows.logs import log_directory
+
+    check_write_location(
+        str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)", getattr(args, "protected", ())
+    )
     args.log_file = new_log_file(command, name)
+    if not args.verbose:
+        send_worker_output_to(args.log_file)
     capture_logs(args.log_file, verbose=args.verbose)
+
+
+def send_worker_output_to(path) -> None:
+    """The LocalCluster workers this command starts write their stderr to ``path`` (``pipelines.worker_log``):
+    the environment for processes started from here, Dask's config for the nannies' workers."""
+    import os
+
+    from pipelines.worker_log import ENVIRONMENT_VARIABLE
+
+    os.environ[ENVIRONMENT_VARIABLE] = str(path)
+    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = '["pipelines.worker_log"]'
+    import dask
+
+    dask.config.set({"distributed.worker.preload": ["pipelines.worker_log"]})

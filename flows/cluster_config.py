@@ -8,11 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT
+
 __all__ = ["ClusterConfig", "AdaptConfig"]
 
 
 class AdaptConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
     minimum: int = Field(default=0, ge=0)
     maximum: int = Field(gt=0)
 
@@ -34,9 +36,13 @@ class ClusterConfig(BaseModel):
     ``"flow"`` (in the flow's process, one file after another: the workers read only the shuffled lake,
     which holds only the selected columns, as the two roles of ``infra/k8s`` intend). Left out, it is
     ``"workers"`` for the default LocalCluster (its workers are this user's processes on this machine)
-    and ``"flow"`` for a scheduler ``address`` or a cluster ``class``."""
+    and ``"flow"`` for a scheduler ``address`` or a cluster ``class``.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    ``worker_timeout`` (seconds): how long a run waits while the cluster has no worker (at its start, or
+    after its workers died) before it stops with an error naming the scheduler; a task whose worker died
+    is run on another one meanwhile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
     address: str | None = None
     cluster_class: str | None = Field(default=None, alias="class")
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -45,6 +51,7 @@ class ClusterConfig(BaseModel):
     memory_limit: str = "2GiB"
     mode: Literal["auto", "scatter", "streaming"] = "auto"
     prepare_on: Literal["flow", "workers"] | None = None
+    worker_timeout: float = Field(default=DEFAULT_WORKER_TIMEOUT, gt=0.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:

@@ -1,7 +1,9 @@
 """The pipeline config: one typed, validated TOML file per pipeline.
 
 Unknown keys and bad values are rejected with the dotted path of the offending key
-(``algorithm.clip_norm: Input should be greater than 0``), before anything runs.
+(``algorithm.clip_norm: Input should be greater than 0``), before anything runs. Types are strict (a
+TOML boolean or string is never read as a number), budgets are at most ε = 100, and the config's
+locations are checked against each other (``flows.locations``).
 
 ```toml
 [lake]
@@ -21,6 +23,9 @@ epsilon = 1.0
 delta = 1e-6
 lifetime_epsilon = 8.0
 ledger_url = "s3://bucket/ledger"
+
+[cluster]                            # optional: a LocalCluster of 2 workers by default
+worker_timeout = 300                 # seconds without any worker before a run stops
 ```
 """
 
@@ -33,9 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dpstream.validation import MAX_EPSILON
 from flows.cluster_config import ClusterConfig
 
-__all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "run_locations", "RunLocations"]
+__all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "config_folder"]
 
 
 class ConfigError(ValueError):
@@ -43,7 +49,9 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a TOML value of the wrong type is refused, not coerced (`epsilon = true` is not 1.0, and
+    # `rows_per_file = "5"` is not 5); an integer is still accepted where a float is expected.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class LakeConfig(_Section):
@@ -125,10 +133,10 @@ MAX_DELTA = 0.5
 
 
 class BudgetConfig(_Section):
-    epsilon: float = Field(gt=0.0, allow_inf_nan=False)
+    epsilon: float = Field(gt=0.0, le=MAX_EPSILON, allow_inf_nan=False)
     delta: float = Field(gt=0.0, lt=MAX_DELTA, allow_inf_nan=False)
     relation: Literal["replace-one", "zero-out"] = "replace-one"
-    lifetime_epsilon: float = Field(gt=0.0, allow_inf_nan=False)
+    lifetime_epsilon: float = Field(gt=0.0, le=MAX_EPSILON, allow_inf_nan=False)
     ledger_url: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -187,11 +195,18 @@ class PipelineConfig(_Section):
         one Dask task per file when ``client`` is given."""
         from pipelines import validate_lake
 
-        return validate_lake(self.lake_spec(), binary_labels=self.classifies, client=client)
+        return validate_lake(
+            self.lake_spec(),
+            binary_labels=self.classifies,
+            client=client,
+            worker_timeout=self.cluster.worker_timeout,
+        )
 
-    def shuffle_lake(self, summary, *, client=None, on_progress=None, protected=(), reshuffle=False):
+    def shuffle_lake(
+        self, summary, *, client=None, on_progress=None, protected=(), reshuffle=False, generation=None
+    ):
         """``pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with this config's
-        layout: the ``Manifest``."""
+        layout: the ``Manifest`` of the generation a run reads (``generation``: a resumed run's)."""
         from pipelines import shuffle_once
 
         return shuffle_once(
@@ -203,6 +218,8 @@ class PipelineConfig(_Section):
             on_progress=on_progress,
             protected=protected,
             reshuffle=reshuffle,
+            worker_timeout=self.cluster.worker_timeout,
+            generation=generation,
         )
 
     def rows_per_file(self, num_rows: int) -> int:
@@ -256,57 +273,6 @@ def _suggest(num_rows: int) -> float:
     return 10.0 ** math.floor(math.log10(1.0 / (10 * num_rows)))
 
 
-CHECKPOINTS_UNDER_LEDGER = "_checkpoints"
-
-
-class RunLocations(BaseModel):
-    """Where one run writes: the publish folder (releases only) and the private checkpoint location."""
-
-    model_config = ConfigDict(frozen=True)
-    output: str
-    checkpoints: str
-
-
-def run_locations(
-    config: PipelineConfig, config_path: str | Path, run_id: str, output: str | None = None
-) -> RunLocations:
-    """The run's publish folder (default ``runs/<run id>`` beside the config) and checkpoint location
-    (``checkpoint.url``, default ``<budget.ledger_url>/_checkpoints``: private operator state like the
-    ledger, never inside the publish folder, because a checkpoint holds the noise key).
-
-    Raises ``ConfigError`` when a location would write into the source lake, or checkpoints would land
-    inside the publish folder."""
-    from dpstream.storage import overlap
-
-    output = output or f"{config_folder(config_path)}/runs/{run_id}"
-    checkpoints = (
-        config.checkpoint.url
-        if config.checkpoint
-        else f"{config.budget.ledger_url.rstrip('/')}/{CHECKPOINTS_UNDER_LEDGER}"
-    )
-    for name, url in (
-        ("--output (the publish folder)", output),
-        ("checkpoint.url", checkpoints),
-        ("budget.ledger_url", config.budget.ledger_url),
-    ):
-        if overlap(url, config.lake.url) in ("equal", "inside", "contains"):
-            raise ConfigError(
-                f"{name} {url} overlaps the source lake {config.lake.url}; the source is never written "
-                "to: choose a location outside the lake"
-            )
-        if overlap(url, config.lake.shuffled_url) in ("equal", "inside", "contains"):
-            raise ConfigError(
-                f"{name} {url} overlaps lake.shuffled_url {config.lake.shuffled_url}; choose a location "
-                "outside the shuffled lake"
-            )
-    if overlap(checkpoints, output) in ("equal", "inside"):
-        raise ConfigError(
-            f"checkpoint.url {checkpoints} lies inside the publish folder {output}; checkpoints hold the "
-            "noise key and must stay private: choose a checkpoint.url outside it"
-        )
-    return RunLocations(output=output, checkpoints=checkpoints)
-
-
 def _describe(error: ValidationError) -> str:
     problems = []
     for item in error.errors():
@@ -318,6 +284,15 @@ def _describe(error: ValidationError) -> str:
             message = "required key is missing"
         elif item["type"] == "finite_number":
             message = "must be a finite number (inf and nan give no privacy guarantee)"
+        elif item["type"] == "less_than_equal" and path.endswith("epsilon"):
+            message = (
+                f"must be at most {MAX_EPSILON:g}: a likelihood ratio of e^{MAX_EPSILON:g} protects no one "
+                "(usual budgets are 0.1 to 10)"
+            )
+        elif item["type"] in ("float_type", "int_type", "string_type", "bool_type", "list_type", "dict_type"):
+            message = (
+                f"{message} (got {item['input']!r} of type {type(item['input']).__name__}); write it as one"
+            )
         elif item["type"] == "less_than" and path.endswith("delta"):
             message = f"must be below {MAX_DELTA}: δ is the probability that the guarantee fails; use δ well below 1/N, e.g. 1e-6"
         elif item["type"] == "value_error" and message.startswith("Value error, features: "):
@@ -391,10 +366,10 @@ def load_config(path: str | Path) -> PipelineConfig:
         config = PipelineConfig.model_validate(document)
     except ValidationError as error:
         raise ConfigError(f"{path}: {_describe(error)}") from None
-    from pipelines.shuffle import check_output_location
+    from flows.locations import check_config_locations
 
     try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
-        check_output_location(config.lake.shuffled_url, config.lake.url, protected=(config_folder(path),))
-    except ValueError as error:
+        check_config_locations(config, config_folder(path))
+    except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
     return config

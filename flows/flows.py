@@ -1,14 +1,15 @@
 """Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
 
 ``train_flow(config)``:
-1. validate the lake; 2. shuffle once (skipped when a complete manifest exists), both on the cluster's
-workers or in the flow's process (``cluster.prepare_on``); 3. plan: N from the
-manifest (the last file held out for evaluation), noise calibrated from the budget, ledger check (the
-budget, and the run-id rule: a run id the ledger holds runs only from its checkpoint);
-4. train on the Dask executor, on a cluster of its own (a retried task gets a fresh cluster and resumes
-from its checkpoint); 5. evaluate on the held-out
-file (non-private evaluation, operator only); 6. publish the model, the privacy report and the plots as
-files and Prefect artifacts; 7. the ledger entry is committed by the training run when it completes.
+1. validate the lake; 2. shuffle once (the current generation is reused when it serves; a resumed run
+pins the generation it started on), both on the cluster's workers or in the flow's process
+(``cluster.prepare_on``); 3. plan: N from the manifest (the last file held out for evaluation), noise
+calibrated from the budget, ledger check (the budget, and the run-id rule: a run id the ledger holds
+runs only from its checkpoint); 4. train on the Dask executor, on a cluster of its own (a retried task
+gets a fresh cluster and resumes from its checkpoint; a refusal is not retried); 5. evaluate on the
+held-out file (non-private evaluation, operator only); 6. publish the release (model.json, the privacy
+report, the clip-norm and ε(δ) plots) to the publish folder and the operator-only metrics and loss
+plot to the operator folder; 7. the ledger entry is committed by the training run when it completes.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from prefect.cache_policies import NO_CACHE
 
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
-from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
-from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
-from flows.config import PipelineConfig, config_folder, delta_warning, load_config, run_locations
+from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
+from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget, RunIdReusedError
+from dpstream.validation import check_name
+from flows.config import PipelineConfig, config_folder, delta_warning, load_config
+from flows.locations import RunLocations, run_locations
 from flows.progress import RunProgress
-from pipelines import Manifest, train_on_lake
+from pipelines import Manifest, NoWorkersError, train_on_lake
 from pipelines.convert import ConvertSpec, read_convert_record
 from pipelines.executor import lake_blocks
 
@@ -70,6 +73,15 @@ def schema_row_norm_bound(config: PipelineConfig) -> float | None:
     return ConvertSpec.from_record(record).row_norm_bound(config.lake.features)
 
 
+def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition: retry what may pass on a second try (a lost worker, a storage hiccup),
+    never a refusal, which would only be refused again (a bad lake or config, the budget, a checkpoint of
+    another configuration, a cluster without workers)."""
+    error = state.data if isinstance(state.data, BaseException) else None
+    deterministic = (ValueError, BudgetExceededError, CheckpointError, NoWorkersError)
+    return not isinstance(error, deterministic)
+
+
 # Tasks given the run's Dask client skip Prefect's input hashing: a client is not data to cache on.
 @task(name="validate lake", cache_policy=NO_CACHE)
 def validate_task(config: PipelineConfig, client: Any = None):
@@ -81,18 +93,38 @@ def validate_task(config: PipelineConfig, client: Any = None):
     return summary
 
 
-@task(name="shuffle once", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
+@task(
+    name="shuffle once",
+    retries=2,
+    retry_delay_seconds=5,
+    retry_condition_fn=_retry_unless_refused,
+    cache_policy=NO_CACHE,
+)
 def shuffle_task(
     config: PipelineConfig,
     summary,
     client: Any = None,
     show_progress: bool = False,
     protected: tuple[str, ...] = (),
+    generation: str | None = None,
 ) -> Manifest:
-    with RunProgress(enabled=show_progress) as progress:
+    """The shuffle generation the run reads: ``generation`` (a resumed run's) or the current one."""
+    with RunProgress(enabled=show_progress and generation is None) as progress:
         return config.shuffle_lake(
-            summary, client=client, on_progress=progress.shuffle(summary.num_rows), protected=protected
+            summary,
+            client=client,
+            on_progress=progress.shuffle(summary.num_rows),
+            protected=protected,
+            generation=generation,
         )
+
+
+def pinned_generation(checkpoints: str, run_id: str) -> str | None:
+    """The shuffle generation a checkpointed run started on (None for a new run): a resume reads it again."""
+    from pipelines.shuffle import pinned_generation as generation_of
+
+    data_version = CheckpointStore(CheckpointPolicy(checkpoints)).data_version(run_id)
+    return generation_of(data_version) if data_version else None
 
 
 @task(name="plan")
@@ -130,7 +162,7 @@ def _model(config: PipelineConfig):
     return config.model.build()
 
 
-@task(name="train", retries=2, retry_delay_seconds=2)
+@task(name="train", retries=2, retry_delay_seconds=2, retry_condition_fn=_retry_unless_refused)
 def train_task(
     config: PipelineConfig,
     training: Manifest,
@@ -153,6 +185,7 @@ def train_task(
             model,
             client,
             mode=config.cluster.mode,
+            worker_timeout=config.cluster.worker_timeout,
             checkpoint=policy,
             run_id=run_id,
             ledger=_ledger(config, full),
@@ -186,11 +219,11 @@ def model_document(
     algorithm: str,
     params,
     report,
-    metrics,
     preprocessing: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """model.json: the parameters with what is needed to apply them (feature names in order, label, model
-    kind and settings, the algorithm that ran, the public preprocessing) and the privacy report.
+    kind and settings, the algorithm that ran, the public preprocessing) and the privacy report. It is
+    the release: the non-private evaluation goes to the operator folder, never here.
 
     The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
     recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists):
@@ -208,7 +241,6 @@ def model_document(
         "preprocessing": preprocessing,
         "params": params.tolist(),
         "privacy": report.to_dict(),
-        "metrics": metrics,
     }
 
 
@@ -218,23 +250,38 @@ def _link(url: str) -> str:
 
 @task(name="publish")
 def publish_task(
-    output_dir: str, document: dict[str, Any], report, losses, metrics, storage_options: dict | None = None
+    locations: RunLocations,
+    document: dict[str, Any],
+    report,
+    losses,
+    metrics,
+    storage_options: dict | None = None,
 ) -> dict[str, str]:
-    """Write model.json, privacy_report.md and the plots under ``output_dir`` (a folder or any fsspec
-    URL, e.g. s3://bucket/runs/<run id>), each in one atomic write, and link them as Prefect artifacts
-    by their URLs. Returns {name: URL}."""
+    """Write the release (model.json, privacy_report.md, the clip-norm and ε(δ) plots) under the publish
+    folder and the operator-only metrics and loss plot under the operator folder (folders or any fsspec
+    URLs), each in one atomic write, and link them as Prefect artifacts by their URLs. Returns {name: URL}."""
     from dpstream.storage import open_url, url_of, write_bytes_atomic
     from flows.plots import render_plots
 
     run_id = document["run_id"]
-    fs, root = open_url(output_dir, storage_options)
+    plots = render_plots(report, losses)
+    operator_only = {"loss_plot"}
     files = {
-        "model": ("model.json", json.dumps(document, indent=2).encode()),
-        "report": ("privacy_report.md", (report.to_markdown() + "\n").encode()),
-        **render_plots(report, losses),
+        "model": (locations.output, "model.json", json.dumps(document, indent=2).encode()),
+        "report": (locations.output, "privacy_report.md", (report.to_markdown() + "\n").encode()),
+        **{
+            name: (locations.operator if name in operator_only else locations.output, file_name, data)
+            for name, (file_name, data) in plots.items()
+        },
+        "metrics": (
+            locations.operator,
+            "metrics.json",
+            json.dumps({"run_id": run_id, "note": OPERATOR_NOTE, "metrics": metrics}, indent=2).encode(),
+        ),
     }
     paths = {}
-    for name, (file_name, data) in files.items():
+    for name, (folder, file_name, data) in files.items():
+        fs, root = open_url(folder, storage_options)
         write_bytes_atomic(fs, f"{root}/{file_name}", data)
         paths[name] = url_of(fs, f"{root}/{file_name}")
     create_markdown_artifact(
@@ -245,35 +292,43 @@ def publish_task(
         key="metrics",
         description="non-private evaluation, operator only",
     )
-    for name in ("model", "report", "loss_plot", "clip_plot", "epsilon_plot"):
+    for name in ("model", "report", "loss_plot", "clip_plot", "epsilon_plot", "metrics"):
         create_link_artifact(link=_link(paths[name]), link_text=name.replace("_", " "))
     return paths
 
 
+OPERATOR_NOTE = (
+    "non-private evaluation on the held-out file: operator only, never published beside the model (it is "
+    "computed from the rows without noise)"
+)
+
+
 @flow(name="train")
 def train_flow(
-    config_path: str, run_id: str | None = None, output_dir: str | None = None, show_progress: bool = False
+    config_path: str,
+    run_id: str | None = None,
+    output_dir: str | None = None,
+    show_progress: bool = False,
+    operator_dir: str | None = None,
 ) -> dict[str, Any]:
     """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
     config = load_config(config_path)
-    run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
-    locations = run_locations(config, config_path, run_id, output_dir)
-    output_dir, checkpoint_url = locations.output, locations.checkpoints
+    run_id = check_name("run_id", run_id) if run_id is not None else f"run-{uuid.uuid4().hex[:12]}"
+    locations = run_locations(config, config_path, run_id, output_dir, operator_dir)
     protected = (config_folder(config_path),)
+    generation = pinned_generation(locations.checkpoints, run_id)  # a resume reads what it started on
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
     with config.cluster.preparation_client() as client:
         summary = validate_task(config, client)
-        manifest = shuffle_task(config, summary, client, show_progress, protected)
-    training, holdout, _ = plan_task(config, manifest, run_id, checkpoint_url)
+        manifest = shuffle_task(config, summary, client, show_progress, protected, generation)
+    training, holdout, _ = plan_task(config, manifest, run_id, locations.checkpoints)
     params, report, losses, mode, algorithm = train_task(
-        config, training, manifest, run_id, checkpoint_url, show_progress
+        config, training, manifest, run_id, locations.checkpoints, show_progress
     )
     metrics = evaluate_task(config, holdout, params)
     preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
-    document = model_document(
-        config, run_id, manifest.fingerprint, algorithm, params, report, metrics, preprocessing
-    )
-    paths = publish_task(output_dir, document, report, losses, metrics)
+    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, preprocessing)
+    paths = publish_task(locations, document, report, losses, metrics)
     return {
         "run_id": run_id,
         "report": report,
@@ -281,6 +336,7 @@ def train_flow(
         "paths": paths,
         "mode": mode,
         "params": params,
+        "generation": manifest.generation,
     }
 
 

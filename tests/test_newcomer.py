@@ -59,9 +59,12 @@ def run(work, command: list[str]) -> subprocess.CompletedProcess:
 
 
 def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
-    shuffled = work["work"] / "lake" / "shuffled"
-    manifest = json.loads((shuffled / "_manifest.json").read_text())
-    names = [name for name, _ in manifest["files"]]
+    from pipelines import read_manifest
+
+    current = read_manifest(str(work["work"] / "lake" / "shuffled"))
+    shuffled = work["work"] / "lake" / "shuffled" / current.generation
+    manifest = {"features": current.features, "label": current.label}
+    names = [name for name, _ in current.files]
     label = manifest["label"]
     training = np.concatenate(
         [pq.read_table(shuffled / name, columns=[label]).column(0).to_numpy() for name in names[:-1]]
@@ -158,16 +161,24 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     )
 
     # The source is unchanged, and nothing is left outside the documented places: the work folder holds
-    # the CSV, the configs, the lake folders and the published runs; logs are in DPSTREAM_LOG_DIR.
+    # the CSV, the configs, the lake folders, the published runs and the operator's metrics; logs are in
+    # DPSTREAM_LOG_DIR.
     assert hashlib.sha256((work["work"] / "housing.csv").read_bytes()).hexdigest() == source_digest
     assert sorted(p.name for p in work["work"].iterdir()) == [
         "careless.toml",
         "greedy.toml",
         "housing.csv",
         "lake",
+        "operator",
         "pipeline.toml",
         "predictions",
         "runs",
+    ]
+    assert sorted(p.name for p in (work["work"] / "runs" / "first").iterdir()) == [
+        "clip_norm.png",
+        "epsilon_delta.png",
+        "model.json",
+        "privacy_report.md",
     ]
     assert sorted(p.name for p in (work["work"] / "lake").iterdir()) == ["ledger", "raw", "shuffled"]
     assert sorted(p.name for p in (work["work"] / "runs").iterdir()) == ["first"]

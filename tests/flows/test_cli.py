@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from dpstream.privacy import Ledger, LifetimeBudget
 from examples.california import SPEC
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
+
+pytestmark = pytest.mark.usefixtures("cli_prefect_api")  # one Prefect API for the module's CLI runs
 
 ROOT = Path(__file__).resolve().parents[2]
 HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
@@ -313,7 +316,7 @@ def test_train_output_inside_the_lake_is_refused_before_anything_starts(tmp_path
     before = sorted(p.name for p in raw.iterdir())
     refused = dpstream("train", config, "--run-id", "r", "--output", raw / "out", "--quiet")
     lines = refused.stderr.strip().splitlines()
-    assert refused.returncode == 2 and len(lines) == 1 and "overlaps the source lake" in lines[0], (
+    assert refused.returncode == 2 and len(lines) == 1 and "lies inside the source lake" in lines[0], (
         refused.stderr[-2000:]
     )
     assert "full log" not in lines[0]  # refused before the flow (and its log) started

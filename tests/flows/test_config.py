@@ -157,17 +157,117 @@ def test_delta_warning_names_one_over_n():
 
 
 def test_run_locations_keep_checkpoints_private(tmp_path):
-    from flows.config import run_locations
+    from flows.locations import run_locations
 
     config = load_config(write(tmp_path, GOOD))
     locations = run_locations(config, tmp_path / "pipeline.toml", "r1")
     assert locations.output == str(tmp_path / "runs" / "r1")
+    assert locations.operator == str(tmp_path / "operator" / "r1")  # the non-private metrics: never in runs/
     assert locations.checkpoints == "/data/ledger/_checkpoints"  # beside the ledger, never under runs/
-    with pytest.raises(ConfigError, match="overlaps the source lake"):
+    with pytest.raises(
+        ConfigError, match=r"--output \(the publish folder\) /data/raw/out lies inside the source lake"
+    ):
         run_locations(config, tmp_path / "pipeline.toml", "r1", output="/data/raw/out")
     inside = GOOD + '\n[checkpoint]\nurl = "/pub/ckpt"\n'
-    with pytest.raises(ConfigError, match="lies inside the publish folder"):
+    with pytest.raises(ConfigError, match=r"--output \(the publish folder\) /pub contains the checkpoints"):
         run_locations(load_config(write(tmp_path, inside)), tmp_path / "pipeline.toml", "r1", output="/pub")
+
+
+@pytest.mark.parametrize(
+    "output, operator, match",
+    [
+        (
+            "/data/ledger/_checkpoints/r1",
+            None,
+            r"--output \(the publish folder\) .* lies inside the privacy ledger",
+        ),
+        ("/data/ledger/lake-abc/runs", None, r"lies inside the privacy ledger \(budget.ledger_url\)"),
+        ("/data/shuffled/_g-1", None, r"lies inside the shuffled lake"),
+        ("/data", None, r"contains the source lake"),
+        (None, "/data/raw", r"--operator-output \(the operator folder\) /data/raw is the source lake"),
+        ("/pub", "/pub/operator", r"lies inside the publish folder \(--output\)"),
+    ],
+)
+def test_every_write_location_follows_one_rule(tmp_path, output, operator, match):
+    from flows.locations import run_locations
+
+    config = load_config(write(tmp_path, GOOD))
+    with pytest.raises(ConfigError, match=match):
+        run_locations(config, tmp_path / "pipeline.toml", "r1", output=output, operator=operator)
+
+
+def test_a_publish_folder_inside_a_data_location_is_refused(tmp_path):
+    from flows.locations import run_locations
+
+    lake = tmp_path / "other-lake"
+    lake.mkdir()
+    (lake / "part-0.parquet").write_bytes(b"a lake's file")
+    ledger = tmp_path / "old-ledger"
+    ledger.mkdir()
+    (ledger / "_dpstream_ledger.json").write_text("{}")
+    config = load_config(write(tmp_path, GOOD))
+    for output, what in ((lake / "out", "Parquet files"), (ledger / "x" / "y", "a privacy ledger")):
+        with pytest.raises(ConfigError, match=f"lies inside .*, which holds {what}"):
+            run_locations(config, tmp_path / "pipeline.toml", "r1", output=str(output))
+        assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (
+            lambda t: t.replace('ledger_url = "/data/ledger"', 'ledger_url = "/data/raw/ledger"'),
+            r"budget.ledger_url /data/raw/ledger lies inside the source lake",
+        ),
+        (
+            lambda t: t.replace('ledger_url = "/data/ledger"', 'ledger_url = "/data/shuffled"'),
+            r"lake.shuffled_url /data/shuffled is the privacy ledger",
+        ),
+        (
+            lambda t: t + '\n[checkpoint]\nurl = "/data/raw/ck"\n',
+            r"checkpoint.url /data/raw/ck lies inside the source lake",
+        ),
+        (
+            lambda t: t.replace('shuffled_url = "/data/shuffled"', 'shuffled_url = "/data/ledger/s"'),
+            r"lake.shuffled_url /data/ledger/s lies inside the privacy ledger",
+        ),
+    ],
+)
+def test_the_configs_own_locations_are_refused_at_load(tmp_path, edit, match):
+    """validate, shuffle and train all load the config: none of them accepts what another refuses."""
+    with pytest.raises(ConfigError, match=match):
+        load_config(write(tmp_path, edit(GOOD)))
+
+
+@pytest.mark.parametrize(
+    "edit, match",
+    [
+        (
+            lambda t: t.replace("epsilon = 1.0", "epsilon = true"),
+            r"budget\.epsilon: Input should be a valid number .*got True of type bool",
+        ),
+        (
+            lambda t: t.replace("batch_size = 1024", 'batch_size = "1024"'),
+            r"algorithm\.batch_size: Input should be a valid integer",
+        ),
+        (
+            lambda t: t.replace("lifetime_epsilon = 8.0", "lifetime_epsilon = 1e300"),
+            r"budget\.lifetime_epsilon: must be at most 100",
+        ),
+        (
+            lambda t: t.replace("epsilon = 1.0\n", "epsilon = 1e300\n", 1),
+            r"budget\.epsilon: must be at most 100",
+        ),
+        (
+            lambda t: t.replace("clip_norm = 2.0", "clip_norm = false"),
+            r"algorithm\.clip_norm: Input should be a valid number",
+        ),
+    ],
+)
+def test_types_are_strict_and_absurd_budgets_are_refused(tmp_path, edit, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(write(tmp_path, edit(GOOD)))
+    assert load_config(write(tmp_path, GOOD.replace("epsilon = 1.0", "epsilon = 1"))).budget.epsilon == 1.0
 
 
 def test_training_split_exists_for_every_lake_that_validates(tmp_path):

@@ -51,9 +51,21 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     assert result["report"].epsilon == pytest.approx(1.0, rel=1e-9)
     assert result["metrics"]["held-out rows"] == 4000.0
     assert result["metrics"]["held-out RMSE (non-private, operator only)"] < 0.7  # label noise is 0.5
-    for name in ("model.json", "privacy_report.md", "loss.png", "clip_norm.png", "epsilon_delta.png"):
+    # The publish folder holds the release only; the non-private evaluation and loss go to the operator folder.
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "clip_norm.png",
+        "epsilon_delta.png",
+        "model.json",
+        "privacy_report.md",
+    ]
+    for name in ("model.json", "privacy_report.md", "clip_norm.png", "epsilon_delta.png"):
         assert os.path.getsize(tmp_path / "out" / name) > 0
+    operator = tmp_path / "operator" / "flow-run-1"
+    assert sorted(os.listdir(operator)) == ["loss.png", "metrics.json"]
+    metrics = json.load(open(operator / "metrics.json"))
+    assert metrics["metrics"] == result["metrics"] and "operator only" in metrics["note"]
     document = json.load(open(tmp_path / "out" / "model.json"))
+    assert "metrics" not in document and "held-out" not in json.dumps(document)
     assert document["run_id"] == "flow-run-1" and document["format"] == "dpstream-model/1"
     # What a user needs to apply the model: the features in their order, the label, the kind, the algorithm.
     assert document["features"] == [f"x{j}" for j in range(DIM)] and document["label"] == "y"
@@ -153,3 +165,25 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
     # The classes are 50/50 (a linear rule reaches 0.91). This setting, measured with the estimator on the
     # same rows: mean 0.818, std 0.0034, min 0.812 over 20 fits; λ = 0 gave mean 0.800, std 0.0135.
     assert accuracy > 0.79, accuracy
+
+
+def test_refusals_are_not_retried_and_passing_faults_are():
+    """Prefect's retry condition of the shuffle and train tasks: a refusal would only be refused again."""
+    from prefect.states import Failed
+
+    from dpstream.checkpoint import CheckpointError
+    from dpstream.privacy import BudgetExceededError, RunIdReusedError
+    from flows.flows import _retry_unless_refused
+    from pipelines import LakeError, NoWorkersError
+
+    for refusal in (
+        BudgetExceededError("budget"),
+        RunIdReusedError("id"),
+        LakeError("part-00003.parquet changed"),
+        CheckpointError("other configuration"),
+        NoWorkersError("no worker"),
+        ValueError("bad"),
+    ):
+        assert _retry_unless_refused(None, None, Failed(data=refusal)) is False, refusal
+    for fault in (OSError("connection reset"), RuntimeError("KilledWorker")):
+        assert _retry_unless_refused(None, None, Failed(data=fault)) is True, fault

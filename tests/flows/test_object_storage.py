@@ -79,12 +79,17 @@ def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
 
     run = f"s3://{jobs}/runs/nightly-1"
     assert result["paths"]["model"] == f"{run}/model.json"
-    assert set(result["paths"]) == {"model", "report", "loss_plot", "clip_plot", "epsilon_plot"}
+    assert set(result["paths"]) == {"model", "report", "loss_plot", "clip_plot", "epsilon_plot", "metrics"}
+    operator = f"s3://{jobs}/operator/nightly-1"
+    assert (
+        result["paths"]["metrics"] == f"{operator}/metrics.json"
+        and result["paths"]["loss_plot"] == f"{operator}/loss.png"
+    )
     for url in result["paths"].values():
         assert fs.exists(url) and fs.info(url)["size"] > 0, url
     document = json.loads(fs.cat_file(f"{run}/model.json"))
     assert document["run_id"] == "nightly-1" and len(document["params"]) == DIM
-    assert fs.exists(f"{jobs}/shuffled/_manifest.json")
+    assert fs.exists(f"{jobs}/shuffled/_generations/000001.json")
     ledger = [p for p in fs.find(f"{jobs}/ledger") if "nightly-1" in p or p.endswith(".json")]
     assert ledger, fs.find(f"{jobs}/ledger")
     assert fs.glob(f"{jobs}/ledger/_checkpoints/nightly-1/checkpoint.npz")

@@ -24,6 +24,8 @@ import pytest
 
 from tests.pipelines.conftest import DIM, local_put, make_table, write_lake
 
+pytestmark = pytest.mark.usefixtures("cli_prefect_api")  # one Prefect API for the module's CLI runs
+
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = [f"x{j}" for j in range(DIM)]
 
@@ -101,14 +103,15 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     first = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet")
     assert first.returncode == 0, first.stderr[-2000:]
     model = json.loads((tmp_path / "out1" / "model.json").read_text())
-    # Finding 7: the publish folder holds releases only; the checkpoint (noise key) is beside the ledger.
+    # Finding 7: the publish folder holds releases only (issue 27: the non-private loss and metrics go to
+    # the operator folder); the checkpoint (noise key) is beside the ledger.
     assert sorted(os.listdir(tmp_path / "out1")) == [
         "clip_norm.png",
         "epsilon_delta.png",
-        "loss.png",
         "model.json",
         "privacy_report.md",
     ]
+    assert sorted(os.listdir(tmp_path / "project" / "operator" / "r1")) == ["loss.png", "metrics.json"]
     assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.npz").exists()
     # Findings 2 and 3: the same id again (its own charge filled the budget) replays the same model.
     again = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out2", "--quiet")

@@ -1,0 +1,101 @@
+"""``dpstream budget``: show a lake's ledger, reset it for a lake that now holds other people's data, or
+change its lifetime budget deliberately (``set-lifetime``)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import math
+from typing import TYPE_CHECKING
+
+from flows.cli_support import EXIT_OK
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["budget_command", "add_budget_parser"]
+
+
+def add_budget_parser(commands) -> None:
+    budget = commands.add_parser(
+        "budget", help="show, reset or change a lake's privacy ledger (lifetime budget: set-lifetime)"
+    )
+    budget.add_argument("action", choices=["show", "reset", "set-lifetime"])
+    budget.add_argument("lake", help="the lake fingerprint (`dpstream validate CONFIG` prints it)")
+    budget.add_argument("--ledger", required=True, help="ledger URL")
+    budget.add_argument("--epsilon", type=float, default=None, help="set-lifetime: the new lifetime ε")
+    budget.add_argument(
+        "--delta", type=float, default=None, help="set-lifetime: the new δ (default: the recorded one)"
+    )
+    budget.add_argument(
+        "--confirm", action="store_true", help="reset and set-lifetime change the ledger only with it"
+    )
+    budget.set_defaults(handler=budget_command)
+
+
+def budget_command(args: argparse.Namespace, console: Console) -> int:
+    from dpstream.privacy import Ledger, LifetimeBudget, gdp
+
+    ledger = Ledger(args.ledger)
+    lake = ledger.lake(args.lake)
+    if args.action == "show":
+        console.print(lake.statement())
+        for entry in lake.entries():
+            console.print(_entry_line(entry))
+        aborted = lake.aborted()
+        if aborted:
+            console.print(
+                f"{len(aborted)} run(s) gave their reservation back before releasing anything (not charged):"
+            )
+            for entry in aborted:
+                console.print(f"  {entry.run_id}: aborted {entry.aborted_at}: {entry.reason}")
+        for tag, entries in lake.archives():
+            spent = math.sqrt(sum(entry.mu**2 for entry in entries))
+            console.print(
+                f"reset {tag}: {len(entries)} earlier run(s) archived, mu={spent:.6g} (epsilon="
+                f"{gdp.epsilon_for_delta(lake.budget.delta, spent) if spent else 0.0:.4g} at delta="
+                f"{lake.budget.delta:g}); not counted above, and not restored to the individuals whose "
+                "data those runs read"
+            )
+            for entry in entries:
+                console.print(_entry_line(entry))
+        return EXIT_OK
+    if args.action == "set-lifetime":
+        if args.epsilon is None:
+            raise ValueError("budget set-lifetime needs --epsilon E (and --delta D to change δ)")
+        budget = LifetimeBudget(
+            args.epsilon, args.delta if args.delta is not None else lake.budget.delta, lake.budget.relation
+        )
+        spent = lake.spent_epsilon() if lake.entries() else 0.0
+        change = (
+            f"lake {args.lake}: lifetime budget epsilon={lake.budget.epsilon:g}, delta={lake.budget.delta:g} -> "
+            f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({len(lake.entries())} run(s) recorded, "
+            f"epsilon={spent:.4g} spent at the old delta)"
+        )
+        if not args.confirm:
+            raise ValueError(
+                f"{change}. A lifetime budget bounds what every run on this lake may ever spend for the people in "
+                "it: change it only deliberately. Re-run with --confirm"
+            )
+        ledger.set_budget(args.lake, budget)
+        console.print(f"{change}: done. Runs recorded before stay charged")
+        return EXIT_OK
+    if not args.confirm:
+        raise ValueError(
+            "budget reset forgets every recorded run of this lake; only do it when the lake's data were replaced "
+            "by new individuals' records. Re-run with --confirm"
+        )
+    archived = lake.archive_runs(_dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ"))
+    console.print(
+        f"archived {archived} run(s) of lake {args.lake}: new runs are charged from zero. A reset restores no "
+        "privacy: what those runs spent stays spent for the individuals whose records they read, so reset "
+        f"only for a lake that now holds other individuals' data. `dpstream budget show {args.lake} --ledger "
+        f"{args.ledger}` lists the archive"
+    )
+    return EXIT_OK
+
+
+def _entry_line(entry) -> str:
+    return (
+        f"  {entry.run_id}: mu={entry.mu:.6g} {entry.status} ({entry.mechanism}) reserved {entry.reserved_at}"
+    )

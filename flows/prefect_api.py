@@ -1,0 +1,144 @@
+"""The Prefect API a CLI command's flow reports to, and a temporary one that cannot outlive the command.
+
+With ``PREFECT_API_URL`` set, flows report to that server and nothing is started. Without it Prefect
+would start its own temporary server (``SubprocessASGIServer``) and stop it at exit; a ``dpstream
+train`` killed with SIGKILL runs no exit handler, and that server (~240 MB) was left running. So the CLI
+starts the same server itself, as a child that the kernel stops when the CLI dies
+(``PR_SET_PDEATHSIG``, Linux), points Prefect at it for the command, and stops it when the command ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["prefect_api"]
+
+# Run as `python -c _BOOTSTRAP PARENT_PID -m uvicorn ...`: the child asks the kernel for SIGTERM when its
+# parent dies (PR_SET_PDEATHSIG = 1, kept across exec), checks the parent did not die first, then becomes
+# the server. Done in the child's own interpreter rather than in a preexec_fn, which is unsafe in a
+# process that has threads.
+_BOOTSTRAP = """
+import ctypes, os, signal, sys
+parent = int(sys.argv[1])
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    sys.exit(1)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _drain_prefect_workers(timeout: float = 10.0) -> None:
+    """Send the log records and events Prefect still queues for the API before the server stops: its
+    background workers would otherwise retry a server that is gone for a minute at exit."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=timeout, at_exit=False)
+
+
+@contextlib.contextmanager
+def prefect_api(log_file: Path | None = None) -> Iterator[str]:
+    """Within the block, Prefect reports to ``PREFECT_API_URL`` or to a temporary server of this process
+    (module docstring); yields the API URL. The server's own output goes to ``log_file``."""
+    configured = os.environ.get("PREFECT_API_URL")
+    if configured:
+        yield configured
+        return
+    import httpx
+    import prefect
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        get_current_settings,
+        temporary_settings,
+    )
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    environment = {
+        **os.environ,
+        **get_current_settings().to_environment_variables(exclude_unset=True),
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+    }
+    environment.pop("PREFECT_API_URL", None)
+    sink = open(log_file, "ab") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _BOOTSTRAP,
+            str(os.getpid()),
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(prefect.__module_path__.parent),
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "error",
+            "--lifespan",
+            "on",
+        ],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=sink,
+        stderr=sink,
+    )
+    try:
+        deadline = time.monotonic() + float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+        with httpx.Client() as client:
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(
+                        f"the temporary Prefect API server exited with code {server.returncode} while starting; "
+                        "its output is in the log file. Set PREFECT_API_URL to use a running server"
+                    )
+                try:
+                    if client.get(f"{url}/health", timeout=2.0).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the temporary Prefect API server did not answer within "
+                        f"{PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()} s; raise "
+                        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or set PREFECT_API_URL"
+                    )
+                time.sleep(0.1)
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            try:
+                yield url
+            finally:
+                _drain_prefect_workers()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if sink is not subprocess.DEVNULL:
+            sink.close()
