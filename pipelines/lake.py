@@ -44,6 +44,7 @@ __all__ = [
     "read_verified_footer",
     "shown_part",
     "open_unchanged",
+    "pins_reads",
     "SHUFFLE_STORE_MARKERS",
     "aligned",
     "aligned_empty",
@@ -108,6 +109,12 @@ def file_stamp(fs: Any, path: str) -> str:
     info = fs.info(path)
     etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
     return f"object:{etag}:{info.get('size')}:{info.get('LastModified') or info.get('mtime') or ''}"
+
+
+def pins_reads(fs: Any) -> bool:
+    """Whether ``open_unchanged`` pins the bytes read to the stamp on ``fs``: a local disk (the stamp is
+    compared after the reads) or S3 (every ranged read is conditional on the ETag)."""
+    return is_local(fs) or "s3" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,))
 
 
 @contextlib.contextmanager
