@@ -174,10 +174,12 @@ def run(
                     f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
                 )
             key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
-    claim = _claim(ledger, run_id, report, saved, checkpoint, lake)
+    claim, claimed_here = _claim(ledger, run_id, report, saved, checkpoint, lake)
     key = key if key is not None else NoiseKey.generate()  # drawn only once the run id is ours
-    released = start > 0  # a resumed run released its earlier steps
-    own_checkpoint = saved is not None  # a checkpoint this run may delete when it gives its claim back
+    # Only a run that claimed the run id in this process may give the claim back: a resumed run (even from
+    # step 0) cannot know whether the process that wrote its checkpoint went on to use the noise.
+    released = start > 0 or not claimed_here
+    own_checkpoint = False  # set once this run writes the run's first checkpoint
     last_save = time.monotonic()
     try:
         if state is None:
@@ -226,7 +228,7 @@ def run(
         raise
     report = algorithm.report(plan, state)
     if ledger is not None:
-        ledger.commit(run_id)
+        ledger.commit(run_id, claim)
     return FitResult(algorithm.result(state), report, state, losses)
 
 
@@ -237,14 +239,15 @@ def _claim(
     saved: Checkpoint | None,
     checkpoint: CheckpointPolicy | None,
     lake: str,
-) -> str | None:
-    """The run's ledger claim token: a fresh claim, or the one its checkpoint continues (charged once)."""
+) -> tuple[str | None, bool]:
+    """(the run's ledger claim token, whether this call made the claim): a fresh claim, or the one its
+    checkpoint continues (charged once)."""
     if ledger is None:
-        return None if saved is None else saved.claim
+        return (None if saved is None else saved.claim), False
     charge = dict(mechanism=report.mechanism, relation=report.relation, data_version=lake or None)
     if saved is None:
         try:
-            return ledger.claim(run_id, report.mu, **charge).claim
+            return ledger.claim(run_id, report.mu, **charge).claim, True
         except RunIdReusedError as refused:
             where = (
                 f"at {checkpoint.url}" if checkpoint is not None else "(this run has no checkpoint location)"
@@ -252,13 +255,13 @@ def _claim(
             raise RunIdReusedError(f"{refused} (its checkpoint is not {where})") from None
     entry = ledger.entry(run_id)
     if entry is None:  # gave its reservation back earlier and kept its checkpoint: claim again, same key
-        return ledger.claim(run_id, report.mu, **charge).claim
+        return ledger.claim(run_id, report.mu, **charge).claim, True
     if saved.claim is not None and entry.claim is not None and entry.claim != saved.claim:
         raise RunIdReusedError(
             f"the checkpoint of run {run_id!r} belongs to another claim of that run id than the ledger's entry "
             f"(reserved {entry.reserved_at}): it cannot resume it. Use a new run id"
         )
-    return ledger.reserve(run_id, report.mu, **charge).claim
+    return ledger.reserve(run_id, report.mu, **charge).claim, False
 
 
 def _give_back(
@@ -268,12 +271,12 @@ def _give_back(
     claim: str | None,
     error: BaseException,
 ) -> None:
-    """A run that failed before its first release: its reservation back, its checkpoint (the key) gone."""
+    """A run that claimed its run id here and failed before its first release: the reservation back, and
+    the checkpoint it wrote (the key) deleted once the reservation is gone (never another claim's)."""
     reason = f"{type(error).__name__}: {error}".strip()
     try:
-        if ledger is not None:
-            ledger.abort(run_id, claim, reason or "interrupted")
-        if store is not None:
+        given_back = ledger.abort(run_id, claim, reason or "interrupted") if ledger is not None else True
+        if given_back and store is not None:
             store.delete(run_id)
     except Exception:  # noqa: BLE001 - the run's own error is the one to report; the charge then stays
         pass

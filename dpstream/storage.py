@@ -30,6 +30,7 @@ __all__ = [
     "location",
     "url_of",
     "overlap",
+    "check_exclusive_create",
 ]
 
 
@@ -128,6 +129,37 @@ def write_atomic(
             raise
     else:
         fs.pipe_file(path, data)
+
+
+_EXCLUSIVE_CHECKED: set[tuple[str, str]] = set()
+
+
+def check_exclusive_create(fs: fsspec.AbstractFileSystem, root: str) -> None:
+    """Refuse an object store that ignores conditional writes (``If-None-Match: *``): the ledger's claims
+    and the shuffle's commits rest on an exclusive create failing when the object exists. Probed once per
+    process and bucket (three requests); local disks need no probe (``os.link``)."""
+    if is_local(fs):
+        return
+    bucket = root.strip("/").split("/", 1)[0]
+    if (fs.unstrip_protocol(bucket), bucket) in _EXCLUSIVE_CHECKED:
+        return
+    import secrets
+
+    probe = f"{root.rstrip('/')}/.dpstream-exclusive-probe-{secrets.token_hex(8)}"
+    write_bytes_atomic(fs, probe, b"1", exclusive=True)
+    try:
+        try:
+            write_bytes_atomic(fs, probe, b"2", exclusive=True)
+        except FileExistsError:
+            _EXCLUSIVE_CHECKED.add((fs.unstrip_protocol(bucket), bucket))
+            return
+        raise RuntimeError(
+            f"{fs.unstrip_protocol(root)}: this object store accepted a second create of one object: it ignores "
+            "conditional writes (If-None-Match: *), which dpstream's ledger and shuffle commits rely on to be safe "
+            "between concurrent runs. Use a store that supports them (AWS S3 does), or a local or shared file system"
+        )
+    finally:
+        fs.rm(probe)
 
 
 def write_bytes_atomic(

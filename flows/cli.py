@@ -88,7 +88,10 @@ def _shuffle(args, console: Console) -> int:
     )
     options = config.lake.storage_options
     if args.prune:
-        removed = prune_shuffles(config.lake.shuffled_url, options)
+        from dpstream.privacy import Ledger
+
+        unfinished = Ledger(config.budget.ledger_url).unfinished_data_versions()  # runs that may resume
+        removed = prune_shuffles(config.lake.shuffled_url, options, keep=unfinished)
         console.print(
             f"pruned {len(removed)} superseded or unfinished generation(s)"
             + (f": {', '.join(removed)}" if removed else "")
@@ -119,12 +122,14 @@ def _train(args, console: Console) -> int:
     locations = run_locations(config, args.config, run_id, args.output, args.operator_output)
     args.protected = protected_locations(config, args.config)
     log_to_file(args, "train", run_id)
-    resume = f"dpstream train {args.config} --run-id {run_id}" + (
-        f" --output {args.output}" if args.output else ""
+    resume = f"dpstream train {args.config} --run-id {run_id}" + "".join(
+        f" {flag} {value}"
+        for flag, value in (("--output", args.output), ("--operator-output", args.operator_output))
+        if value
     )
     with (
         exit_on_interrupt(
-            f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved and it "
+            f"run {run_id} stopped (log: {args.log_file}); a ledger charge it made stays reserved, and it "
             f"resumes from its checkpoint with: {resume}"
         ),
         prefect_api(args.log_file),

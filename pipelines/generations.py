@@ -16,10 +16,10 @@ or commits after it. A reshuffle is a new generation: nothing a run may be readi
 deleted, and a run reads only the generation it pinned when it was planned (``Manifest.row_order``
 names it in the checkpoint and the ledger entry, so a resume reads it again).
 
-``prune`` is the only deletion: superseded generations, and generation folders of interrupted shuffles
-older than ``STALE_SECONDS``. A run still reading a superseded generation when it is pruned stops with
-an error naming the missing part (its parts are verified as they are read): prune when no run is in
-flight.
+``prune`` is the only deletion: superseded generations (but not those a run that may still resume has
+pinned, as its ledger entry records), and the folders of shuffles that stopped writing more than
+``STALE_SECONDS`` ago. A run still reading a superseded generation when it is pruned stops with an error
+naming the missing part (its parts are verified as they are read): prune when no run is in flight.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import secrets
 import time
 from typing import Any
 
-from dpstream.storage import open_url, read_json, write_json_atomic
+from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
 from pipelines.lake import LakeError
 from pipelines.manifest import GENERATION_NAME, PART_NAME, Manifest
 
@@ -53,6 +53,10 @@ def _is_legacy(name: str) -> bool:
     return name in LEGACY_NAMES or bool(PART_NAME.match(name))
 
 
+# Either file is what makes a folder an earlier dpstream's shuffle; part-NNNNN.parquet files alone do not.
+_LEGACY_MARKERS = ("_manifest.json", "_shuffle_in_progress.json")
+
+
 class GenerationStore:
     """The shuffle generations under one ``shuffled_url`` (module docstring)."""
 
@@ -60,29 +64,35 @@ class GenerationStore:
         self.url = url
         self.storage_options = dict(storage_options or {})
         self.fs, self.root = open_url(url, storage_options)
+        check_exclusive_create(self.fs, self.root)
 
     def _names(self) -> list[str]:
         self.fs.invalidate_cache(self.root)
         try:
             if not self.fs.exists(self.root):
                 return []
-            return [path.rstrip("/").rsplit("/", 1)[-1] for path in self.fs.ls(self.root, detail=False)]
+            names = [path.rstrip("/").rsplit("/", 1)[-1] for path in self.fs.ls(self.root, detail=False)]
         except FileNotFoundError:
             return []
+        # Hidden names are transient bookkeeping: a write's temporary file, a conditional-write probe.
+        return [name for name in names if not name.startswith(".")]
 
     def check_usable(self, *, clear_legacy: bool = False) -> None:
         """Refuse a location that holds anything a shuffle did not write (nothing is deleted). A shuffle in
         the single-folder layout of an earlier dpstream is refused too, or removed with ``clear_legacy``
         (a reshuffle), deleting only the files that layout wrote."""
         names = self._names()
-        foreign = sorted(name for name in names if not (_is_ours(name) or _is_legacy(name)))
+        legacy_layout = any(marker in names for marker in _LEGACY_MARKERS)
+        foreign = sorted(
+            name for name in names if not (_is_ours(name) or (legacy_layout and _is_legacy(name)))
+        )
         if foreign:
             shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
             raise LakeError(
                 f"lake.shuffled_url {self.url} holds files a shuffle did not write ({shown}); nothing was deleted. "
                 "Point lake.shuffled_url at a new or empty folder"
             )
-        legacy = sorted(name for name in names if _is_legacy(name))
+        legacy = sorted(name for name in names if legacy_layout and _is_legacy(name))
         if legacy and not clear_legacy:
             raise LakeError(
                 f"lake.shuffled_url {self.url} holds a shuffle written by an earlier dpstream (one folder that a "
@@ -162,16 +172,18 @@ class GenerationStore:
             return False
         return True
 
-    def prune(self, now: float | None = None) -> list[str]:
-        """Delete superseded generations and interrupted shuffles' folders (module docstring); returns what
-        was deleted, as ``generation`` names."""
+    def prune(self, keep: frozenset[str] = frozenset(), now: float | None = None) -> list[str]:
+        """Delete superseded generations, except those in ``keep`` (the generations runs that may still
+        resume have pinned: ``pinned_by_runs``), and the folders of shuffles that stopped writing more
+        than ``STALE_SECONDS`` ago (its newest file's modification time; an unfinished shuffle that is
+        still writing is left alone). Returns what was deleted, as generation names."""
         now = time.time() if now is None else now
         numbers = self.numbers()
         committed = {n: self.read(n).generation for n in numbers}
         current = committed[numbers[-1]] if numbers else None
         removed = []
         for number, generation in committed.items():
-            if generation != current:
+            if generation != current and generation not in keep:
                 self.fs.rm(self._record(number))  # the record first: a crash leaves an uncommitted folder
                 if self.fs.exists(self.folder(generation)):
                     self.fs.rm(self.folder(generation), recursive=True)
@@ -183,11 +195,15 @@ class GenerationStore:
         return removed
 
     def _stale(self, generation: str, now: float) -> bool:
-        try:
-            started = float(read_json(self.fs, f"{self.folder(generation)}/{STARTED}")["started_at"])
-        except (FileNotFoundError, KeyError, TypeError, ValueError):
-            return True
-        return now - started > STALE_SECONDS
+        """Whether an uncommitted generation's newest file is older than ``STALE_SECONDS`` (by the
+        storage's own clock for its files: local modification times, S3's LastModified)."""
+        newest = 0.0
+        for info in self.fs.find(self.folder(generation), detail=True).values():
+            modified = info.get("mtime") or info.get("LastModified") or info.get("created")
+            if hasattr(modified, "timestamp"):
+                modified = modified.timestamp()
+            newest = max(newest, float(modified or 0.0))
+        return now - newest > STALE_SECONDS
 
     def uncommitted(self) -> list[str]:
         """Generation folders with no commit record: shuffles in progress or interrupted."""

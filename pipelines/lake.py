@@ -218,10 +218,27 @@ def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
         ) from None
     prefix = root.rstrip("/") + "/"
     relative = [p[len(prefix) :] if p.startswith(prefix) else p.rsplit("/", 1)[-1] for p in found]
-    if any(r.split("/", 1)[0] in SHUFFLE_STORE_MARKERS for r in relative):
+    stores = sorted(
+        {
+            r.rsplit("/", 1)[0] if "/" in r else "."
+            for r in relative
+            if r.rsplit("/", 1)[-1] == "_manifest.json"
+        }
+        | {
+            r.split("/_generations/", 1)[0] if "/_generations/" in r else "."
+            for r in relative
+            if "_generations/" in r
+        }
+    )
+    if stores == ["."]:
         raise LakeError(
             f"{spec.url} is a shuffled lake written by dpstream (lake.shuffled_url), not a source: its shuffles "
             "hold the same records again. Point lake.url at the source lake"
+        )
+    if stores:
+        raise LakeError(
+            f"{spec.url} holds a shuffled lake written by dpstream in {stores[-1]}/, whose shuffles hold the same "
+            "records again: move it out of the lake (or point lake.url at the source alone)"
         )
     visible = [
         path
@@ -278,24 +295,34 @@ def footer_identity(footer: bytes) -> str:
     return "footer-sha256:" + hashlib.sha256(footer).hexdigest()
 
 
-def read_verified_footer(fs: Any, path: str, check: PartCheck | None) -> pq.FileMetaData:
+_BEFORE_RUN = "Nothing was trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+_DURING_RUN = (
+    "The run stops here, and what it released so far stays charged; it cannot resume on a changed or pruned "
+    "shuffle: reshuffle (`dpstream shuffle CONFIG --reshuffle`) and start a new run id"
+)
+
+
+def read_verified_footer(
+    fs: Any, path: str, check: PartCheck | None, during_run: bool = False
+) -> pq.FileMetaData:
     """The parsed footer of ``path``, refused (``LakeError`` naming the file) unless its size and content
-    identity are ``check``'s (``check=None``: parsed unchecked, for files no manifest describes)."""
+    identity are ``check``'s (``check=None``: parsed unchecked, for files no manifest describes). The
+    message's fix depends on whether a run is under way (``during_run``: a worker's first read of the
+    part) or checking before anything is charged."""
+    fix = _DURING_RUN if during_run else _BEFORE_RUN
     try:
         footer, size = footer_bytes(fs, path)
     except LakeError as error:
         if check is None:
             raise
         raise LakeError(
-            f"{shown_part(path)}: {str(error).split(' ', 1)[1]}: the shuffled lake was changed after its shuffle. "
-            "Nothing was trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+            f"{shown_part(path)}: {str(error).split(' ', 1)[1]}: the shuffled lake was changed after its shuffle. {fix}"
         ) from None
     if check is not None and (size != check.size or footer_identity(footer) != check.identity):
         raise LakeError(
             f"{shown_part(path)} is not the part its shuffle manifest committed (size {size:,} bytes, expected "
             f"{check.size:,}; content identity {footer_identity(footer)[:26]}..., expected {check.identity[:26]}...): "
-            "the shuffled lake was changed after its shuffle (a part copied over, replaced or truncated). Nothing "
-            "was trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
+            f"the shuffled lake was changed after its shuffle (a part copied over, replaced or truncated). {fix}"
         )
     try:
         return pq.read_metadata(pa.BufferReader(footer))
@@ -421,7 +448,7 @@ _FOOTERS = LruCache(8)
 def _verified_footer(fs: Any, path: str, check: PartCheck | None) -> tuple[pq.FileMetaData, str]:
     """(the footer, the file's stamp): verified against ``check`` and unchanged while it was read."""
     stamp = file_stamp(fs, path)
-    metadata = read_verified_footer(fs, path, check)
+    metadata = read_verified_footer(fs, path, check, during_run=True)
     if file_stamp(fs, path) != stamp:
         raise LakeError(f"{shown_part(path)} {_PART_CHANGED}")
     return metadata, stamp
@@ -436,5 +463,5 @@ def read_block(
     try:
         footer, stamp = _FOOTERS.get((lake, path), lambda: _verified_footer(fs, path, check))
     except FileNotFoundError:
-        raise LakeError(f"{shown_part(path)} is missing") from None
+        raise LakeError(f"{shown_part(path)} is missing. {_DURING_RUN}") from None
     return read_row_group(fs, path, spec, group, footer, stamp)

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from dpstream.export import ModelDocument
 from dpstream.storage import open_url, url_of, write_json_atomic
 from pipelines.lake import LakeError, LakeSpec, list_lake
+from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
 __all__ = ["predict_lake", "check_predictions_location", "PredictSummary", "PREDICT_RECORD"]
 
@@ -128,6 +129,7 @@ def predict_lake(
     keep: tuple[str, ...] = (),
     storage_options: dict[str, Any] | None = None,
     batch_rows: int = BATCH_ROWS,
+    worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
 ) -> PredictSummary:
     """Score every Parquet file of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
     ``distributed.Client`` (None: in this process)."""
@@ -156,7 +158,7 @@ def predict_lake(
             counts = [score_file(*args) for args in arguments]
         else:
             futures = [client.submit(score_file, *args, pure=False) for args in arguments]
-            counts = client.gather(futures)
+            counts = gather_within(client, futures, worker_timeout=worker_timeout)
         final = []
         for part in parts:
             destination = f"{root}/{part.rsplit('/', 1)[-1]}"

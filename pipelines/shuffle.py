@@ -52,7 +52,7 @@ from pipelines.lake import (
     open_unchanged,
     pins_reads,
 )
-from pipelines.manifest import Manifest, Part
+from pipelines.manifest import Manifest, Part, verify_parts
 from pipelines.validate import LakeSummary, check_values, validate_lake
 from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, completed_within
 
@@ -99,11 +99,19 @@ def pinned_generation(row_order: str) -> str | None:
     return generation if generation.startswith("_g-") else None
 
 
-def prune_shuffles(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Delete the superseded generations at ``url`` and interrupted shuffles' folders (``GenerationStore.prune``)."""
+def prune_shuffles(
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    keep: frozenset[str] = frozenset(),
+    now: float | None = None,
+) -> list[str]:
+    """Delete the superseded generations at ``url``, except those in ``keep`` (the data versions, as
+    ``Manifest.row_order``, of runs that may still resume: ``Ledger.unfinished_data_versions``), and
+    interrupted shuffles' folders (``GenerationStore.prune``)."""
     store = GenerationStore(url, storage_options)
     store.check_usable()
-    return store.prune()
+    pinned = frozenset(g for g in (pinned_generation(version) for version in keep) if g is not None)
+    return store.prune(pinned, now)
 
 
 ROW_GROUP_ROWS = 65_536
@@ -259,9 +267,13 @@ def _run_on_cluster(
     """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
     futures = [client.submit(function, *args, pure=False) for args in arguments]
     results: list = [None] * len(futures)
-    for index, result in completed_within(client, futures, worker_timeout):
-        results[index] = result
-        done(index, result)
+    try:
+        for index, result in completed_within(client, futures, worker_timeout):
+            results[index] = result
+            done(index, result)
+    except BaseException:
+        client.cancel(futures)  # none of them may write into a generation folder about to be discarded
+        raise
     return results
 
 
@@ -441,10 +453,15 @@ def _commit(
     rows_per_file: int | None,
 ) -> Manifest:
     """Commit ``manifest`` at its number, or, when another shuffle committed that number first, reuse the
-    winner if it serves this request (discarding this generation) or fail cleanly."""
+    winner if it serves this request (discarding this generation), else fail cleanly. The parts are
+    verified first: a generation whose folder was pruned or damaged while it was written is never
+    committed."""
+    verify_parts(manifest, store.storage_options)
     if store.try_commit(manifest):
         return manifest
     winner = store.read(manifest.number)
+    if winner.generation == manifest.generation:  # our own conditional PUT, retried after a lost answer
+        return winner
     reason = _refusal(winner, spec, summary, rows_per_file)
     if reason is None:
         store.discard(manifest.generation)

@@ -6,6 +6,7 @@ and says how to fix it. Validation reads and never writes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,11 +294,12 @@ def _refuse_copies(files: tuple[LakeFile, ...]) -> None:
     """Two files with one content identity hold the same records: training on both would use each of them
     twice in one pass, under a guarantee that counts it once."""
     first_of: dict[str, LakeFile] = {}
+    prefix = os.path.commonpath([file.path for file in files]) if len(files) > 1 else ""
     for file in files:
         earlier = first_of.setdefault(file.identity, file)
         if earlier is not file:
+            shown = [path[len(prefix) :].lstrip("/") or _name(path) for path in (earlier.path, file.path)]
             raise LakeError(
-                f"{_name(earlier.path)} and {_name(file.path)} have the same content ({file.identity}): a copy or link "
-                "of one file inside the lake would put each of its records in one training pass twice. Remove the copy "
-                "from the lake"
+                f"{shown[0]} and {shown[1]} have the same content ({file.identity}): a copy or link of one file inside "
+                "the lake would put each of its records in one training pass twice. Remove the copy from the lake"
             )

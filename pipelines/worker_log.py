@@ -20,7 +20,10 @@ def dask_setup(worker: Any = None) -> None:
     path = os.environ.get(ENVIRONMENT_VARIABLE)
     if not path:
         return
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:  # a worker on another machine (the variable exported with the environment): keep stderr
+        return
     try:
         os.dup2(descriptor, 2)
     finally:

@@ -224,3 +224,49 @@ def test_one_run_id_started_twice_at_once_releases_one_model(tmp_path):
         models = {r for r in results if isinstance(r, bytes)}
         assert len(models) == 1, results  # one model released, whatever the interleaving
         assert [e.run_id for e in lake.entries()] == ["nightly"] and lake.aborted() == []
+
+
+def test_a_resumed_run_never_gives_back_the_claim_it_continues(tmp_path):
+    """Run A claims its run id and writes its first checkpoint, then waits at step 0; run B resumes that
+    checkpoint and fails before its first step. B cannot know whether A used the noise: A's reservation
+    and key stay, and A completes and commits (issue 27 review, F1)."""
+    import threading
+
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+    from dpstream.privacy import Ledger, LifetimeBudget
+
+    X, y = data(5_000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=500)
+    lake = Ledger(str(tmp_path / "ledger")).lake("lake-1", LifetimeBudget(4.0, 1e-6))
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=1)
+    started, gate, results = threading.Event(), threading.Event(), []
+
+    class Holding(InMemoryExecutor):
+        def compute(self, span, request):
+            if span.step == 0:
+                started.set()
+                gate.wait(60)
+            return super().compute(span, request)
+
+    def train(executor):
+        return run(
+            algorithm,
+            executor,
+            num_rows=5_000,
+            num_params=5,
+            initial_params=np.zeros(5),
+            checkpoint=policy,
+            run_id="r",
+            ledger=lake,
+        )
+
+    first = threading.Thread(target=lambda: results.append(train(Holding(LinearRegressionModel(), [(X, y)]))))
+    first.start()
+    assert started.wait(60)
+    with pytest.raises(OSError, match="vanished at step 0"):
+        train(FailingExecutor(LinearRegressionModel(), [(X, y)], fail_at=0))
+    assert [(e.run_id, e.status) for e in lake.entries()] == [("r", "reserved")] and lake.aborted() == []
+    assert CheckpointStore(policy).exists("r")
+    gate.set()
+    first.join(60)
+    assert results and [(e.run_id, e.status) for e in lake.entries()] == [("r", "committed")]

@@ -64,3 +64,22 @@ def test_invalid_json_error_names_file(tmp_path):
 def test_bad_url(bad):
     with pytest.raises(ValueError, match="expected a local path or URL"):
         open_url(bad)
+
+
+def test_an_object_store_that_ignores_conditional_writes_is_refused(s3_bucket, monkeypatch):
+    """The ledger's claims and the shuffle's commits need a create that fails when the object exists."""
+    import s3fs
+
+    from dpstream.storage import _EXCLUSIVE_CHECKED, check_exclusive_create
+
+    url, options = s3_bucket
+    fs = s3fs.S3FileSystem(**options)
+    root = f"{url[5:]}/ledger"
+    check_exclusive_create(fs, root)  # moto honours If-None-Match: *
+    assert fs.find(root) == []  # the probe leaves nothing behind
+    _EXCLUSIVE_CHECKED.clear()
+    plain = fs.pipe_file
+    monkeypatch.setattr(fs, "pipe_file", lambda path, data, mode=None, **kw: plain(path, data, **kw))
+    with pytest.raises(RuntimeError, match="ignores conditional writes"):
+        check_exclusive_create(fs, root)
+    _EXCLUSIVE_CHECKED.clear()

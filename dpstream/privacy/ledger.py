@@ -59,7 +59,7 @@ from dpstream.privacy.ledger_records import (
     overlapping_lakes,
 )
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.storage import open_url, read_json, write_json_atomic
+from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
 from dpstream.validation import check_name, check_positive
 
 __all__ = ["BudgetExceededError", "RunIdReusedError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
@@ -255,7 +255,9 @@ class LakeLedger:
         try:
             write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
         except FileExistsError:
-            raise self._taken(run_id, self.entry(run_id)) from None
+            found = self.entry(run_id)
+            if found is None or found.claim != entry.claim:  # else: our own PUT, retried after a lost answer
+                raise self._taken(run_id, found) from None
         # Re-read everything after the write: of two racing reservations (on this lake or on lakes
         # that share files) the one that reads second sees both, so no cap is ever exceeded.
         if not self._fits(0.0):
@@ -298,12 +300,18 @@ class LakeLedger:
         except RunIdReusedError:  # claimed by a racing reservation of the same run: charged once
             return self.reserve(run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version)
 
-    def commit(self, run_id: str) -> LedgerEntry:
-        """Mark a reserved run as completed. Committing twice is a no-op."""
+    def commit(self, run_id: str, claim: str | None = None) -> LedgerEntry:
+        """Mark a reserved run as completed. Committing twice is a no-op. With ``claim`` the entry must be
+        that claim's (``RunIdReusedError`` otherwise: the run id was claimed again meanwhile)."""
         entry = self.entry(run_id)
         if entry is None:
             raise KeyError(
                 f"run {run_id!r} has no reservation in lake {self.fingerprint}'s ledger; reserve before training"
+            )
+        if claim is not None and entry.claim is not None and entry.claim != claim:
+            raise RunIdReusedError(
+                f"run {run_id!r}'s ledger entry belongs to another claim of that run id (reserved {entry.reserved_at}): "
+                "this run's reservation was given back by another process; nothing of it is published. Use a new run id"
             )
         if entry.status == "committed":
             return entry
@@ -315,16 +323,23 @@ class LakeLedger:
         """Give back the reservation of a run that failed before its first release: its entry moves to
         ``aborted/`` with ``reason`` and no longer counts. Only the holder of the entry's ``claim`` token
         may do this, and only a ``reserved`` entry; returns the aborted entry, or None when there was
-        nothing of this claim to give back."""
+        nothing of this claim to give back.
+
+        The aborted record is written first, then the entry is read again and removed only if it is still
+        this claim's reserved entry: a process that resumed the run from its checkpoint and committed it
+        meanwhile keeps its charge (the window between that second read and the removal is not closed on
+        object stores, which have no compare-and-delete)."""
         entry = self.entry(run_id)
         if entry is None or entry.status != "reserved" or entry.claim != claim:
             return None
         aborted = replace(entry, status="aborted", aborted_at=now(), reason=reason[:_REASON_CHARS])
         stamp = aborted.aborted_at.replace(":", "").replace("+", "Z")[:17]
         record = f"{self._root}/aborted/{run_id}-{stamp}-{secrets.token_hex(3)}.json"
-        write_json_atomic(
-            self._fs, record, asdict(aborted), exclusive=True
-        )  # the record first, then the charge goes
+        write_json_atomic(self._fs, record, asdict(aborted), exclusive=True)
+        again = self.entry(run_id)
+        if again is None or again.status != "reserved" or again.claim != claim:
+            self._fs.rm(record)
+            return None
         self._fs.rm(self._run_path(run_id))
         return aborted
 
@@ -373,6 +388,7 @@ class Ledger:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
         self.url = url
         self._fs, self._root = open_url(url, storage_options)
+        check_exclusive_create(self._fs, self._root)
 
     def _mark(self) -> None:
         """Write the ledger's root marker once (before its first lake), so no output is ever written here."""
@@ -446,6 +462,16 @@ class Ledger:
         except FileExistsError:
             return self._files(root, files)
         return frozenset(files)
+
+    def unfinished_data_versions(self) -> frozenset[str]:
+        """The data versions (pinned shuffle generations) of every ``reserved`` run of every lake here: what
+        a run that may still resume will read again, so a prune must keep it."""
+        versions = set()
+        for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"):
+            for entry in entries_in(self._fs, f"{path.rsplit('/', 1)[0]}/runs"):
+                if entry.status == "reserved" and entry.data_version:
+                    versions.add(entry.data_version)
+        return frozenset(versions)
 
     def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
         """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""

@@ -66,7 +66,19 @@ class LifetimeBudget:
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LifetimeBudget:
-        return cls(document["epsilon"], document["delta"], document["relation"])
+        """A recorded budget, read as it is: budget.json files an earlier version wrote with ε above
+        ``MAX_EPSILON`` stay readable (and changeable with ``dpstream budget set-lifetime``); only new
+        budgets are capped."""
+        epsilon, delta = float(document["epsilon"]), float(document["delta"])
+        if not (math.isfinite(epsilon) and epsilon > 0 and 0 < delta < 1):
+            raise ValueError(
+                f"a recorded lifetime budget must have a finite epsilon > 0 and delta in (0, 1), got {document}"
+            )
+        budget = object.__new__(cls)
+        object.__setattr__(budget, "epsilon", epsilon)
+        object.__setattr__(budget, "delta", delta)
+        object.__setattr__(budget, "relation", NeighbouringRelation.parse(document["relation"]))
+        return budget
 
 
 @dataclass(frozen=True)

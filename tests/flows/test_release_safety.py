@@ -214,8 +214,8 @@ every_steps = 50
         time.sleep(0.2)
     assert leftovers == []
     expected = re.compile(
-        r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge "
-        r"stays reserved and it resumes from its checkpoint with: "
+        r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); a ledger charge it made "
+        r"stays reserved, and it resumes from its checkpoint with: "
         + re.escape(f"dpstream train {config} --run-id ctrl-c")
         + "$"
     )

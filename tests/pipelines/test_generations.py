@@ -260,3 +260,32 @@ def test_in_memory_training_reads_the_pinned_generation_after_a_reshuffle(lake, 
 
     assert train(reshuffle_once).tobytes() == reference.tobytes()
     assert reshuffled and read_manifest(out).generation == reshuffled[0].generation != manifest.generation
+
+
+def test_a_shuffled_lake_nested_inside_a_source_lake_is_refused(lake, tmp_path):
+    """An earlier dpstream's single-folder shuffle, or a generation store, inside the source folder: its
+    parts hold the same records as the source files beside them."""
+    nested = os.path.join(lake.url, "old-shuffle")
+    os.makedirs(nested)
+    shutil.copyfile(os.path.join(lake.url, "day=00.parquet"), os.path.join(nested, "part-00000.parquet"))
+    with open(os.path.join(nested, "_manifest.json"), "w") as handle:
+        handle.write("{}")
+    with pytest.raises(LakeError, match="holds a shuffled lake written by dpstream in old-shuffle/"):
+        validate_lake(lake)
+
+
+def test_a_commit_whose_answer_was_lost_is_recognised_as_ours(lake, tmp_path, monkeypatch):
+    """A conditional PUT that succeeded, whose answer was lost and whose retry got HTTP 412, reads as
+    'exists': the shuffle finds its own generation there and returns it (review of issue 27, F5)."""
+    from pipelines.generations import GenerationStore
+
+    written = GenerationStore.try_commit
+
+    def succeeded_but_lost(self, manifest):
+        written(self, manifest)
+        return False
+
+    monkeypatch.setattr(GenerationStore, "try_commit", succeeded_but_lost)
+    manifest = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=5000)
+    assert read_manifest(str(tmp_path / "s")) == manifest and manifest.number == 1
+    verify_parts(manifest)  # its folder was kept, not discarded as a loser's

@@ -3,13 +3,14 @@ untouched (the generations' own rules: tests/pipelines/test_generations.py)."""
 
 import hashlib
 import os
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from pipelines import LakeError, prune_shuffles, read_manifest, shuffle_once
-from pipelines.generations import COMMITS
+from pipelines.generations import COMMITS, STALE_SECONDS
 
 from .conftest import feature_spec, local_put, write_lake
 
@@ -144,11 +145,24 @@ def test_an_interrupted_shuffle_is_never_read_and_prune_removes_it_when_stale(la
     (stale / "_started.json").write_text('{"started_at": 0}')
     manifest = shuffle_once(lake, str(out), rows_per_file=5000)
     assert manifest.num_rows == 20_000 and manifest.generation != stale.name and stale.exists()
-    assert prune_shuffles(str(out)) == [stale.name] and not stale.exists()
+    assert prune_shuffles(str(out)) == [] and stale.exists()  # its files are new: it may still be writing
+    later = time.time() + STALE_SECONDS + 60  # a day after its last write: interrupted
+    assert prune_shuffles(str(out), now=later) == [stale.name] and not stale.exists()
     assert read_manifest(str(out)) == manifest  # the current generation is never pruned
     second = shuffle_once(lake, str(out), reshuffle=True)
+    # A generation a run that may still resume has pinned is kept (the ledger's unfinished entries).
+    assert prune_shuffles(str(out), keep=frozenset({manifest.row_order})) == []
     assert prune_shuffles(str(out)) == [manifest.generation]
     assert sorted(os.listdir(out)) == [second.generation, COMMITS]
+
+
+def test_part_files_alone_are_not_an_earlier_layout_and_a_reshuffle_deletes_none_of_them(lake, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "part-00000.parquet").write_bytes(b"someone's own part file")
+    with pytest.raises(LakeError, match=r"holds files a shuffle did not write \(part-00000.parquet\)"):
+        shuffle_once(lake, str(out), reshuffle=True)
+    assert (out / "part-00000.parquet").read_bytes() == b"someone's own part file"
 
 
 def test_a_shuffle_of_the_earlier_single_folder_layout_is_replaced_only_by_a_reshuffle(lake, tmp_path):
@@ -238,7 +252,8 @@ def test_non_empty_folder_of_other_files_is_refused_and_kept(lake, tmp_path, res
     (out / "part-00000.parquet").write_bytes(b"someone else's")  # looks like an earlier layout's part
     before = tree_checksums(out)
     with pytest.raises(
-        LakeError, match=r"holds files a shuffle did not write \(thesis.tex\); nothing was deleted"
+        LakeError,
+        match=r"holds files a shuffle did not write \(part-00000.parquet, thesis.tex\); nothing was deleted",
     ):
         shuffle_once(lake, str(out), reshuffle=reshuffle)
     assert tree_checksums(out) == before

@@ -217,3 +217,36 @@ def test_a_refusal_says_which_epsilon_still_fits(tmp_path):
     lake.reserve(
         "second", remaining * 0.999, mechanism="m", relation="replace-one"
     )  # what it said fits, fits
+
+
+def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(tmp_path, monkeypatch):
+    """A claim's exclusive PUT that succeeded but was retried after a lost answer raises 'exists': the
+    ledger finds its own claim token there and keeps the claim (review of issue 27, F5)."""
+    from dpstream.privacy import ledger as ledger_module
+
+    lake = Ledger(str(tmp_path)).lake("lake-1", BUDGET)
+    original = ledger_module.write_json_atomic
+
+    def retried(fs, path, document, *, exclusive=False):
+        original(fs, path, document, exclusive=exclusive)
+        if exclusive and path.endswith("/runs/r1.json"):
+            raise FileExistsError(path)
+
+    monkeypatch.setattr(ledger_module, "write_json_atomic", retried)
+    entry = lake.claim("r1", 0.5, mechanism="x", relation="replace-one")
+    assert lake.entry("r1").claim == entry.claim and entry.status == "reserved"
+
+
+def test_a_recorded_budget_above_the_cap_stays_readable_and_changeable(tmp_path):
+    """An earlier version could record a lifetime ε above 100; the ledger still opens it, and set_budget
+    (`dpstream budget set-lifetime`) replaces it; a new budget above the cap is refused."""
+    lake = tmp_path / "lake-1"
+    lake.mkdir()
+    (lake / "budget.json").write_text(
+        json.dumps({"epsilon": 1e300, "delta": 1e-6, "relation": "replace-one"})
+    )
+    ledger = Ledger(str(tmp_path))
+    assert ledger.lake("lake-1").budget.epsilon == 1e300
+    assert ledger.set_budget("lake-1", LifetimeBudget(8.0, 1e-6)).budget.epsilon == 8.0
+    with pytest.raises(ValueError, match="at most 100"):
+        LifetimeBudget(1e300, 1e-6)
