@@ -1,26 +1,40 @@
-"""Private bounds: per-column ranges from noisy histograms, for users who have no public bounds.
+"""Private bounds: per-column ranges from two rounds of noisy histograms, for data without public bounds.
 
-Mechanism. Every column j is binned on one public grid of edges e_0 < … < e_{m−1} (by default a
-symmetric grid of half-decades, 0 and ±10^{k/2} for 10⁻³ ≤ 10^{k/2} ≤ 10⁹): bin 0 is (−∞, e_0], bin b is
-(e_{b−1}, e_b], bin m is (e_{m−1}, ∞). The release is the table of counts c_{jb} plus N(0, σ²) noise on
-every entry. A record sits in exactly one bin per column, so replacing it moves at most one unit out
-of and one into each column's bins: L2 sensitivity sqrt(2d) under replace-one, sqrt(d) under zero-out
-(the zero record is counted nowhere). σ = sensitivity / μ, μ from (ε, δ) by the exact δ(ε; μ).
+Round 1, coarse (where the values are). Every column j is binned on one public grid of edges
+e_0 < … < e_{m−1} (``default_edges``: 0 and ±10^{k/2} for 10⁻³ ≤ 10^{k/2} ≤ 10⁹, and the largest
+negative float just below 0, so that 0 has a bin of its own): bin 0 is (−∞, e_0],
+bin b is (e_{b−1}, e_b], bin m is (e_{m−1}, ∞). The release is the table of counts c_{jb} plus N(0, σ₁²)
+noise on every entry. A bin is occupied when its noisy count reaches τ = ``threshold_sigmas``·σ₁ (5σ: an
+empty bin passes with probability 3·10⁻⁷); a column with no occupied bin is searched again with windows
+of 2 and 3 adjacent bins against τ·√w. The coarse range of column j is [lower edge of its first occupied
+bin, upper edge of its last]: the support of the bins holding at least τ rows, rounded outwards to the
+half-decade grid.
 
-Post-processing. A bin is occupied when its noisy count is at least τ = ``threshold_sigmas``·σ (5σ: an
-empty bin passes with probability 3·10⁻⁷, so among the d·(m + 1) bins a spurious one is rare). low_j is
-the lower edge of column j's first occupied bin, high_j the upper edge of its last: the support of the
-bins that hold at least τ rows, rounded outwards to the grid. Rows in sparser bins are clipped. A noisy
-cumulative quantile would be the textbook choice, but its noise grows with the square root of the
-number of bins summed, and on a grid wide enough for unknown units that swamps the tails of ten
-thousand rows; the occupied-bin rule has the noise of one count. No occupied bin means too few rows:
-``ValueError``, naming the minimum.
+Round 2, fine (how far the bulk reaches). Each column's coarse range is cut into ``fine_bins`` equal bins
+(values outside fall in the end bins) and counted again with N(0, σ₂²) noise. From each end, the range is
+narrowed bin by bin while the noisy mass of the bins dropped, plus ``tail_sigmas`` times its noise
+(σ₂√k for k bins), stays at most q·N: with few rows the noise forbids narrowing and the coarse range
+stays; with many, the range closes in to about the q and 1 − q quantiles. The half-decade grid alone
+leaves longitudes or years compressed into a sliver of their range ([−316, −100] for −124..−114); the
+second round restores their resolution. q (``tail_fraction``) is 3/√N clipped to [0.02, 0.2] for
+features, at most 0.02 for a regression label: clipping a feature's tails keeps the order of its values,
+clipping the label's tails biases every prediction.
 
-Single pass. The estimators spend the histograms on a disjoint prefix of the rows (the first
-``PRIVATE_BOUNDS_FRACTION`` of them; positions are data-independent) and train on the rest. A record
-is then in one of the two mechanisms, and the training mechanism, chosen after seeing the bounds,
-takes identical inputs on neighbouring datasets that differ in a prefix row: by parallel composition
-the pair is max(μ_bounds, μ_train)-GDP, which is the requested (ε, δ) when both use it.
+Sensitivity. A record sits in exactly one bin per column in each round, so replacing it moves at most one
+unit out of and one into each column's bins: L2 sensitivity sqrt(2d) per round under replace-one,
+sqrt(d) under zero-out (the zero record is counted nowhere). The mechanism is the composition of two
+Gaussian releases with μ₁ = sqrt(``coarse_share``)·μ and μ₂ = sqrt(1 − ``coarse_share``)·μ, so it is
+μ-GDP (the second round is chosen after the first: adaptive composition, Dong, Roth & Su 2022).
+
+Budget (``bounds_share``). The estimators charge the bounds within the fit's (ε, δ): a share s of μ² on
+the bounds, 1 − s on training, sequential composition over all rows (μ² = μ_b² + μ_t²). Compared with
+spending the histograms on a disjoint 10 % of the rows at the full μ (parallel composition, the earlier
+rule), a count of all N rows with noise 1/sqrt(s) times larger has sqrt(s)·N/(0.1·N) ≈ 3× the
+signal-to-noise at s = 0.1, and training pays a noise factor 1/sqrt(1 − s) ≈ 1.05 instead of losing
+10 % of its rows.
+s is chosen from public quantities only (N, the number of columns, μ): large enough that τ is at most
+N/8 rows, between 0.1 and 0.5. ``dpstream convert`` keeps the disjoint sample (its rows never enter the
+lake, so the lake's ledger is not charged: ``pipelines.convert_bounds``).
 """
 
 from __future__ import annotations
@@ -31,91 +45,248 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dpstream.noise import NoiseKey, gaussian
-from dpstream.privacy import GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
-from dpstream.validation import check_budget
+from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
+from dpstream.validation import check_budget, check_positive
 
-__all__ = ["PrivateBounds", "default_edges", "PRIVATE_BOUNDS_FRACTION"]
+__all__ = [
+    "PrivateBounds",
+    "TooFewRows",
+    "default_edges",
+    "bounds_share",
+    "tail_fraction",
+    "PRIVATE_BOUNDS_FRACTION",
+    "SHARE_RANGE",
+]
 
-PRIVATE_BOUNDS_FRACTION = 0.1
+PRIVATE_BOUNDS_FRACTION = 0.1  # dpstream convert: the share of rows sampled for the histograms
+_WINDOWS = (1, 2, 3)
+_ROWS_PER_BIN = 8  # bounds_share aims for τ ≤ N / 8
+SHARE_RANGE = (0.1, 0.5)
+
+
+class TooFewRows(ValueError):
+    """No coarse bin (or window of up to 3 adjacent bins) of ``column`` reached the threshold τ."""
+
+    def __init__(self, column: str, threshold: float):
+        self.column, self.threshold = column, threshold
+        super().__init__(
+            f"too few rows for private bounds: no half-decade bin of column {column!r} holds {threshold:.0f} noisy rows "
+            "(the 5σ threshold of the histogram noise). Pass public bounds, or use a larger epsilon"
+        )
 
 
 def default_edges() -> np.ndarray:
-    """0 and ±10^{k/2} for k = −6..18: half-decades from 10⁻³ to 10⁹ on both signs (51 edges)."""
+    """0 and ±10^{k/2} for k = −6..18: half-decades from 10⁻³ to 10⁹ on both signs, and the negative float
+    next to 0 (52 edges). The bin (−5e−324, 0] holds exactly 0: an indicator column or a non-negative
+    count gets the lower bound 0 itself (mapped onto −1 exactly), not the −0.001 of the next edge."""
     positive = 10.0 ** (np.arange(-6, 19) / 2)
-    return np.concatenate([-positive[::-1], [0.0], positive])
+    return np.concatenate([-positive[::-1], [np.nextafter(0.0, -1.0), 0.0], positive])
+
+
+def tail_fraction(num_rows: int, label: bool = False) -> float:
+    """q of the fine round: 3/√N clipped to [0.02, 0.2]; for a regression label at most 0.02."""
+    fraction = min(max(3.0 / math.sqrt(max(num_rows, 1)), 0.02), 0.2)
+    return min(fraction, 0.02) if label else fraction
 
 
 @dataclass(frozen=True)
 class PrivateBounds:
-    epsilon: float
-    delta: float
+    mu: float  # the whole mechanism's μ-GDP (both rounds)
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
-    threshold_sigmas: float = 5.0  # τ = threshold_sigmas·σ: a bin is occupied when its noisy count reaches τ
+    coarse_share: float = 0.5  # of μ² for the coarse round; the rest for the fine one
+    fine_bins: int = 16
+    threshold_sigmas: float = (
+        5.0  # τ = threshold_sigmas·σ₁: a coarse bin is occupied when its noisy count reaches τ
+    )
+    tail_sigmas: float = 1.0  # the fine round narrows only while the dropped mass + tail_sigmas·σ₂√k ≤ q·N
     edges: np.ndarray = field(default_factory=default_edges)
 
     def __post_init__(self) -> None:
-        check_budget(self.epsilon, self.delta)
+        check_positive("mu", self.mu)
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
-        if not self.threshold_sigmas > 0:
-            raise ValueError(f"threshold_sigmas must be > 0, got {self.threshold_sigmas!r}")
+        if not 0.0 < self.coarse_share < 1.0:
+            raise ValueError(f"coarse_share must lie in (0, 1), got {self.coarse_share!r}")
+        check_positive("fine_bins", self.fine_bins, integer=True)
+        check_positive("threshold_sigmas", self.threshold_sigmas)
+        check_positive("tail_sigmas", self.tail_sigmas, allow_zero=True)
         edges = np.asarray(self.edges, dtype=np.float64)
         if edges.ndim != 1 or edges.size < 2 or not np.all(np.isfinite(edges)) or np.any(np.diff(edges) <= 0):
             raise ValueError("edges must be a strictly increasing 1-d array of at least 2 finite values")
         object.__setattr__(self, "edges", edges)
 
+    @classmethod
+    def for_budget(
+        cls,
+        epsilon: float,
+        delta: float,
+        relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE,
+    ) -> PrivateBounds:
+        """The mechanism that is exactly (ε, δ)-DP on its own (``dpstream convert``'s sample)."""
+        epsilon, delta = check_budget(epsilon, delta)
+        return cls(mu_for_epsilon_delta(epsilon, delta), relation)
+
+    # --- sensitivities and noise ------------------------------------------------------------------
     def sensitivity(self, num_columns: int) -> float:
+        """L2 sensitivity of one round's histogram table: sqrt(2d) replace-one, sqrt(d) zero-out."""
         return math.sqrt((2.0 if self.relation is NeighbouringRelation.REPLACE_ONE else 1.0) * num_columns)
 
-    def noise_std(self, num_columns: int) -> float:
-        return self.sensitivity(num_columns) / mu_for_epsilon_delta(self.epsilon, self.delta)
+    def coarse_std(self, num_columns: int) -> float:
+        return self.sensitivity(num_columns) / (math.sqrt(self.coarse_share) * self.mu)
 
-    def histogram(self, columns: np.ndarray) -> np.ndarray:
-        """(d, m + 1) int64 counts of each column's values per bin; sums over disjoint rows merge."""
-        columns = np.asarray(columns, dtype=np.float64)
-        if columns.ndim != 2:
-            raise ValueError(f"expected a 2-d array (rows, columns), got shape {columns.shape}")
-        bins = np.searchsorted(self.edges, columns, side="left")  # value v in bin b iff e_{b−1} < v ≤ e_b
-        width = self.edges.size + 1
-        offsets = bins + width * np.arange(columns.shape[1])[None, :]
-        return np.bincount(offsets.ravel(), minlength=width * columns.shape[1]).reshape(
-            columns.shape[1], width
-        )
-
-    def release(
-        self, counts: np.ndarray, key: NoiseKey, names: tuple[str, ...] | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) per column from the exact counts and the key's noise (module docstring); ``names``
-        label the columns in errors (else their indices)."""
-        counts = np.asarray(counts, dtype=np.float64)
-        std = self.noise_std(counts.shape[0])
-        noisy = counts + std * gaussian(key, 0, "private-bounds", counts.shape)
-        threshold = self.threshold_sigmas * std
-        edges, last = self.edges, self.edges.size - 1  # the grid's last index
-        low, high = np.empty(counts.shape[0]), np.empty(counts.shape[0])
-        for column in range(counts.shape[0]):
-            occupied = np.flatnonzero(noisy[column] >= threshold)
-            if occupied.size == 0:
-                label = names[column] if names else column
-                raise ValueError(
-                    f"too few rows for private bounds: no bin of column {label!r} reached {threshold:.0f} noisy rows "
-                    f"({self.threshold_sigmas:g}σ at epsilon={self.epsilon:g}); the histograms need about "
-                    f"{2 * threshold:.0f} rows in one bin of every column. Pass public bounds instead"
-                )
-            # Bin b spans (e_{b−1}, e_b]: the lower edge of the first occupied bin and the upper edge of the
-            # last, kept one grid step apart where the only occupied bin lies beyond either end of the grid.
-            lower = min(max(occupied[0] - 1, 0), last - 1)
-            upper = min(max(occupied[-1], lower + 1), last)
-            low[column], high[column] = edges[lower], edges[upper]
-        return low, high
+    def fine_std(self, num_columns: int) -> float:
+        return self.sensitivity(num_columns) / (math.sqrt(1.0 - self.coarse_share) * self.mu)
 
     def minimum_rows(self, num_columns: int) -> int:
-        """Rows needed in one bin of each column for it to count as occupied about half the time."""
-        return math.ceil(self.threshold_sigmas * self.noise_std(num_columns))
+        """τ + 2σ₁: the rows one coarse bin of a column must hold to count as occupied with probability
+        0.98. No fewer rows can give that column a bound; more are needed where it spreads over bins."""
+        return math.ceil((self.threshold_sigmas + 2.0) * self.coarse_std(num_columns))
 
-    def event(self, num_columns: int) -> GaussianEvent:
-        return GaussianEvent(
-            self.sensitivity(num_columns),
-            self.noise_std(num_columns),
-            self.relation,
-            f"private bounds: {num_columns} per-column histograms",
+    def event(self, num_columns: int) -> ComposedEvent:
+        return ComposedEvent(
+            (
+                GaussianEvent(
+                    self.sensitivity(num_columns),
+                    self.coarse_std(num_columns),
+                    self.relation,
+                    f"private bounds, coarse round: {num_columns} per-column histograms",
+                ),
+                GaussianEvent(
+                    self.sensitivity(num_columns),
+                    self.fine_std(num_columns),
+                    self.relation,
+                    f"private bounds, fine round: {num_columns} per-column histograms",
+                ),
+            )
         )
+
+    # --- round 1 ----------------------------------------------------------------------------------
+    def coarse_histogram(self, columns: np.ndarray) -> np.ndarray:
+        """(d, m + 1) int64 counts of each column's values per grid bin; sums over disjoint rows merge."""
+        columns = _as_columns(columns)
+        bins = np.searchsorted(self.edges, columns, side="left")  # value v in bin b iff e_{b−1} < v ≤ e_b
+        return _counts(bins, self.edges.size + 1)
+
+    def coarse_release(
+        self, counts: np.ndarray, key: NoiseKey, names: tuple[str, ...] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) per column from the exact coarse counts and the key's noise (module docstring)."""
+        counts = np.asarray(counts, dtype=np.float64)
+        std = self.coarse_std(counts.shape[0])
+        noisy = counts + std * gaussian(key, 0, "private-bounds-coarse", counts.shape)
+        threshold = self.threshold_sigmas * std
+        last = self.edges.size - 1
+        low, high = np.empty(counts.shape[0]), np.empty(counts.shape[0])
+        for column in range(counts.shape[0]):
+            span = _occupied(noisy[column], threshold)
+            if span is None:
+                raise TooFewRows(names[column] if names else str(column), threshold)
+            first, final = span
+            # Bin b spans (e_{b−1}, e_b]; one grid step apart where the only occupied bin lies beyond the grid.
+            lower = min(max(first - 1, 0), last - 1)
+            upper = min(max(final, lower + 1), last)
+            if upper == lower + 1 and self.edges[upper] == 0.0 and upper < last:
+                upper += 1  # the bin of 0 alone has no width: a constant-0 column maps onto [0, next edge]
+            low[column], high[column] = self.edges[lower], self.edges[upper]
+        return low, high
+
+    # --- round 2 ----------------------------------------------------------------------------------
+    def fine_histogram(self, columns: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """(d, fine_bins) int64 counts on equal bins of each column's coarse range (ends included)."""
+        columns = _as_columns(columns)
+        position = (columns - low) / (high - low)
+        bins = np.clip(np.floor(position * self.fine_bins), 0, self.fine_bins - 1).astype(np.int64)
+        return _counts(bins, self.fine_bins)
+
+    def fine_release(
+        self,
+        counts: np.ndarray,
+        key: NoiseKey,
+        low: np.ndarray,
+        high: np.ndarray,
+        num_rows: int,
+        tail: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse (low, high) narrowed by the noisy fine counts (module docstring); ``tail`` is q per column."""
+        counts = np.asarray(counts, dtype=np.float64)
+        std = self.fine_std(counts.shape[0])
+        noisy = counts + std * gaussian(key, 0, "private-bounds-fine", counts.shape)
+        width = (high - low) / self.fine_bins
+        new_low, new_high = low.astype(np.float64).copy(), high.astype(np.float64).copy()
+        for column in range(counts.shape[0]):
+            allowed = float(tail[column]) * num_rows
+            below = _narrowing(noisy[column], allowed, std, self.tail_sigmas, self.fine_bins - 1)
+            above = _narrowing(
+                noisy[column][::-1], allowed, std, self.tail_sigmas, self.fine_bins - 1 - below
+            )
+            new_low[column] = low[column] + below * width[column]
+            new_high[column] = high[column] - above * width[column]
+        return new_low, new_high
+
+    def estimate(
+        self,
+        columns: np.ndarray,
+        key: NoiseKey,
+        names: tuple[str, ...] | None = None,
+        label_column: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Both rounds on rows held in memory (``label_column``: the regression label's index, whose tail
+        fraction is the label's)."""
+        columns = _as_columns(columns)
+        low, high = self.coarse_release(self.coarse_histogram(columns), key, names)
+        tail = self.tails(columns.shape[0], columns.shape[1], label_column)
+        return self.fine_release(
+            self.fine_histogram(columns, low, high), key, low, high, columns.shape[0], tail
+        )
+
+    @staticmethod
+    def tails(num_rows: int, num_columns: int, label_column: int | None = None) -> np.ndarray:
+        tail = np.full(num_columns, tail_fraction(num_rows))
+        if label_column is not None:
+            tail[label_column] = tail_fraction(num_rows, label=True)
+        return tail
+
+
+def bounds_share(num_rows: int, num_columns: int, mu: float, relation: NeighbouringRelation | str) -> float:
+    """The share s of μ² a fit spends on private bounds (module docstring): the smallest in [0.1, 0.5]
+    whose coarse threshold τ is at most N/8 rows. Public quantities only."""
+    probe = PrivateBounds(mu, relation)
+    target = max(num_rows, 1) / _ROWS_PER_BIN
+    needed = (
+        probe.threshold_sigmas * probe.sensitivity(num_columns) / (mu * target)
+    ) ** 2 / probe.coarse_share
+    return float(min(max(needed, SHARE_RANGE[0]), SHARE_RANGE[1]))
+
+
+def _as_columns(columns: np.ndarray) -> np.ndarray:
+    columns = np.asarray(columns, dtype=np.float64)
+    if columns.ndim != 2:
+        raise ValueError(f"expected a 2-d array (rows, columns), got shape {columns.shape}")
+    return columns
+
+
+def _counts(bins: np.ndarray, width: int) -> np.ndarray:
+    offsets = bins + width * np.arange(bins.shape[1])[None, :]
+    return np.bincount(offsets.ravel(), minlength=width * bins.shape[1]).reshape(bins.shape[1], width)
+
+
+def _occupied(noisy: np.ndarray, threshold: float) -> tuple[int, int] | None:
+    """(first, last) occupied bin: single bins first; windows of w adjacent bins (against τ·√w) only for
+    a column where no smaller window holds enough, and then the window's whole extent."""
+    for w in _WINDOWS:
+        sums = np.convolve(noisy, np.ones(w), mode="valid")
+        hits = np.flatnonzero(sums >= threshold * math.sqrt(w))
+        if hits.size:
+            return int(hits[0]), int(hits[-1]) + w - 1
+    return None
+
+
+def _narrowing(noisy: np.ndarray, allowed: float, std: float, sigmas: float, most: int) -> int:
+    """How many bins to drop from the start of ``noisy``: the largest k ≤ ``most`` whose dropped mass plus
+    ``sigmas``·std·√k stays within ``allowed`` rows, stopping at the first k that does not."""
+    dropped, k = 0.0, 0
+    while k < most:
+        dropped += noisy[k]
+        if dropped + sigmas * std * math.sqrt(k + 1) > allowed:
+            break
+        k += 1
+    return k

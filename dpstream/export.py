@@ -211,6 +211,7 @@ class ModelDocument:
                 random_state=model.seed,
             )
             estimator.model_ = model
+            estimator.feature_bounds_ = None  # the lake's features are read as stored: the KAN maps them
             estimator.weights_ = self.params.reshape(model.num_hidden, -1)
             estimator.second_layer_ = model.second_layer()
         else:

@@ -2,9 +2,10 @@
 
 DP guarantees need bounds on one record's contribution. The estimators and AdaSSP take them from a
 public scale: with ``feature_bounds = (low, high)`` every feature is clipped into [low_j, high_j] and
-mapped affinely onto [−1, 1]; with ``label_bounds`` the regression label likewise. Both are public
-choices (from documentation, domain knowledge or ``dpstream.bounds`` private quantiles), never computed
-from the rows. On [−1, 1] with a constant intercept feature the row norm is at most R = sqrt(d), the
+mapped affinely onto [−1, 1]; with ``label_bounds`` the regression label likewise. Both are either
+public choices (from documentation or domain knowledge) or a DP release (``dpstream.bounds``, charged to
+the fit), never read off the rows. ``symmetric`` bounds map by scale alone, for a model without an
+intercept. On [−1, 1] with a constant intercept feature the row norm is at most R = sqrt(d), the
 bound behind AdaSSP's clipping and the stable step sizes 1/(L·R²).
 
 A model trained on mapped data is mapped back exactly: with x = c + h⊙x' (c the midpoints, h the
@@ -19,20 +20,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PublicBounds", "unmap_linear", "scale_warning", "FAR_OUTSIDE"]
-
-FAR_OUTSIDE = (
-    10.0  # |value| beyond this on the assumed [−1, 1] scale is "far outside" (raw units, not scaled)
-)
+__all__ = ["PublicBounds", "unmap_linear"]
 
 
 @dataclass(frozen=True)
 class PublicBounds:
     low: np.ndarray
     high: np.ndarray
+    # Map by scale alone (centre 0, half-width max(|low|, |high|)): for a model without an intercept, which
+    # could not absorb the shift of the affine map.
+    symmetric: bool = False
 
     @classmethod
-    def parse(cls, bounds: Any, num_columns: int, name: str) -> PublicBounds | None:
+    def parse(cls, bounds: Any, num_columns: int, name: str, symmetric: bool = False) -> PublicBounds | None:
         """``None``, or (low, high) with scalars or arrays of ``num_columns`` entries; errors name ``name``."""
         if bounds is None:
             return None
@@ -52,14 +52,16 @@ class PublicBounds:
             raise ValueError(
                 f"{name} needs low < high for every column; column {int(bad[0])} has low={low[bad[0]]:g}, high={high[bad[0]]:g}"
             )
-        return cls(low, high)
+        return cls(low, high, symmetric)
 
     @property
     def centre(self) -> np.ndarray:
-        return (self.low + self.high) / 2
+        return np.zeros_like(self.low) if self.symmetric else (self.low + self.high) / 2
 
     @property
     def half_width(self) -> np.ndarray:
+        if self.symmetric:
+            return np.maximum(np.abs(self.low), np.abs(self.high))
         return (self.high - self.low) / 2
 
     def to_unit(self, values: np.ndarray) -> np.ndarray:
@@ -67,6 +69,10 @@ class PublicBounds:
         # (d,) bounds broadcast over the columns of a block; a label's (1,) bounds over its rows.
         mapped = (np.clip(values, self.low, self.high) - self.centre) / self.half_width
         return mapped.astype(np.float32 if values.dtype == np.float32 else np.float64, copy=False)
+
+    def from_unit(self, values: np.ndarray) -> np.ndarray:
+        """The inverse map of ``to_unit`` on [−1, 1]: centre + half_width · v."""
+        return self.centre + self.half_width * np.asarray(values, dtype=np.float64)
 
     def clip(self, values: np.ndarray) -> np.ndarray:
         return np.clip(values, self.low.astype(values.dtype), self.high.astype(values.dtype))
@@ -84,29 +90,3 @@ def unmap_linear(
         coef = coef * labels.half_width[0]
         intercept = float(labels.centre[0] + labels.half_width[0] * intercept)
     return coef, intercept
-
-
-def scale_warning(values: np.ndarray, name: str, parameter: str) -> str | None:
-    """A message when a block lies far outside the assumed [−1, 1] scale, naming the column; else None.
-
-    Operator-only: computed from the data, shown to the data owner fitting the model, never released.
-    """
-    if values.size == 0:
-        return None
-    magnitude = np.abs(values)
-    if values.ndim == 2:
-        peaks = magnitude.max(axis=0)
-        column = int(np.argmax(peaks))
-        if peaks[column] <= FAR_OUTSIDE:
-            return None
-        where, peak = f"{name} column {column}", float(peaks[column])
-    else:
-        peak = float(magnitude.max())
-        if peak <= FAR_OUTSIDE:
-            return None
-        where = name
-    return (
-        f"{where} reaches |value| = {peak:.4g}, far outside the assumed public scale [-1, 1] (operator-only check of "
-        f"the data): the clipping bounds and step sizes assume that scale. Pass {parameter}=(low, high) from public "
-        "knowledge, or scale the data with public constants"
-    )

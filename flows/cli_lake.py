@@ -41,7 +41,7 @@ def add_lake_parsers(commands) -> None:
         default=[],
         metavar="COLUMN",
         help="numeric columns already on the public scale, kept as they are (every other numeric "
-        "column, the label included, needs --bounds)",
+        "column, the label included, gets --bounds or private bounds)",
     )
     convert.add_argument(
         "--scale-range",
@@ -57,8 +57,15 @@ def add_lake_parsers(commands) -> None:
         nargs="*",
         default=[],
         metavar="COLUMN",
-        help="numeric columns with no public range: estimate their bounds with DP from every 10th row, "
-        "which is then left out of the lake (the lake's ledger is not charged; model.json states the guarantee)",
+        help="the columns whose bounds are estimated with DP from every 10th row, which is then left out of the "
+        "lake (the lake's ledger is not charged; model.json states the guarantee). Default: every numeric column "
+        "with neither --bounds nor --unscaled",
+    )
+    convert.add_argument(
+        "--public-bounds-only",
+        action="store_true",
+        help="refuse a numeric column without --bounds or --unscaled instead of estimating its bounds privately "
+        "(every row then goes into the lake)",
     )
     convert.add_argument(
         "--private-epsilon", type=float, default=1.0, help="ε of the private bounds (default 1)"
@@ -113,7 +120,7 @@ def convert_command(args, console: Console) -> int:
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
     check_csv_columns(args.csv, [*args.columns, *categorical, args.label])  # before the bounds rule
-    spec = ConvertSpec(
+    settings = dict(
         columns=tuple(args.columns),
         label=args.label,
         missing=args.missing,
@@ -124,23 +131,32 @@ def convert_command(args, console: Console) -> int:
         rows_per_file=args.rows_per_file,
         scale_range=tuple(args.scale_range),
         unscaled=tuple(args.unscaled),
+    )
+    private = tuple(args.private_bounds)
+    if not private and not args.public_bounds_only:  # the default: the columns nobody gave a range
+        private = tuple(ConvertSpec(**settings).unbounded_columns())
+    spec = ConvertSpec(
+        **settings,
         require_bounds=True,
         private_bounds=PrivateBoundsRequest(
-            tuple(args.private_bounds), args.private_epsilon, args.private_delta
+            private, label=args.label, epsilon=args.private_epsilon, delta=args.private_delta
         )
-        if args.private_bounds
+        if private
         else None,
     )
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(
         f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
     )
-    if spec.private_bounds:
+    if private:
         record = read_convert_record(args.out)
         released = ", ".join(
-            f"{c}=[{record['bounds'][c][0]:g}, {record['bounds'][c][1]:g}]" for c in args.private_bounds
+            f"{c}=[{record['bounds'][c][0]:.6g}, {record['bounds'][c][1]:.6g}]" for c in private
         )
-        console.print(f"private bounds {released}: {record['private_bounds']['guarantee']}")
+        console.print(
+            f"private bounds {released}: {record['private_bounds']['guarantee']}. Public ranges, where the data's "
+            "documentation gives them (--bounds COLUMN=LOW,HIGH), keep every row in the lake"
+        )
     return EXIT_OK
 
 

@@ -108,7 +108,7 @@ class ConvertSpec:
                 f"scale, and one raw column (coordinates, dollars) gives a model worse than the mean. Pass --bounds "
                 f"{template} with public ranges (documentation, domain knowledge; never measured on the data), "
                 "--unscaled COLUMN for a column already on that scale (an indicator, a 0/1 class label), or "
-                "--private-bounds COLUMN to estimate them privately from a sample of rows left out of the lake"
+                "leave out --public-bounds-only to estimate them privately from a sample of rows left out of the lake"
             )
         low, high = self.scale_range
         if not (np.isfinite(low) and np.isfinite(high) and low < high):

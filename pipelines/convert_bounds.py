@@ -1,9 +1,11 @@
 """Private bounds at conversion time, for columns that have no public range.
 
-``dpstream convert --private-bounds COLUMN ...`` spends a fixed, data-independent sample of the CSV's
-rows (every ``sample_every``-th data row, position 0 included) on ``dpstream.bounds.PrivateBounds``:
-noisy per-column histograms on a public half-decade grid, the support of the bins holding at least 5σ
-rows. Those rows are **not written to the lake**, so no training run ever reads them.
+``dpstream convert`` estimates the bounds of every numeric column given neither ``--bounds`` nor
+``--unscaled`` (or the columns named by ``--private-bounds``). It spends a fixed, data-independent sample
+of the CSV's rows (every ``sample_every``-th data row, position 0 included) on
+``dpstream.bounds.PrivateBounds``: two rounds of noisy per-column histograms (where the values are on a
+public half-decade grid, then how far the bulk reaches). Those rows are **not written to the lake**, so no
+training run ever reads them.
 
 Guarantee (parallel composition, the argument of ``dpstream.bounds`` for the estimators). A record is
 either in the sample (its only release is the bounds: (ε, δ) of this request under its relation) or in
@@ -28,7 +30,7 @@ import pyarrow as pa
 
 from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
 from dpstream.noise import NoiseKey
-from dpstream.privacy import NeighbouringRelation
+from dpstream.privacy import NeighbouringRelation, event_mu
 from pipelines.lake import LakeError
 
 __all__ = ["PrivateBoundsRequest", "sample_mask"]
@@ -37,6 +39,7 @@ __all__ = ["PrivateBoundsRequest", "sample_mask"]
 @dataclass(frozen=True)
 class PrivateBoundsRequest:
     columns: tuple[str, ...]  # numeric columns (features or the label) whose bounds are estimated
+    label: str | None = None  # the label's name: its tails are clipped less (dpstream.bounds.tail_fraction)
     epsilon: float = 1.0
     delta: float = 1e-6
     relation: str = "replace-one"
@@ -55,14 +58,15 @@ class PrivateBoundsRequest:
             raise LakeError(f"private bounds: {error}") from None
 
     def mechanism(self) -> PrivateBounds:
-        return PrivateBounds(self.epsilon, self.delta, NeighbouringRelation.parse(self.relation))
+        return PrivateBounds.for_budget(self.epsilon, self.delta, NeighbouringRelation.parse(self.relation))
 
     def release(self, sample: dict[str, np.ndarray], sample_rows: int) -> tuple[dict, dict[str, Any]]:
         """({column: (low, high)}, the provenance for the record) from the sample's raw column values."""
         mechanism = self.mechanism()
         values = np.column_stack([sample[column] for column in self.columns])
+        label = self.columns.index(self.label) if self.label in self.columns else None
         try:
-            low, high = mechanism.release(mechanism.histogram(values), NoiseKey.generate(), self.columns)
+            low, high = mechanism.estimate(values, NoiseKey.generate(), self.columns, label)
         except ValueError as error:  # too few rows: say which flag to change
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
@@ -71,18 +75,18 @@ class PrivateBoundsRequest:
         bounds = {
             column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)
         }
-        event = mechanism.event(len(self.columns))
+        mu = event_mu(mechanism.event(len(self.columns)))
         provenance = {
             "columns": list(self.columns),
             "epsilon": self.epsilon,
             "delta": self.delta,
             "relation": NeighbouringRelation.parse(self.relation).value,
-            "mu": event.mu,
+            "mu": mu,
             "sample_every": self.sample_every,
             "sample_rows": sample_rows,
-            "mechanism": "noisy per-column histograms on a half-decade grid (dpstream.bounds)",
+            "mechanism": "two rounds of noisy per-column histograms, a half-decade grid then 16 bins (dpstream.bounds)",
             "guarantee": (
-                f"({self.epsilon:g}, {self.delta:g})-DP ({event.mu:.6g}-GDP) for the {sample_rows:,} sampled "
+                f"({self.epsilon:g}, {self.delta:g})-DP ({mu:.6g}-GDP) for the {sample_rows:,} sampled "
                 "rows, which are not in the lake (parallel composition: the lake's ledger is not charged)"
             ),
         }

@@ -1,4 +1,4 @@
-"""Estimator defaults on badly scaled data: "auto" → AdaSSP, public bounds, stable steps, warnings."""
+"""Estimator defaults on badly scaled data: "auto" → AdaSSP, private or public bounds, stable steps, warnings."""
 
 import warnings
 
@@ -56,7 +56,10 @@ def test_feature_and_label_bounds_give_coefficients_in_user_units():
     model = DPLinearRegression(noise_key=KEY, feature_bounds=bounds, label_bounds=label_bounds).fit(
         raw, dollars
     )
-    mapped = DPLinearRegression(noise_key=KEY).fit(raw / 500 - 1, (dollars - 50_000) / 150_000)
+    unit = (-1.0, 1.0)
+    mapped = DPLinearRegression(noise_key=KEY, feature_bounds=unit, label_bounds=unit).fit(
+        raw / 500 - 1, (dollars - 50_000) / 150_000
+    )
     np.testing.assert_allclose(
         model.predict(raw), 50_000 + 150_000 * mapped.predict(raw / 500 - 1), rtol=1e-9
     )
@@ -75,14 +78,52 @@ def test_per_column_bounds_and_classifier():
     assert clf.predict_proba(X[:5]).shape == (5, 2)
 
 
-def test_scale_warnings_name_the_column_and_the_fix():
-    X, y = positive_features(3000)
+def test_raw_units_get_private_bounds_charged_within_epsilon():
+    """No bounds given: the fit estimates them with DP inside its own (ε, δ) and learns in dollars."""
+    X, y = positive_features(5000)
     X = X.copy()
     X[:, 4] *= 1e5
-    with pytest.warns(UserWarning, match=r"X column 4 reaches \|value\| = .*feature_bounds"):
+    dollars = 300_000 * y + 50_000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = DPLinearRegression(noise_key=KEY).fit(X, dollars)
+    report = model.privacy_report_
+    assert report.epsilon == pytest.approx(1.0, rel=1e-6) and report.delta == 1e-6
+    assert any(note.startswith("private bounds (feature_bounds, label_bounds:") for note in report.notes)
+    assert "private bounds, coarse round" in report.events and "XᵀX upper triangle" in report.events
+    assert model.feature_bounds_.high[4] > 1e4 and model.label_bounds_.high[0] > 200_000
+    constant = np.sqrt(np.mean((dollars - dollars.mean()) ** 2))
+    assert np.sqrt(np.mean((model.predict(X) - dollars) ** 2)) < 0.5 * constant
+
+
+def test_too_few_rows_for_private_bounds_names_the_minimum_and_the_fix():
+    rng = np.random.default_rng(8)
+    X, y = rng.lognormal(0, 4, (60, 5)), rng.lognormal(0, 4, 60)
+    with pytest.raises(
+        ValueError,
+        match=r"too few rows for private bounds: n_samples=60 with 6 column\(s\).*"
+        r"at least [\d,]+ rows.*feature_bounds=\(low, high\) and label_bounds=\(low, high\)",
+    ):
         DPLinearRegression().fit(X, y)
-    with pytest.warns(UserWarning, match=r"y reaches .*label_bounds"):
-        DPLinearRegression().fit(positive_features(3000)[0], 300_000 * y)
+    with pytest.raises(
+        ValueError, match=r"n_samples=60 with 5 column\(s\).*Pass feature_bounds=\(low, high\) from"
+    ):
+        DPLogisticRegression().fit(X, y > 1)  # a classifier's labels need no bounds
+    DPLinearRegression(feature_bounds=(0, 100), label_bounds=(0, 100)).fit(X, y)  # public bounds: no refusal
+
+
+def test_too_few_rows_for_the_regression_release_the_label_mean():
+    """λ₀ > N (public quantities): AdaSSP releases only the noisy label sum, says so, and predicts it."""
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, (200, 30))
+    y = np.clip(0.3 + 0.1 * rng.standard_normal(200), -1, 1)
+    unit = (-1.0, 1.0)
+    with pytest.warns(UserWarning, match=r"too few rows .*label mean.*Use more rows, a larger epsilon"):
+        model = DPLinearRegression(feature_bounds=unit, label_bounds=unit, noise_key=KEY).fit(X, y)
+    report = model.privacy_report_
+    assert "label mean only" in report.mechanism and report.epsilon == pytest.approx(1.0, rel=1e-6)
+    assert np.all(model.coef_ == 0) and np.ptp(model.predict(X)) == 0
+    assert abs(model.intercept_ - 0.3) < 0.2  # the noisy mean, σ ≈ 2·sqrt(2)/(μ·200)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +132,6 @@ def test_scale_warnings_name_the_column_and_the_fix():
         (dict(feature_bounds=(1.0, 0.0)), "feature_bounds needs low < high for every column; column 0"),
         (dict(feature_bounds=([0.0, 0.0], [1.0, 1.0])), "feature_bounds must be a pair"),
         (dict(feature_bounds=(0.0, np.inf)), "feature_bounds must be finite"),
-        (dict(feature_bounds=(0.0, 1.0), fit_intercept=False), "feature_bounds needs fit_intercept=True"),
         (dict(label_bounds=(3.0, 3.0)), "label_bounds needs low < high"),
     ],
 )
@@ -115,28 +155,30 @@ def test_divergence_warns_with_the_losses():
 
 def test_small_n_ambssgd_names_the_minimum_rows():
     X, y = positive_features(500)
+    public = dict(feature_bounds=(0.0, 1.0), label_bounds=(-1.0, 1.0))
     with pytest.raises(
         ValueError, match=r"too few rows for DP-AMBSSGD: n_samples=500.* at least [\d,]+ rows.*'ssp'"
     ):
-        DPLinearRegression(algorithm="ambssgd").fit(X, y)
+        DPLinearRegression(algorithm="ambssgd", **public).fit(X, y)
     # "auto" at the same N fits AdaSSP and is not a zero model.
-    model = DPLinearRegression(epsilon=4.0).fit(X, y)
+    model = DPLinearRegression(epsilon=4.0, **public).fit(X, y)
     assert model.algorithm_ == "ssp" and np.any(model.coef_ != 0)
 
 
 def test_a_dominating_ridge_is_reported_not_silent():
-    # 300 rows × 30 features at ε = 1: the private ridge (a DP output) is far above N.
+    # 3,000 rows × 30 features at ε = 2: λ₀ < N (so a regression is released), but the private ridge
+    # (a DP output) is above the mean curvature, N/3 for uniform features on [−1, 1].
     rng = np.random.default_rng(6)
-    X = rng.uniform(-1, 1, (300, 30))
-    y = np.clip(X[:, 0] * 0.5 + 0.1 * rng.standard_normal(300), -1, 1)
+    X = rng.uniform(-1, 1, (3000, 30))
+    y = np.clip(X[:, 0] * 0.5 + 0.1 * rng.standard_normal(3000), -1, 1)
+    unit = (-1.0, 1.0)
     with pytest.warns(
         UserWarning,
         match=r"private ridge λ = .* exceeds the data's mean curvature tr\(XᵀX\)/d = .*algorithm='srgd'",
     ):
-        model = DPLinearRegression().fit(X, y)
-    # Uniform features on [−1, 1]: the exact mean curvature is N/3 = 100; λ is in the thousands.
+        model = DPLinearRegression(epsilon=2.0, feature_bounds=unit, label_bounds=unit).fit(X, y)
     assert model.ridge_ > 1000 and "exceeds the data's mean curvature" in model.privacy_report_.notes[-1]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # enough rows: no warning
         big = np.random.default_rng(7).uniform(-1, 1, (50_000, 3))
-        DPLinearRegression().fit(big, np.clip(big[:, 0] * 0.5, -1, 1))
+        DPLinearRegression(feature_bounds=unit, label_bounds=unit).fit(big, np.clip(big[:, 0] * 0.5, -1, 1))

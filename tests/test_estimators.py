@@ -27,17 +27,22 @@ def expected_failures(estimator):
     }
     if isinstance(estimator, DPLinearRegression):
         failures["check_regressors_train"] = NOISY
-    if isinstance(estimator, DPKANClassifier):
+    if isinstance(estimator, DPLogisticRegression):  # the KAN too: it subclasses DPLogisticRegression
         failures["check_classifiers_train"] = NOISY
     return failures
 
 
+# The checks fit 20-200 rows: too few for private bounds at ε = 1, so the instances get public ones (the
+# private default and its refusal below a minimum N are tested in tests/test_bounds.py).
+PUBLIC = dict(feature_bounds=(-5.0, 5.0))
+
+
 @parametrize_with_checks(
     [
-        DPLinearRegression(),
-        DPLinearRegression(algorithm="dpsgd", noise="lambda"),
-        DPLinearRegression(algorithm="srgd"),
-        DPLogisticRegression(algorithm="dpsgd", noise="nu"),
+        DPLinearRegression(**PUBLIC, label_bounds=(-5.0, 5.0)),
+        DPLinearRegression(**PUBLIC, label_bounds=(-5.0, 5.0), algorithm="dpsgd", noise="lambda"),
+        DPLinearRegression(**PUBLIC, label_bounds=(-5.0, 5.0), algorithm="srgd"),
+        DPLogisticRegression(feature_bounds=(-3.0, 3.0), algorithm="dpsgd", noise="nu"),
         DPKANClassifier(num_hidden=8, feature_low=-5.0, feature_high=5.0),
     ],
     expected_failed_checks=expected_failures,
@@ -70,7 +75,9 @@ def test_fit_learns_and_reports(algorithm, extra):
     X, y = regression_data()
     clip = {} if algorithm == "ambssgd" else {"clip_norm": 4.0}  # DP-AMBSSGD picks its clip norms by DP-STAT
     model = DPLinearRegression(algorithm=algorithm, **clip, **extra).fit(X, y)
-    assert model.score(X, y) > 0.5
+    # Private bounds map the Gaussian features onto [-1, 1] by their ~2% quantiles; DP-AMBSSGD's ~44
+    # steps of the stable size 1/(L·R²) reach R² ≈ 0.47 there (the others 0.7-0.9): it learns.
+    assert model.score(X, y) > 0.4
     report = model.privacy_report_
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)
     assert report.epsilon == pytest.approx(epsilon_for_delta(1e-6, report.mu), rel=1e-12)

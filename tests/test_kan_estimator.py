@@ -45,6 +45,8 @@ def test_theorem_f12_reproduces_the_spec_table():
 def test_bounds_must_match_the_features():
     X, y = disc(1000, 0)
     with pytest.raises(ValueError, match=r"feature_low has 3 entries; give one per feature \(4\)"):
-        DPKANClassifier(feature_low=[-1.0, -1.0, -1.0]).fit(X, y)
+        DPKANClassifier(feature_low=[-1.0, -1.0, -1.0], feature_high=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="give both feature_low and feature_high"):
+        DPKANClassifier(feature_low=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="'activation' parameter"):
         DPKANClassifier(activation="relu").fit(X, y)

@@ -6,12 +6,13 @@ block at a time through a single pass (duck-typed through ``to_delayed``: ``dpst
 Dask). Every fit draws a fresh noise key from OS entropy unless ``noise_key`` is given, so two fits
 differ; ``privacy_report_`` states the guarantee of the fitted parameters.
 
-Scale. Clip norms, row-norm bounds and the default step sizes assume features on the public scale
-[−1, 1]. ``feature_bounds=(low, high)`` (public, per column or for all) clips every feature into its
-bounds and maps it onto [−1, 1]; ``label_bounds`` does the same for the regression label; ``coef_`` and
-``intercept_`` are then stated in the original units (``dpstream.scaling``). Without bounds, a block
-far outside [−1, 1] warns (an operator-only check). ``fit_intercept`` appends a public constant
-feature 1 to every row.
+Scale. Clip norms, row-norm bounds and the default step sizes assume features on the scale [−1, 1].
+``feature_bounds=(low, high)`` (public, per column or for all) clips every feature into its bounds and
+maps it onto [−1, 1]; ``label_bounds`` does the same for the regression label; ``coef_`` and
+``intercept_`` are stated in the original units (``dpstream.scaling``). Bounds left out (the default)
+are estimated with DP inside the fit's (ε, δ) (``dpstream.bounds``, ``PublicScale``), at the cost of two
+more passes over the rows and a share of the budget; public bounds, where known, save both.
+``fit_intercept`` appends a public constant feature 1 to every row.
 
 Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
 exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that. The
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Iterator
 from numbers import Integral, Real
 from typing import Any
@@ -47,6 +49,7 @@ from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators.support import FitWarnings, PublicScale, is_dask
 from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model
 from dpstream.noise import NoiseKey
+from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.scaling import unmap_linear
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression"]
@@ -174,10 +177,10 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _known_hyperparameters(self) -> frozenset[str]:
         return frozenset(self.get_params()) & HYPERPARAMETERS
 
-    def _build_algorithm(self, model: Any, num_rows: int, dim: int):
+    def _build_algorithm(self, model: Any, num_rows: int, dim: int, epsilon: float):
         spec = AlgorithmSpec(
             name=self.algorithm,
-            epsilon=self.epsilon,
+            epsilon=epsilon,
             delta=self.delta,
             relation=self.relation,
             clip_norm=self.clip_norm,
@@ -205,7 +208,8 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         _check_finite(y, "y", offset)
         return y
 
-    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def _raw_blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The rows in blocks of ``block_rows`` (a Dask collection's partitions), checked, before scaling."""
         offset = 0
         if is_dask(X):
             X_parts, y_parts = _dask_partitions(X), _dask_partitions(y)
@@ -222,10 +226,15 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
                 raise ValueError(
                     f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}"
                 )
+            offset += block.shape[0]
+            yield block, labels
+
+    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The training pass: each block clipped and mapped onto [−1, 1], with the intercept column."""
+        for block, labels in self._raw_blocks(X, y):
             block, labels = self._to_public_scale(block, labels)
             if self.fit_intercept:
                 block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
-            offset += block.shape[0]
             yield block, labels
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
@@ -262,11 +271,18 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._parse_bounds()
         self._prepare_classes(y)
-        X, y, num_rows, bounds_note = self._private_bounds(X, y, num_rows, key)
+        mu = mu_for_epsilon_delta(self.epsilon, self.delta)
+        bounds = self._private_bounds(lambda: self._raw_blocks(X, y), num_rows, key, mu)
+        # Private bounds take a share of μ²; training gets the rest, so the two compose to (ε, δ).
+        epsilon = (
+            self.epsilon
+            if bounds is None
+            else epsilon_for_delta(self.delta, math.sqrt(1 - bounds.share) * mu)
+        )
         inputs = self.n_features_in_ + int(self.fit_intercept)
         model = self._fit_model()
         dim = model.num_params(inputs)
-        algorithm = self._build_algorithm(model, num_rows, dim)
+        algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y)),
@@ -275,14 +291,12 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             initial_params=model.init_params(inputs),
             key=key,
         )
-        self.privacy_report_ = self._describe(result.report, num_rows)
-        if bounds_note:
-            self.privacy_report_ = dataclasses.replace(
-                self.privacy_report_, notes=self.privacy_report_.notes + (bounds_note,)
-            )
+        report = result.report if bounds is None else bounds.combine(result.report, self.delta)
+        self.privacy_report_ = self._describe(report, num_rows)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
+        self._warn_if_label_mean_only(result.state)
         self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()
         self._store(result.params)
@@ -349,8 +363,10 @@ _PARAMETERS = """
     fit_intercept : bool, default True
         Adds a public constant feature (unpenalised by AdaSSP's ridge).
     feature_bounds, label_bounds : (low, high), "private" or None, default None
-        Public bounds (per column or one pair) to clip into and map onto [-1, 1]; "private" spends a
-        share of the budget on DP bounds (``dpstream.bounds``); None assumes the public scale.
+        Public bounds (per column or one pair) to clip into and map onto [-1, 1]. None (or "private")
+        estimates them with DP, charged within (epsilon, delta) and stated in ``privacy_report_``
+        (``dpstream.bounds``); too few rows for that raise a ValueError naming the minimum.
+        A classifier's labels need no bounds.
     noise_key : NoiseKey or None, default None
         None draws a fresh key from OS entropy at each fit; a key reproduces a fit bit for bit.
     block_rows : int, default 65536

@@ -77,15 +77,17 @@ class DPKANClassifier(DPLogisticRegression):
         "num_hidden": [Interval(Integral, 1, None, closed="left")],
         "grid_size": [Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"tanh", "sigmoid"})],
-        "feature_low": [Real, "array-like"],
-        "feature_high": [Real, "array-like"],
+        "feature_low": [Real, "array-like", None],
+        "feature_high": [Real, "array-like", None],
         "input_map": [StrOptions({"ball", "cube"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
     }
     algorithm = "dpsgd"  # the shared DP-SGD construction of the GLM estimators, with the noise chosen here
     fit_intercept = False  # the spline basis is a partition of unity: constants are representable
-    feature_bounds = None  # the KAN maps its inputs with feature_low / feature_high
+    feature_bounds = (
+        None  # feature_low / feature_high, or (left out) private bounds: see _estimates_feature_bounds
+    )
     label_bounds = None
 
     def __init__(
@@ -96,8 +98,8 @@ class DPKANClassifier(DPLogisticRegression):
         num_hidden: int = 64,
         grid_size: int = 5,
         activation: str = "tanh",
-        feature_low: float | Any = -1.0,
-        feature_high: float | Any = 1.0,
+        feature_low: float | Any | None = None,
+        feature_high: float | Any | None = None,
         input_map: str = "cube",
         noise: str = "lambda",
         correlation: float = 0.5,
@@ -133,8 +135,22 @@ class DPKANClassifier(DPLogisticRegression):
         self.noise_key = noise_key
         self.block_rows = block_rows
 
+    def _estimates_feature_bounds(self) -> bool:
+        """Without ``feature_low`` / ``feature_high`` the features' bounds are estimated with DP within the
+        fit's budget and the features mapped onto [−1, 1] before the KAN (whose grid then spans [−1, 1]);
+        with them, the KAN maps its inputs itself."""
+        if (self.feature_low is None) != (self.feature_high is None):
+            raise ValueError(
+                "give both feature_low and feature_high (public bounds), or neither (private bounds)"
+            )
+        return self.feature_low is None
+
+    def _symmetric_map(self) -> bool:
+        return False  # the spline basis is a partition of unity: a shift is representable
+
     def _fit_model(self) -> KANModel:
-        low, high = (np.atleast_1d(np.asarray(b, dtype=float)) for b in (self.feature_low, self.feature_high))
+        given = (self.feature_low, self.feature_high) if self.feature_low is not None else (-1.0, 1.0)
+        low, high = (np.atleast_1d(np.asarray(b, dtype=float)) for b in given)
         for name, bound in (("feature_low", low), ("feature_high", high)):
             if bound.size not in (1, self.n_features_in_):
                 raise ValueError(
@@ -174,4 +190,6 @@ class DPKANClassifier(DPLogisticRegression):
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "weights_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        if getattr(self, "feature_bounds_", None) is not None:  # the private bounds the fit estimated
+            X = self.feature_bounds_.to_unit(X)
         return self.model_.predict_margin(X, self.weights_.ravel())

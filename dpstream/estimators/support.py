@@ -1,111 +1,177 @@
-"""What the GLM estimators add around the algorithms: the public scale and the fit's warnings.
+"""What the GLM estimators add around the algorithms: the scale of the data and the fit's warnings.
 
-``PublicScale`` turns ``feature_bounds`` / ``label_bounds`` (public pairs, or ``"private"``) into the
-clip-and-map of every block onto [−1, 1] (``dpstream.scaling``), estimating private bounds on a
-disjoint prefix of the rows where asked (``dpstream.bounds``). ``FitWarnings`` says when a fit did not
-learn: AdaSSP's private ridge above N (a DP output) and a diverging training loss (operator only).
-Both are mixins of ``dpstream.estimators._DPGLMEstimator`` and read its parameters.
+``PublicScale`` clips every block into its bounds and maps it onto [−1, 1] (``dpstream.scaling``). The
+bounds are public pairs where the user gives them (``feature_bounds``, ``label_bounds``); otherwise, by
+default, they are estimated with DP inside the fit's own (ε, δ) (``dpstream.bounds``: two rounds of
+noisy histograms over every row, a share s of μ² from ``bounds_share``, the rest for training; the two
+compose to the requested guarantee). ``FitWarnings`` says when a fit did not learn: AdaSSP's private
+ridge above N (a DP output) and a diverging training loss (operator only). Both are mixins of
+``dpstream.estimators._DPGLMEstimator`` and read its parameters.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from sklearn.base import is_regressor
 
-from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
+from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
 from dpstream.noise import NoiseKey
-from dpstream.scaling import PublicBounds, scale_warning
+from dpstream.privacy import PrivacyEvent, compose_mu, epsilon_for_delta, event_mu
+from dpstream.scaling import PublicBounds
 
-__all__ = ["PublicScale", "FitWarnings", "is_dask"]
+__all__ = ["PublicScale", "FitWarnings", "BoundsRelease", "is_dask"]
 
 
 def is_dask(obj: Any) -> bool:
     return hasattr(obj, "__dask_graph__") and hasattr(obj, "to_delayed")
 
 
+@dataclass(frozen=True)
+class BoundsRelease:
+    """What a fit's private bounds spent: the share of μ², their event, and the note for the report."""
+
+    share: float
+    event: PrivacyEvent
+    note: str
+
+    def combine(self, report: Any, delta: float) -> Any:
+        """The training run's report extended to the whole fit: the bounds and the training compose."""
+        mu = compose_mu(event_mu(self.event), report.mu)
+        return dataclasses.replace(
+            report,
+            epsilon=epsilon_for_delta(delta, mu),
+            mu=mu,
+            events=f"composition of [{self.event.describe()}; {report.events}]",
+            notes=report.notes + (self.note,),
+        )
+
+
 class PublicScale:
     def _to_public_scale(self, block: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Clip and map onto [−1, 1] with the declared bounds; warn (once per fit) far outside the scale."""
+        """Clip and map onto [−1, 1] with the fit's bounds (public, or released by ``_private_bounds``)."""
         if self.feature_bounds_ is not None:
             block = self.feature_bounds_.to_unit(block)
-        elif not self._warned_scale and (message := scale_warning(block, "X", "feature_bounds")):
-            self._warned_scale = True
-            warnings.warn(message, UserWarning, stacklevel=4)
         if self.label_bounds_ is not None:
             labels = self.label_bounds_.to_unit(labels)
-        elif (
-            is_regressor(self)
-            and not self._warned_label
-            and (message := scale_warning(labels, "y", "label_bounds"))
-        ):
-            self._warned_label = True
-            warnings.warn(message, UserWarning, stacklevel=4)
         return block, labels
 
-    def _private_bounds(self, X: Any, y: Any, num_rows: int, key: NoiseKey) -> tuple[Any, Any, int, str]:
-        """``"private"`` bounds from noisy histograms of the first rows, which are then not trained on
-        (``dpstream.bounds``: disjoint rows, parallel composition, the run's (ε, δ) unchanged)."""
-        wanted = [name for name in ("feature_bounds", "label_bounds") if isinstance(getattr(self, name), str)]
-        if not wanted:
-            return X, y, num_rows, ""
-        if is_dask(X):
-            raise ValueError(
-                f"{wanted[0]}='private' needs in-memory inputs (NumPy or pandas); for a Dask collection, pass "
-                "public bounds, or estimate them with dpstream.bounds.PrivateBounds on a disjoint part of the data"
-            )
-        prefix = max(1, int(PRIVATE_BOUNDS_FRACTION * num_rows))
-        if num_rows - prefix < 2:
-            raise ValueError(
-                f"{wanted[0]}='private' needs at least 3 rows (10 % for the bounds), got n_samples={num_rows}"
-            )
-        columns = [np.asarray(X[:prefix], dtype=np.float64)] if "feature_bounds" in wanted else []
-        if "label_bounds" in wanted:
-            columns.append(np.asarray(y[:prefix], dtype=np.float64).reshape(-1, 1))
-        mechanism = PrivateBounds(self.epsilon, self.delta, self.relation)
-        table = np.hstack(columns)
-        low, high = mechanism.release(mechanism.histogram(table), key)
-        if "feature_bounds" in wanted:
-            self.feature_bounds_ = PublicBounds(low[: self.n_features_in_], high[: self.n_features_in_])
-        if "label_bounds" in wanted:
-            self.label_bounds_ = PublicBounds(low[-1:], high[-1:])
-        event = mechanism.event(table.shape[1])
-        note = (
-            f"private bounds ({', '.join(wanted)}): noisy per-column histograms of the first {prefix:,} rows, "
-            f"{event.mu:.6g}-GDP ({event.describe()}); those rows are not trained on, so by parallel composition the "
-            "guarantee above covers both releases"
-        )
-        return X[prefix:], y[prefix:], num_rows - prefix, note
-
     def _parse_bounds(self) -> None:
-        """Validate ``feature_bounds`` / ``label_bounds``; public pairs are parsed here, "private" ones are
-        estimated by ``_private_bounds`` once the rows are known."""
-        if not self.fit_intercept and (self.feature_bounds is not None or isinstance(self.label_bounds, str)):
-            raise ValueError(
-                "feature_bounds needs fit_intercept=True: mapping features onto [-1, 1] shifts them, "
-                "and the intercept absorbs the shift"
-            )
+        """Public pairs are parsed here; ``None`` (the default) and ``"private"`` are estimated by
+        ``_private_bounds`` once the rows are known."""
         if self.label_bounds is not None and not is_regressor(self):
             raise ValueError(
                 "label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)"
             )
+        symmetric = self._symmetric_map()
         self.feature_bounds_ = (
             None
-            if isinstance(self.feature_bounds, str)
-            else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds")
+            if _estimated(self.feature_bounds)
+            else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds", symmetric)
         )
         self.label_bounds_ = (
             None
-            if isinstance(self.label_bounds, str)
-            else PublicBounds.parse(self.label_bounds, 1, "label_bounds")
+            if _estimated(self.label_bounds) or not is_regressor(self)
+            else PublicBounds.parse(self.label_bounds, 1, "label_bounds", symmetric)
         )
-        self._warned_scale = self._warned_label = False
+        self._estimate_features = self.feature_bounds_ is None and self._estimates_feature_bounds()
+        self._estimate_label = self.label_bounds_ is None and is_regressor(self)
+
+    def _estimates_feature_bounds(self) -> bool:
+        """Whether missing feature bounds are estimated (subclasses that map features themselves: no)."""
+        return True
+
+    def _symmetric_map(self) -> bool:
+        """Map by scale alone, not shift: for a linear model without an intercept to absorb the shift."""
+        return not self.fit_intercept
+
+    def _private_bounds(
+        self,
+        raw_blocks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]],
+        num_rows: int,
+        key: NoiseKey,
+        mu: float,
+    ) -> BoundsRelease | None:
+        """Estimate the bounds the user did not give, with a share of the fit's μ² (module docstring); sets
+        ``feature_bounds_`` / ``label_bounds_``. ``raw_blocks()`` iterates the rows (X, y) before scaling;
+        it is called once per round."""
+        if not (self._estimate_features or self._estimate_label):
+            return None
+        names = [f"x{j}" for j in range(self.n_features_in_)] if self._estimate_features else []
+        names += ["y"] if self._estimate_label else []
+        share = bounds_share(num_rows, len(names), mu, self.relation)
+        mechanism = PrivateBounds(math.sqrt(share) * mu, self.relation)
+
+        def columns(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+            parts = [np.asarray(X, dtype=np.float64)] if self._estimate_features else []
+            if self._estimate_label:
+                parts.append(np.asarray(y, dtype=np.float64).reshape(-1, 1))
+            return np.hstack(parts)
+
+        try:
+            low, high = mechanism.coarse_release(
+                sum(mechanism.coarse_histogram(columns(X, y)) for X, y in raw_blocks()), key, tuple(names)
+            )
+        except TooFewRows as error:
+            # The fewest rows with which any column could be bounded: one bin holding τ + 2σ at the largest share.
+            least = PrivateBounds(math.sqrt(max(SHARE_RANGE)) * mu, self.relation).minimum_rows(len(names))
+            given = "feature_bounds=(low, high)" + (
+                " and label_bounds=(low, high)" if self._estimate_label else ""
+            )
+            raise ValueError(
+                f"too few rows for private bounds: n_samples={num_rows:,} with {len(names)} column(s) without public "
+                f"bounds at epsilon={self.epsilon:g}, and no half-decade bin of column {error.column!r} holds the "
+                f"{error.threshold:.0f} noisy rows the histograms need. Private bounds need at least {least:,} rows here "
+                f"(more where a column spreads over several half-decades). Pass {given} from public knowledge, "
+                "such as the data's documentation, or use a larger epsilon"
+            ) from None
+        fine = sum(mechanism.fine_histogram(columns(X, y), low, high) for X, y in raw_blocks())
+        tail = mechanism.tails(num_rows, len(names), len(names) - 1 if self._estimate_label else None)
+        low, high = mechanism.fine_release(fine, key, low, high, num_rows, tail)
+        symmetric = self._symmetric_map()
+        d = self.n_features_in_ if self._estimate_features else 0
+        if self._estimate_features:
+            self.feature_bounds_ = PublicBounds(low[:d], high[:d], symmetric)
+        if self._estimate_label:
+            self.label_bounds_ = PublicBounds(low[d:], high[d:], symmetric)
+        event = mechanism.event(len(names))
+        which = ", ".join(
+            name
+            for name, on in (
+                ("feature_bounds", self._estimate_features),
+                ("label_bounds", self._estimate_label),
+            )
+            if on
+        )
+        note = (
+            f"private bounds ({which}: none were given): two rounds of noisy per-column histograms of all {num_rows:,} rows "
+            f"({len(names)} columns), {share:.0%} of the fit's μ² ({event.events[0].mu:.4g}- and {event.events[1].mu:.4g}-GDP); "
+            "the guarantee above composes them with training. Public bounds, where known, save that share"
+        )
+        return BoundsRelease(share, event, note)
+
+
+def _estimated(bounds: Any) -> bool:
+    return bounds is None or (isinstance(bounds, str) and bounds == "private")
 
 
 class FitWarnings:
+    def _warn_if_label_mean_only(self, state: Any) -> None:
+        """AdaSSP's plan had too few rows for the regression (public quantities) and released the label mean."""
+        if getattr(state, "label_mean_only", False):
+            warnings.warn(
+                f"{next(note for note in self.privacy_report_.notes if note.startswith('too few rows'))}. "
+                "Use more rows, a larger epsilon or fewer features",
+                UserWarning,
+                stacklevel=3,
+            )
+
     def _warn_if_ridge_dominates(self, curvature: float | None) -> None:
         """AdaSSP's λ above the data's mean curvature tr(XᵀX)/d (both DP outputs of the run, so this costs
         no privacy): the noise forced a ridge that outweighs the data, and the model is close to the
@@ -142,8 +208,8 @@ class FitWarnings:
             )
             warnings.warn(
                 f"the training loss rose from {initial:.4g} (initial model) to {last:.4g} (median of the last quarter of "
-                "the steps): the fit is diverging (operator-only signal, not DP). Put the data on the public scale "
-                f"[-1, 1] with feature_bounds / label_bounds, {step}",
+                "the steps): the fit is diverging (operator-only signal, not DP). Give public feature_bounds / "
+                f"label_bounds (tighter than the private estimates), {step}",
                 UserWarning,
                 stacklevel=3,
             )

@@ -49,7 +49,7 @@ def test_config_and_estimator_build_the_same_algorithm(settings):
         clip_norm=1.0,
         **{k: v for k, v in settings.items() if k != "name"},
     )
-    from_estimator = estimator._build_algorithm(LinearRegressionModel(), ROWS, DIM)
+    from_estimator = estimator._build_algorithm(LinearRegressionModel(), ROWS, DIM, estimator.epsilon)
     assert build_for_config(config(**settings), ROWS, DIM) == from_estimator
 
 

@@ -17,6 +17,19 @@ KEY = NoiseKey.from_secret(b"s" * 32)
 REPLACE, ZERO = NeighbouringRelation.REPLACE_ONE, NeighbouringRelation.ZERO_OUT
 
 
+def fit_once(algorithm, X, y, key=KEY):
+    """One in-memory run of ``algorithm`` over the rows (X, y) as a single block."""
+    rows, dim = X.shape
+    return run(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+        num_rows=rows,
+        num_params=dim,
+        initial_params=np.zeros(dim),
+        key=key,
+    )
+
+
 def upper(matrix):
     return matrix[np.triu_indices(matrix.shape[0])]
 
@@ -151,14 +164,7 @@ def test_utility_close_to_ols_at_large_n():
     X = rng.uniform(-1, 1, (rows, dim)) / math.sqrt(dim) * 2
     y = np.clip(X @ w_star + 0.3 * rng.standard_normal(rows), -1, 1)
     algorithm = AdaSSP(1.0, 1e-6, row_norm_bound=2.0, label_bound=1.0)
-    params = run(
-        algorithm,
-        InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
-        num_rows=rows,
-        num_params=dim,
-        initial_params=np.zeros(dim),
-        key=KEY,
-    ).params
+    params = fit_once(algorithm, X, y).params
     ols = np.linalg.lstsq(X, y, rcond=None)[0]
     mse = lambda w: float(np.mean((X @ w - y) ** 2))  # noqa: E731
     assert mse(params) <= 1.05 * mse(ols)
@@ -217,3 +223,43 @@ def test_moments_request_needs_bounds_and_gradient_stats_are_refused():
 
     with pytest.raises(ValueError, match="kind='moments'"):
         algorithm.apply(algorithm.init(plan, np.zeros(2)), plan.spans[0], BatchStats.zeros(1, 2), KEY, plan)
+
+
+def test_the_solve_projects_the_noisy_matrix_onto_psd_and_floors_it():
+    """Negative eigenvalues of the noisy XᵀX are set to 0 before the ridge; the sum is floored at σ_G."""
+    from dpstream.algorithms.ssp import _ridge_solve
+
+    rotation = np.linalg.qr(np.random.default_rng(7).standard_normal((3, 3)))[0]
+    matrix = rotation @ np.diag([-5.0, 0.1, 4.0]) @ rotation.T
+    vector = np.array([1.0, -2.0, 0.5])
+    expected = rotation @ ((rotation.T @ vector) / np.array([1.0, 1.0, 4.5]))  # max(max(λ, 0) + 0.5, 1)
+    np.testing.assert_allclose(_ridge_solve(matrix, vector, 0.5, 1.0), expected, rtol=1e-12)
+
+
+def test_too_few_rows_for_the_regression_releases_the_label_sum_alone():
+    rows, dim = 200, 31
+    rng = np.random.default_rng(8)
+    X = np.hstack([rng.uniform(-1, 1, (rows, dim - 1)) / math.sqrt(dim), np.ones((rows, 1))])
+    y = np.clip(0.4 + 0.1 * rng.standard_normal(rows), -1, 1)
+    algorithm = AdaSSP(1.0, 1e-6, row_norm_bound=math.sqrt(2), label_bound=1.0, intercept_index=dim - 1)
+    plan = algorithm.plan(rows, dim)
+    gram_std = algorithm.noise_stds(dim)[1]
+    assert algorithm.noise_bound(gram_std, dim) > rows and plan.label_mean_only
+    mu = mu_for_epsilon_delta(1.0, 1e-6)
+    (event,) = algorithm.event(plan).events
+    assert event.mu == pytest.approx(mu, rel=1e-12) and event.sensitivity == 2.0  # the whole μ on Σy
+    result = fit_once(algorithm, X, y)
+    label_sum = float(np.sum(y * np.minimum(1.0, math.sqrt(2) / np.linalg.norm(X, axis=1))))
+    expected = (label_sum + plan.moment_std * plan.moment_noise.draw(KEY, 0, 1)[0]) / rows
+    assert result.params[-1] == pytest.approx(expected, rel=1e-10) and np.all(result.params[:-1] == 0)
+    report = algorithm.report(plan)
+    assert "label mean only" in report.mechanism and report.notes[0].startswith(
+        "too few rows for the regression"
+    )
+    assert report.epsilon == pytest.approx(1.0, rel=1e-6)
+    # Enough rows, or a classifier (its intercept is penalised, no centring): the full release.
+    assert not algorithm.plan(100_000, dim).label_mean_only
+    classifier = AdaSSP(1.0, 1e-6, link="logistic", intercept_index=dim - 1)
+    assert not classifier.plan(rows, dim).label_mean_only
+    with pytest.raises(ValueError, match="intercept_index=40 is outside the 31 columns"):
+        AdaSSP(1.0, 1e-6, intercept_index=40).plan(rows, dim)

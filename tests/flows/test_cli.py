@@ -1,5 +1,6 @@
 """The CLI end to end in a subprocess: real lakes, real ledger, exit codes and one-line reasons."""
 
+import json
 import os
 import re
 import subprocess
@@ -64,7 +65,8 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
         "--categorical",
         "ocean_proximity=<1H OCEAN,INLAND,ISLAND,NEAR BAY,NEAR OCEAN",
     ]
-    # A numeric column without public bounds (here all but median_income and the label) is refused, naming each.
+    # With --public-bounds-only, a numeric column without public bounds (here all but median_income and the
+    # label) is refused, naming each.
     unbounded = dpstream(
         "convert",
         HOUSING,
@@ -75,6 +77,7 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
         "--bounds",
         "median_income=0,10",
         "median_house_value=0,500001",
+        "--public-bounds-only",
     )
     assert unbounded.returncode == 2 and len(unbounded.stderr.strip().splitlines()) == 1
     assert "no public bounds for 'longitude', 'latitude', 'housing_median_age'" in unbounded.stderr
@@ -344,10 +347,17 @@ def test_convert_with_private_bounds(tmp_path):
     bad = dpstream("convert", HOUSING, tmp_path / "other", *common, "--private-bounds", "latitude")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "private bounds name column 'latitude'" in bad.stderr and not (tmp_path / "other").exists()
-    missing = dpstream("convert", HOUSING, tmp_path / "third", *common)
-    assert (
-        missing.returncode == 2 and "--private-bounds COLUMN" in missing.stderr
-    )  # the refusal names the option
+    # The default: every numeric column without --bounds or --unscaled gets private bounds.
+    default = dpstream("convert", HOUSING, tmp_path / "third", *common)
+    assert default.returncode == 0, default.stderr
+    assert "private bounds median_income=[" in default.stdout and "housing_median_age=[" in default.stdout
+    record = json.loads((tmp_path / "third" / "_convert.json").read_text())
+    assert record["private_bounds"]["columns"] == [
+        "median_income",
+        "housing_median_age",
+        "median_house_value",
+    ]
+    assert pq.read_table(tmp_path / "third").num_rows == 20_640 - 2_064
 
 
 def test_predict_refuses_a_missing_model_before_starting_a_cluster(tmp_path):
