@@ -70,7 +70,8 @@ class PrivateBoundsRequest:
         except ValueError as error:  # too few rows: say which flag to change
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
-                f"{self.sample_every}th row: {sample_rows:,} rows here)"
+                f"{self.sample_every}th row: {sample_rows:,} rows here). Flags: --bounds COLUMN=LOW,HIGH for public "
+                "ranges, or a larger --private-epsilon"
             ) from None
         bounds = {
             column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)

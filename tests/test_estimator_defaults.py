@@ -182,3 +182,35 @@ def test_a_dominating_ridge_is_reported_not_silent():
         warnings.simplefilter("error")  # enough rows: no warning
         big = np.random.default_rng(7).uniform(-1, 1, (50_000, 3))
         DPLinearRegression(feature_bounds=unit, label_bounds=unit).fit(big, np.clip(big[:, 0] * 0.5, -1, 1))
+
+
+def test_public_bounds_in_the_wrong_units_warn_naming_the_columns():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(10)
+    X = pd.DataFrame({"rooms": rng.uniform(0, 10, 3000), "share": rng.uniform(0, 1, 3000)})
+    y = X["rooms"] * 3 + rng.standard_normal(3000)
+    with pytest.warns(UserWarning, match=r"public bounds clip many values of rooms \(9\d%\), y \(\d+%\)"):
+        DPLinearRegression(feature_bounds=(0, 1), label_bounds=(0, 1)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # bounds that hold the data: no warning
+        DPLinearRegression(feature_bounds=(0, 10), label_bounds=(-10, 40)).fit(X, y)
+
+
+def test_the_whole_fits_epsilon_is_capped_and_a_text_label_is_named():
+    X, y = positive_features(3000)
+    with pytest.raises(ValueError, match="epsilon must be at most 100 .* got 101"):
+        DPLinearRegression(epsilon=101).fit(
+            X, y
+        )  # private bounds would take a share: the cap is on the whole
+    with pytest.raises(
+        ValueError, match="y must be numeric for a regressor; it holds 'high'. For class labels"
+    ):
+        DPLinearRegression().fit(X, np.where(y > 0, "high", "low"))
+
+
+def test_a_classifier_that_predicts_one_class_says_so():
+    rng = np.random.default_rng(11)
+    X = rng.uniform(0, 1, (8000, 3))
+    rare = (X[:, 0] > 0.97).astype(int)  # 3 % positives: beyond the least-squares surrogate at ε = 1
+    with pytest.warns(UserWarning, match=r"predicts 0 for every training row \(operator-only"):
+        DPLogisticRegression(feature_bounds=(0, 1)).fit(X, rare)

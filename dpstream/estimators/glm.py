@@ -51,6 +51,7 @@ from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Mode
 from dpstream.noise import NoiseKey
 from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.scaling import unmap_linear
+from dpstream.validation import check_budget
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression"]
 
@@ -85,6 +86,14 @@ def _check_finite(block: np.ndarray, name: str, offset: int) -> None:
         raise ValueError(
             f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit"
         )
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
@@ -250,6 +259,15 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         early = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y) if y is not None else None
         if isinstance(self, RegressorMixin) and early is not None and early.dtype.kind in "fiu":
             _check_finite(early.astype(np.float64).reshape(early.shape[0], -1), "y", 0)  # names the row
+        if isinstance(self, RegressorMixin) and early is not None and early.dtype.kind in "OUS":
+            try:
+                early.astype(np.float64)
+            except (TypeError, ValueError):
+                sample = next(value for value in early.ravel() if not _is_number(value))
+                raise ValueError(
+                    f"y must be numeric for a regressor; it holds {str(sample)!r}. For class labels use "
+                    "DPLogisticRegression; for numbers stored as text convert y with pandas.to_numeric"
+                ) from None
         X, y = validate_data(
             self,
             X,
@@ -267,6 +285,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
 
     def fit(self, X: Any, y: Any) -> _DPGLMEstimator:
         self._validate_params()
+        check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._parse_bounds()
@@ -296,10 +315,12 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
+        self._warn_if_clipped()
         self._warn_if_label_mean_only(result.state)
         self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()
         self._store(result.params)
+        self._warn_if_one_class(X)
         return self
 
     def _fit_model(self) -> Any:

@@ -56,10 +56,20 @@ class BoundsRelease:
 class PublicScale:
     def _to_public_scale(self, block: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Clip and map onto [−1, 1] with the fit's bounds (public, or released by ``_private_bounds``)."""
+        outside = self._outside_public
         if self.feature_bounds_ is not None:
+            if not self._estimate_features:
+                outside[0] += np.sum(
+                    (block < self.feature_bounds_.low) | (block > self.feature_bounds_.high), axis=0
+                )
             block = self.feature_bounds_.to_unit(block)
         if self.label_bounds_ is not None:
+            if not self._estimate_label:
+                outside[1] += int(
+                    np.sum((labels < self.label_bounds_.low[0]) | (labels > self.label_bounds_.high[0]))
+                )
             labels = self.label_bounds_.to_unit(labels)
+        outside[2] += len(labels)
         return block, labels
 
     def _parse_bounds(self) -> None:
@@ -82,6 +92,8 @@ class PublicScale:
         )
         self._estimate_features = self.feature_bounds_ is None and self._estimates_feature_bounds()
         self._estimate_label = self.label_bounds_ is None and is_regressor(self)
+        # Values outside the public bounds per feature, in the label, and rows seen (operator only).
+        self._outside_public = [np.zeros(self.n_features_in_, dtype=np.int64), 0, 0]
 
     def _estimates_feature_bounds(self) -> bool:
         """Whether missing feature bounds are estimated (subclasses that map features themselves: no)."""
@@ -103,7 +115,13 @@ class PublicScale:
         it is called once per round."""
         if not (self._estimate_features or self._estimate_label):
             return None
-        names = [f"x{j}" for j in range(self.n_features_in_)] if self._estimate_features else []
+        features = getattr(self, "feature_names_in_", None)
+        features = (
+            [str(name) for name in features]
+            if features is not None
+            else [f"x{j}" for j in range(self.n_features_in_)]
+        )
+        names = features if self._estimate_features else []
         names += ["y"] if self._estimate_label else []
         share = bounds_share(num_rows, len(names), mu, self.relation)
         mechanism = PrivateBounds(math.sqrt(share) * mu, self.relation)
@@ -126,10 +144,11 @@ class PublicScale:
             )
             raise ValueError(
                 f"too few rows for private bounds: n_samples={num_rows:,} with {len(names)} column(s) without public "
-                f"bounds at epsilon={self.epsilon:g}, and no half-decade bin of column {error.column!r} holds the "
-                f"{error.threshold:.0f} noisy rows the histograms need. Private bounds need at least {least:,} rows here "
-                f"(more where a column spreads over several half-decades). Pass {given} from public knowledge, "
-                "such as the data's documentation, or use a larger epsilon"
+                f"bounds at epsilon={self.epsilon:g}, and no half-decade bin of column {error.column!r} (nor 2 or 3 "
+                f"adjacent ones) holds the {error.threshold:.0f} noisy rows the histograms need. A column needs at "
+                f"least {least:,} rows inside one half-decade such as (100, 316], more where its values spread over "
+                f"several (as {error.column!r} does here); the noise draw decides near that limit. Pass {given} from "
+                "public knowledge, such as the data's documentation, or use a larger epsilon"
             ) from None
         fine = sum(mechanism.fine_histogram(columns(X, y), low, high) for X, y in raw_blocks())
         tail = mechanism.tails(num_rows, len(names), len(names) - 1 if self._estimate_label else None)
@@ -162,6 +181,46 @@ def _estimated(bounds: Any) -> bool:
 
 
 class FitWarnings:
+    CLIPPED_WARNING_FRACTION = 0.05
+
+    def _warn_if_clipped(self) -> None:
+        """Warn when public bounds clip more than 5 % of a column's values: bounds in the wrong units turn
+        a column into a constant without an error (operator only: counted on the rows, never released)."""
+        features, label, rows = getattr(self, "_outside_public", (None, 0, 0))
+        if not rows:
+            return
+        names = getattr(self, "feature_names_in_", None)
+        worst = [
+            f"{names[j] if names is not None else f'X column {j}'!s} ({count / rows:.0%})"
+            for j, count in enumerate(features)
+            if count > self.CLIPPED_WARNING_FRACTION * rows
+        ]
+        if label > self.CLIPPED_WARNING_FRACTION * rows:
+            worst.append(f"y ({label / rows:.0%})")
+        if worst:
+            warnings.warn(
+                f"the public bounds clip many values of {', '.join(worst[:5])}{' and more' if len(worst) > 5 else ''}: "
+                "check that feature_bounds / label_bounds are in the data's units (operator-only check, not DP), "
+                "or leave them out to estimate them privately",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    def _warn_if_one_class(self, X: Any) -> None:
+        """Warn when a classifier predicts one class for every training row held in memory (operator only:
+        computed from the rows, never released): the model is the majority-class rule, or worse."""
+        if is_regressor(self) or is_dask(X):
+            return
+        predicted = np.unique(self.predict(X))
+        if predicted.size == 1:
+            warnings.warn(
+                f"the fitted model predicts {predicted.tolist()[0]!r} for every training row (operator-only check, not DP): "
+                "it is no better than always answering one class. A rare class is beyond AdaSSP's least-squares "
+                "surrogate; otherwise the noise outweighs the data: use more rows or a larger epsilon",
+                UserWarning,
+                stacklevel=3,
+            )
+
     def _warn_if_label_mean_only(self, state: Any) -> None:
         """AdaSSP's plan had too few rows for the regression (public quantities) and released the label mean."""
         if getattr(state, "label_mean_only", False):
@@ -180,8 +239,8 @@ class FitWarnings:
             return
         note = (
             f"AdaSSP's private ridge λ = {self.ridge_:.4g} exceeds the data's mean curvature tr(XᵀX)/d = {curvature:.4g}: "
-            "at this N, ε, number of features and feature spread the noise outweighs the data, and the model is "
-            "close to the constant predictor (the label mean or the majority class)"
+            "at this N, ε, number of features and feature spread the noise outweighs the data, and the model may be "
+            "little better than the constant predictor (the label mean or the majority class)"
         )
         self.privacy_report_ = dataclasses.replace(
             self.privacy_report_, notes=self.privacy_report_.notes + (note,)
