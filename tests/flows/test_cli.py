@@ -327,37 +327,21 @@ def test_train_output_inside_the_lake_is_refused_before_anything_starts(tmp_path
 
 
 def test_convert_with_private_bounds(tmp_path):
-    """--private-bounds stands in for --bounds: the lake holds the other rows, the output states the
-    released bounds and their guarantee; naming a column that is not selected exits 2 with one line."""
+    """By default every numeric column without --bounds or --unscaled gets private bounds: the lake holds
+    the other rows, the output states the released bounds and their guarantee; naming a column that is
+    not selected with --private-bounds exits 2 with one line."""
     common = ["--label", "median_house_value", "--columns", "median_income", "housing_median_age"]
-    result = dpstream(
-        "convert",
-        HOUSING,
-        tmp_path / "raw",
-        *common,
-        "--bounds",
-        "housing_median_age=0,60",
-        "--private-bounds",
-        "median_income",
-        "median_house_value",
-    )
+    result = dpstream("convert", HOUSING, tmp_path / "raw", *common, "--bounds", "housing_median_age=0,60")
     assert result.returncode == 0, result.stderr
     assert "private bounds median_income=[" in result.stdout and "(1, 1e-06)-DP" in result.stdout
-    assert "not in the lake" in result.stdout
+    assert "not in the lake" in result.stdout and "housing_median_age=[" not in result.stdout
+    record = json.loads((tmp_path / "raw" / "_convert.json").read_text())
+    assert record["private_bounds"]["columns"] == ["median_income", "median_house_value"]
+    assert record["bounds"]["housing_median_age"] == [0.0, 60.0]
+    assert pq.read_table(tmp_path / "raw").num_rows == 20_640 - 2_064
     bad = dpstream("convert", HOUSING, tmp_path / "other", *common, "--private-bounds", "latitude")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "private bounds name column 'latitude'" in bad.stderr and not (tmp_path / "other").exists()
-    # The default: every numeric column without --bounds or --unscaled gets private bounds.
-    default = dpstream("convert", HOUSING, tmp_path / "third", *common)
-    assert default.returncode == 0, default.stderr
-    assert "private bounds median_income=[" in default.stdout and "housing_median_age=[" in default.stdout
-    record = json.loads((tmp_path / "third" / "_convert.json").read_text())
-    assert record["private_bounds"]["columns"] == [
-        "median_income",
-        "housing_median_age",
-        "median_house_value",
-    ]
-    assert pq.read_table(tmp_path / "third").num_rows == 20_640 - 2_064
 
 
 def test_predict_refuses_a_missing_model_before_starting_a_cluster(tmp_path):
