@@ -67,11 +67,11 @@ SHARE_RANGE = (0.1, 0.5)
 class TooFewRows(ValueError):
     """No coarse bin (or window of up to 3 adjacent bins) of ``column`` reached the threshold τ."""
 
-    def __init__(self, column: str, threshold: float):
+    def __init__(self, column: str, threshold: float, sigmas: float = 5.0):
         self.column, self.threshold = column, threshold
         super().__init__(
             f"too few rows for private bounds: no half-decade bin of column {column!r} holds {threshold:.0f} noisy rows "
-            "(the 5σ threshold of the histogram noise). Pass public bounds, or use a larger epsilon"
+            f"(the {sigmas:g}σ threshold of the histogram noise). Pass public bounds, or use a larger epsilon"
         )
 
 
@@ -179,7 +179,7 @@ class PrivateBounds:
         for column in range(counts.shape[0]):
             span = _occupied(noisy[column], threshold)
             if span is None:
-                raise TooFewRows(names[column] if names else str(column), threshold)
+                raise TooFewRows(names[column] if names else str(column), threshold, self.threshold_sigmas)
             first, final = span
             # Bin b spans (e_{b−1}, e_b]; one grid step apart where the only occupied bin lies beyond the grid.
             lower = min(max(first - 1, 0), last - 1)
@@ -228,15 +228,17 @@ class PrivateBounds:
         key: NoiseKey,
         names: tuple[str, ...] | None = None,
         label_column: int | None = None,
+        num_rows: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Both rounds on rows held in memory (``label_column``: the regression label's index, whose tail
-        fraction is the label's)."""
+        fraction is the label's). ``num_rows`` is the public N the tail fractions q·N are computed from;
+        pass it where the rows held are fewer by a data-dependent number (rows dropped for missing
+        values), since q·N must not depend on the data."""
         columns = _as_columns(columns)
+        num_rows = columns.shape[0] if num_rows is None else num_rows
         low, high = self.coarse_release(self.coarse_histogram(columns), key, names)
-        tail = self.tails(columns.shape[0], columns.shape[1], label_column)
-        return self.fine_release(
-            self.fine_histogram(columns, low, high), key, low, high, columns.shape[0], tail
-        )
+        tail = self.tails(num_rows, columns.shape[1], label_column)
+        return self.fine_release(self.fine_histogram(columns, low, high), key, low, high, num_rows, tail)
 
     @staticmethod
     def tails(num_rows: int, num_columns: int, label_column: int | None = None) -> np.ndarray:

@@ -348,16 +348,17 @@ def _release_private_bounds(
         return spec, None, 0
     raw = replace(spec, private_bounds=None, require_bounds=False)
     sample: dict[str, list[np.ndarray]] = {column: [] for column in request.columns}
-    offset = 0
+    offset, sampled = 0, 0
     for batch in batches:
         mask = sample_mask(offset, batch.num_rows, request.sample_every)
+        sampled += int(mask.sum())  # positions, public: rows dropped for missing values still count
         positions = np.arange(offset, offset + batch.num_rows)[mask]
         table = _convert_batch(split_batch(batch, mask)[0], raw, offset, source, positions)
         for column in request.columns:
             sample[column].append(table.column(column).to_numpy())
         offset += batch.num_rows
     values = {column: np.concatenate(arrays) for column, arrays in sample.items()}
-    bounds, provenance = request.release(values, len(next(iter(values.values()))))
+    bounds, provenance = request.release(values, sampled)
     return (
         replace(spec, bounds={**spec.bounds, **bounds}, private_bounds=None),
         provenance,

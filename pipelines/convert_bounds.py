@@ -61,12 +61,15 @@ class PrivateBoundsRequest:
         return PrivateBounds.for_budget(self.epsilon, self.delta, NeighbouringRelation.parse(self.relation))
 
     def release(self, sample: dict[str, np.ndarray], sample_rows: int) -> tuple[dict, dict[str, Any]]:
-        """({column: (low, high)}, the provenance for the record) from the sample's raw column values."""
+        """({column: (low, high)}, the provenance for the record) from the sample's raw column values.
+        ``sample_rows`` is the number of sampled positions, public (every ``sample_every``-th CSV row): the
+        rows held may be fewer by a data-dependent number (missing values dropped), which must not reach
+        the tail fractions or the record."""
         mechanism = self.mechanism()
         values = np.column_stack([sample[column] for column in self.columns])
         label = self.columns.index(self.label) if self.label in self.columns else None
         try:
-            low, high = mechanism.estimate(values, NoiseKey.generate(), self.columns, label)
+            low, high = mechanism.estimate(values, NoiseKey.generate(), self.columns, label, sample_rows)
         except ValueError as error:  # too few rows: say which flag to change
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "

@@ -164,3 +164,19 @@ def test_private_bounds_on_dask_inputs_match_in_memory_ones():
     )
     np.testing.assert_allclose(lazy.feature_bounds_.low, in_memory.feature_bounds_.low)
     np.testing.assert_allclose(lazy.label_bounds_.high, in_memory.label_bounds_.high)
+    # Uneven row chunks in X, other chunks in y: y follows X's chunks.
+    uneven = DPLinearRegression(noise_key=KEY).fit(
+        da.from_array(X, chunks=((1, 7999), (2,))), da.from_array(y, chunks=1000)
+    )
+    np.testing.assert_allclose(uneven.coef_, in_memory.coef_, rtol=1e-6)
+
+
+def test_the_tail_allowance_uses_the_public_row_count():
+    """``num_rows`` (public) sets q·N even where fewer rows are held (rows dropped for missing values)."""
+    column = np.random.default_rng(9).normal(50, 10, (5000, 1))
+    mechanism = PrivateBounds(2.0)
+    narrow = mechanism.estimate(column, KEY, num_rows=5000)
+    assert mechanism.estimate(column, KEY) == narrow  # the default: the rows held
+    wide = mechanism.estimate(column, KEY, num_rows=10)  # q·N = 0.2·10 = 2 rows: hardly any narrowing
+    assert wide[0][0] <= narrow[0][0] and wide[1][0] >= narrow[1][0]
+    assert (wide[0][0], wide[1][0]) != (narrow[0][0], narrow[1][0])

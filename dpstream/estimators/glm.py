@@ -250,7 +250,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         if is_dask(X):
             if len(getattr(X, "shape", ())) == 2 and hasattr(X, "rechunk"):
                 X = X.rechunk({1: -1})
-                y = y.rechunk(X.chunks[0]) if hasattr(y, "rechunk") else y
+                y = y.rechunk((X.chunks[0],)) if hasattr(y, "rechunk") else y
                 num_rows = int(X.compute_chunk_sizes().shape[0]) if np.isnan(X.shape[0]) else int(X.shape[0])
             else:
                 num_rows = int(len(X))
@@ -301,6 +301,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         inputs = self.n_features_in_ + int(self.fit_intercept)
         model = self._fit_model()
         dim = model.num_params(inputs)
+        self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
         result = run(
             algorithm,

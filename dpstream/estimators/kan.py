@@ -171,7 +171,7 @@ class DPKANClassifier(DPLogisticRegression):
 
     def _describe(self, report: Any, num_rows: int) -> Any:
         kappa = theorem_f12_noise_multiplier(
-            self.epsilon,
+            self._training_epsilon,  # training's share: private bounds took the rest
             self.delta,
             report.steps,
             report.rows_per_step / num_rows,

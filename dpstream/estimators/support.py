@@ -147,7 +147,8 @@ class PublicScale:
                 f"bounds at epsilon={self.epsilon:g}, and no half-decade bin of column {error.column!r} (nor 2 or 3 "
                 f"adjacent ones) holds the {error.threshold:.0f} noisy rows the histograms need. A column needs at "
                 f"least {least:,} rows inside one half-decade such as (100, 316], more where its values spread over "
-                f"several (as {error.column!r} does here); the noise draw decides near that limit. Pass {given} from "
+                f"several (as {error.column!r} does here). This attempt spent its share of epsilon like any release: "
+                f"a retry on the same rows spends it again. Pass {given} from "
                 "public knowledge, such as the data's documentation, or use a larger epsilon"
             ) from None
         fine = sum(mechanism.fine_histogram(columns(X, y), low, high) for X, y in raw_blocks())
