@@ -184,8 +184,10 @@ class PrivateBounds:
             # Bin b spans (e_{b−1}, e_b]; one grid step apart where the only occupied bin lies beyond the grid.
             lower = min(max(first - 1, 0), last - 1)
             upper = min(max(final, lower + 1), last)
-            if upper == lower + 1 and self.edges[upper] == 0.0 and upper < last:
-                upper += 1  # the bin of 0 alone has no width: a constant-0 column maps onto [0, next edge]
+            if upper == lower + 1 and self.edges[upper] == 0.0:
+                # The bin of 0 alone has no width: an all-zero column is read as an indicator that never
+                # fires, [0, 1], so its weight in the user's units stays on an indicator's scale.
+                upper = min(int(np.searchsorted(self.edges, 1.0)), last)
             low[column], high[column] = self.edges[lower], self.edges[upper]
         return low, high
 
