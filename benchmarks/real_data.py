@@ -29,11 +29,11 @@ Run: ``python -m benchmarks.real_data [--fits 20] [--adassp]`` (about 2 min on 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -214,8 +214,11 @@ def classification_table(results: list[Result]) -> str:
 
 
 def label_mean_rule(repeats: int = 30) -> str:
-    """Median RMSE of AdaSSP's full release against the noisy label mean where λ₀ = ratio·N."""
-    from dpstream.algorithms.ssp import AdaSSP, symmetric_noise
+    """Median RMSE of AdaSSP's full release against the noisy label mean where λ₀ = ratio·N: both arms run
+    ``AdaSSP.apply`` on the same exact statistics, with the plan's ``label_mean_only`` set each way."""
+    from dpstream.algorithms.ssp import AdaSSP
+    from dpstream.models.moments import moment_sums
+    from dpstream.models.stats import BatchStats
     from dpstream.privacy import mu_for_epsilon_delta
 
     rows = []
@@ -226,43 +229,47 @@ def label_mean_rule(repeats: int = 30) -> str:
         labels = PublicBounds.parse(dataset.label_bounds, 1, "label_bounds")
         dim = Xtr.shape[1] + 1
         algorithm = AdaSSP(1.0, DELTA, intercept_index=dim - 1)
-        gram_std = algorithm.noise_stds(dim)[1]
-        noise_bound = algorithm.noise_bound(gram_std, dim)
+        eigen_std, gram_std, moment_std = algorithm.noise_stds(dim)
         test_rows = np.hstack([features.to_unit(Xte), np.ones((len(Xte), 1))])
         for ratio in (0.6, 0.8, 1.0, 1.2, 1.5, 2.0):
-            num_rows = int(noise_bound / ratio)
-            full, mean = [], []
+            num_rows = int(algorithm.noise_bound(gram_std, dim) / ratio)
+            planned = algorithm.plan(num_rows, dim)
+            arms = {
+                "full": dataclasses.replace(
+                    planned,
+                    label_mean_only=False,
+                    eigenvalue_std=eigen_std,
+                    gram_std=gram_std,
+                    moment_std=moment_std,
+                ),
+                "mean": dataclasses.replace(
+                    planned,
+                    label_mean_only=True,
+                    moment_std=algorithm.label_sum_sensitivity / mu_for_epsilon_delta(1.0, DELTA),
+                ),
+            }
+            errors: dict[str, list[float]] = {arm: [] for arm in arms}
             for repeat in range(repeats):
-                rng = np.random.default_rng(repeat)
-                pick = rng.choice(len(ytr), num_rows, replace=False)
+                pick = np.random.default_rng(repeat).choice(len(ytr), num_rows, replace=False)
                 Z = np.hstack([features.to_unit(Xtr[pick]), np.ones((num_rows, 1))])
-                Z *= np.minimum(1.0, algorithm.bound(dim) / np.linalg.norm(Z, axis=1))[:, None]
-                y = labels.to_unit(ytr[pick])
-                eigen_std, _, moment_std = algorithm.noise_stds(dim)
-                plan = SimpleNamespace(
-                    num_rows=num_rows, num_params=dim, gram_std=gram_std, eigenvalue_std=eigen_std
-                )
-                gram = Z.T @ Z
-                ridge = algorithm.ridge(float(np.linalg.eigvalsh(gram)[0]), rng.standard_normal(), plan)
-                noisy_gram = gram + gram_std * symmetric_noise(rng.standard_normal(dim * (dim + 1) // 2), dim)
-                theta = algorithm.solve(
-                    noisy_gram, Z.T @ y + moment_std * rng.standard_normal(dim), ridge, plan
-                )
-                sum_std = algorithm.label_sum_sensitivity / mu_for_epsilon_delta(1.0, DELTA)
-                rmse = lambda prediction: float(np.sqrt(np.mean((labels.from_unit(prediction) - yte) ** 2)))  # noqa: E731
-                full.append(rmse(test_rows @ theta))
-                mean.append(
-                    rmse(np.full(len(yte), (y @ Z[:, -1] + sum_std * rng.standard_normal()) / num_rows))
-                )
+                gram, moment, _ = moment_sums(Z, labels.to_unit(ytr[pick]), planned.row_norm_bound, 1.0)
+                stats = BatchStats(np.zeros((0, dim)), num_rows, gram=gram, moment=moment)
+                for arm, plan in arms.items():
+                    state = algorithm.apply(
+                        algorithm.init(plan, None), plan.spans[0], stats, noise_key(repeat), plan
+                    )
+                    prediction = labels.from_unit(test_rows @ algorithm.result(state))
+                    errors[arm].append(float(np.sqrt(np.mean((prediction - yte) ** 2))))
+            full, mean = np.median(errors["full"]), np.median(errors["mean"])
             rows.append(
                 [
                     dataset.name,
                     f"{ratio:g}",
                     f"{num_rows:,}",
-                    f"{np.median(full):.4g}",
-                    f"{np.median(mean):.4g}",
-                    "full" if np.median(full) < np.median(mean) else "mean",
-                ]  # fmt: skip
+                    f"{full:.4g}",
+                    f"{mean:.4g}",
+                    "full" if full < mean else "mean",
+                ]
             )
     return markdown_table(
         ["dataset", "λ₀ / N", "N", "full AdaSSP RMSE (median)", "noisy label mean RMSE (median)", "better"],

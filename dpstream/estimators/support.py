@@ -181,6 +181,11 @@ def _estimated(bounds: Any) -> bool:
     return bounds is None or (isinstance(bounds, str) and bounds == "private")
 
 
+def _warn(message: str) -> None:
+    """A fit's warning, attributed to the user's ``fit`` call (fit → _warn_if_… → here)."""
+    warnings.warn(message, UserWarning, stacklevel=4)
+
+
 class FitWarnings:
     CLIPPED_WARNING_FRACTION = 0.05
 
@@ -199,12 +204,10 @@ class FitWarnings:
         if label > self.CLIPPED_WARNING_FRACTION * rows:
             worst.append(f"y ({label / rows:.0%})")
         if worst:
-            warnings.warn(
+            _warn(
                 f"the public bounds clip many values of {', '.join(worst[:5])}{' and more' if len(worst) > 5 else ''}: "
                 "check that feature_bounds / label_bounds are in the data's units (operator-only check, not DP), "
-                "or leave them out to estimate them privately",
-                UserWarning,
-                stacklevel=3,
+                "or leave them out to estimate them privately"
             )
 
     def _warn_if_one_class(self, X: Any) -> None:
@@ -214,22 +217,18 @@ class FitWarnings:
             return
         predicted = np.unique(self.predict(X))
         if predicted.size == 1:
-            warnings.warn(
+            _warn(
                 f"the fitted model predicts {predicted.tolist()[0]!r} for every training row (operator-only check, not DP): "
                 "it is no better than always answering one class. A rare class is beyond AdaSSP's least-squares "
-                "surrogate; otherwise the noise outweighs the data: use more rows or a larger epsilon",
-                UserWarning,
-                stacklevel=3,
+                "surrogate; otherwise the noise outweighs the data: use more rows or a larger epsilon"
             )
 
     def _warn_if_label_mean_only(self, state: Any) -> None:
         """AdaSSP's plan had too few rows for the regression (public quantities) and released the label mean."""
         if getattr(state, "label_mean_only", False):
-            warnings.warn(
+            _warn(
                 f"{next(note for note in self.privacy_report_.notes if note.startswith('too few rows'))}. "
-                "Use more rows, a larger epsilon or fewer features",
-                UserWarning,
-                stacklevel=3,
+                "Use more rows, a larger epsilon or fewer features"
             )
 
     def _warn_if_ridge_dominates(self, curvature: float | None) -> None:
@@ -246,10 +245,8 @@ class FitWarnings:
         self.privacy_report_ = dataclasses.replace(
             self.privacy_report_, notes=self.privacy_report_.notes + (note,)
         )
-        warnings.warn(
-            f"{note}. Use more rows, a larger epsilon, fewer features, tighter feature_bounds, or algorithm='srgd'",
-            UserWarning,
-            stacklevel=3,
+        _warn(
+            f"{note}. Use more rows, a larger epsilon, fewer features, tighter feature_bounds, or algorithm='srgd'"
         )
 
     def _warn_if_diverging(self) -> None:
@@ -266,10 +263,8 @@ class FitWarnings:
                 if self.algorithm_ == "srgd"
                 else f"or lower learning_rate (now {rate:.4g})"
             )
-            warnings.warn(
+            _warn(
                 f"the training loss rose from {initial:.4g} (initial model) to {last:.4g} (median of the last quarter of "
                 "the steps): the fit is diverging (operator-only signal, not DP). Give public feature_bounds / "
-                f"label_bounds (tighter than the private estimates), {step}",
-                UserWarning,
-                stacklevel=3,
+                f"label_bounds (tighter than the private estimates), {step}"
             )
