@@ -213,57 +213,67 @@ def classification_table(results: list[Result]) -> str:
     )
 
 
-def label_mean_rule(repeats: int = 30) -> str:
-    """Median RMSE of AdaSSP's full release against the noisy label mean where λ₀ = ratio·N: both arms run
-    ``AdaSSP.apply`` on the same exact statistics, with the plan's ``label_mean_only`` set each way."""
+def label_mean_errors(name: str, ratios, repeats: int = 30) -> dict[float, tuple[int, float, float]]:
+    """{λ₀/N: (N, median RMSE of the full AdaSSP release, of the noisy label mean)} on subsamples of the
+    dataset's training rows: both arms run ``AdaSSP.apply`` on the same exact statistics, with the plan's
+    ``label_mean_only`` set each way (public bounds, ε = 1)."""
     from dpstream.algorithms.ssp import AdaSSP
     from dpstream.models.moments import moment_sums
     from dpstream.models.stats import BatchStats
     from dpstream.privacy import mu_for_epsilon_delta
 
+    dataset = load(name)
+    Xtr, ytr, Xte, yte = split(dataset)
+    features = PublicBounds.parse(dataset.feature_bounds, Xtr.shape[1], "feature_bounds")
+    labels = PublicBounds.parse(dataset.label_bounds, 1, "label_bounds")
+    dim = Xtr.shape[1] + 1
+    algorithm = AdaSSP(1.0, DELTA, intercept_index=dim - 1)
+    eigen_std, gram_std, moment_std = algorithm.noise_stds(dim)
+    test_rows = np.hstack([features.to_unit(Xte), np.ones((len(Xte), 1))])
+    results = {}
+    for ratio in ratios:
+        num_rows = int(algorithm.noise_bound(gram_std, dim) / ratio)
+        planned = algorithm.plan(num_rows, dim)
+        arms = {
+            "full": dataclasses.replace(
+                planned,
+                label_mean_only=False,
+                eigenvalue_std=eigen_std,
+                gram_std=gram_std,
+                moment_std=moment_std,
+            ),
+            "mean": dataclasses.replace(
+                planned,
+                label_mean_only=True,
+                moment_std=algorithm.label_sum_sensitivity / mu_for_epsilon_delta(1.0, DELTA),
+            ),
+        }
+        errors: dict[str, list[float]] = {arm: [] for arm in arms}
+        for repeat in range(repeats):
+            pick = np.random.default_rng(repeat).choice(len(ytr), num_rows, replace=False)
+            Z = np.hstack([features.to_unit(Xtr[pick]), np.ones((num_rows, 1))])
+            gram, moment, _ = moment_sums(Z, labels.to_unit(ytr[pick]), planned.row_norm_bound, 1.0)
+            stats = BatchStats(np.zeros((0, dim)), num_rows, gram=gram, moment=moment)
+            for arm, plan in arms.items():
+                state = algorithm.apply(
+                    algorithm.init(plan, None), plan.spans[0], stats, noise_key(repeat), plan
+                )
+                prediction = labels.from_unit(test_rows @ algorithm.result(state))
+                errors[arm].append(float(np.sqrt(np.mean((prediction - yte) ** 2))))
+        results[ratio] = (num_rows, float(np.median(errors["full"])), float(np.median(errors["mean"])))
+    return results
+
+
+def label_mean_rule(repeats: int = 30) -> str:
+    """The table of ``label_mean_errors`` on California and CPS 1988."""
     rows = []
     for name in ("california", "cps1988"):
-        dataset = load(name)
-        Xtr, ytr, Xte, yte = split(dataset)
-        features = PublicBounds.parse(dataset.feature_bounds, Xtr.shape[1], "feature_bounds")
-        labels = PublicBounds.parse(dataset.label_bounds, 1, "label_bounds")
-        dim = Xtr.shape[1] + 1
-        algorithm = AdaSSP(1.0, DELTA, intercept_index=dim - 1)
-        eigen_std, gram_std, moment_std = algorithm.noise_stds(dim)
-        test_rows = np.hstack([features.to_unit(Xte), np.ones((len(Xte), 1))])
-        for ratio in (0.6, 0.8, 1.0, 1.2, 1.5, 2.0):
-            num_rows = int(algorithm.noise_bound(gram_std, dim) / ratio)
-            planned = algorithm.plan(num_rows, dim)
-            arms = {
-                "full": dataclasses.replace(
-                    planned,
-                    label_mean_only=False,
-                    eigenvalue_std=eigen_std,
-                    gram_std=gram_std,
-                    moment_std=moment_std,
-                ),
-                "mean": dataclasses.replace(
-                    planned,
-                    label_mean_only=True,
-                    moment_std=algorithm.label_sum_sensitivity / mu_for_epsilon_delta(1.0, DELTA),
-                ),
-            }
-            errors: dict[str, list[float]] = {arm: [] for arm in arms}
-            for repeat in range(repeats):
-                pick = np.random.default_rng(repeat).choice(len(ytr), num_rows, replace=False)
-                Z = np.hstack([features.to_unit(Xtr[pick]), np.ones((num_rows, 1))])
-                gram, moment, _ = moment_sums(Z, labels.to_unit(ytr[pick]), planned.row_norm_bound, 1.0)
-                stats = BatchStats(np.zeros((0, dim)), num_rows, gram=gram, moment=moment)
-                for arm, plan in arms.items():
-                    state = algorithm.apply(
-                        algorithm.init(plan, None), plan.spans[0], stats, noise_key(repeat), plan
-                    )
-                    prediction = labels.from_unit(test_rows @ algorithm.result(state))
-                    errors[arm].append(float(np.sqrt(np.mean((prediction - yte) ** 2))))
-            full, mean = np.median(errors["full"]), np.median(errors["mean"])
+        for ratio, (num_rows, full, mean) in label_mean_errors(
+            name, (0.6, 0.8, 1.0, 1.2, 1.5, 2.0), repeats
+        ).items():
             rows.append(
                 [
-                    dataset.name,
+                    load(name).name,
                     f"{ratio:g}",
                     f"{num_rows:,}",
                     f"{full:.4g}",
