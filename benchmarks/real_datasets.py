@@ -206,7 +206,7 @@ def penguins() -> Dataset:
 
 def documented_ranges(descr: str, count: int) -> tuple[np.ndarray, np.ndarray]:
     """The Min / Max columns of the summary table in a scikit-learn dataset's documentation."""
-    rows = re.findall(r"^\s*[a-z][a-z ()]+:\s+([-\d.]+)\s+([-\d.]+)\s*$", descr, flags=re.MULTILINE)
+    rows = re.findall(r"^\s*[A-Za-z][A-Za-z0-9 ()/]+:\s+([-\d.]+)\s+([-\d.]+)", descr, flags=re.MULTILINE)
     low, high = np.array(rows[:count], dtype=float).T
     return low, high
 

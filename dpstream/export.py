@@ -8,10 +8,14 @@ names in lake order, the label, the parameters, the privacy report and, for a la
 The model reads features **as stored in the lake** (already clipped and mapped by the conversion);
 ``ModelDocument.predict`` returns
 
+the output its kind declares (``dpstream.models.kinds.ModelKind.predictions``):
+
 * linear: the prediction in the label's units (the conversion's label bounds undo its mapping onto
   ``scale_range``; without them, on the lake's label scale);
-* logistic / KAN: 1 where the margin is positive (the training rule "label > 0" is the positive class),
-  else 0, and the probability of class 1 (σ(margin)).
+* a classifier with a public class list (``model.classes``): the class in its original spelling and one
+  ``probability_<class>`` column per class (rows sum to 1);
+* a classifier of a lake coded {0, 1} or {−1, +1} without names: 1 where the margin is positive (the
+  training rule "label > 0" is the positive class), else 0, and the probability of class 1 (σ(margin)).
 
 ``to_estimator()`` returns the scikit-learn estimator class with the fitted attributes set
 (``coef_``/``intercept_`` in label units, ``feature_names_in_`` so a DataFrame with reordered columns
@@ -88,8 +92,8 @@ def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ModelDocument:
-    kind: str  # "linear", "logistic" or "kan"
-    settings: dict[str, Any]  # the model section's other keys (the KAN's shape and public bounds)
+    kind: str  # a declared kind (dpstream.models.kinds): "linear", "logistic" or "kan"
+    settings: dict[str, Any]  # the model section's other keys (the KAN's shape, a classifier's classes)
     features: tuple[str, ...]
     label: str
     params: np.ndarray
@@ -125,10 +129,12 @@ class ModelDocument:
             run_id = check_name("run_id", document["run_id"])
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{source} is incomplete or damaged ({type(error).__name__}: {error})") from None
-        from dpstream.models import MODEL_KINDS
+        from dpstream.models import model_kind
 
-        if kind not in MODEL_KINDS:
-            raise ValueError(f"{source}: unknown model kind {kind!r}; expected linear, logistic or kan")
+        try:
+            model_kind(kind)
+        except ValueError as error:
+            raise ValueError(f"{source}: {error}") from None
         if isinstance(features, str):
             raise ValueError(
                 f"{source}: the model was trained on the fixed-size-list column {features!r}; scoring reads "
@@ -145,7 +151,10 @@ class ModelDocument:
             run_id=run_id,
             algorithm=str(document.get("algorithm", "")),
         )
-        expected = document_.build().num_params(len(document_.features))
+        try:
+            expected = document_.build().num_params(len(document_.features))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: its model section is damaged ({error})") from None
         if params.ndim != 1 or params.size != expected or not np.all(np.isfinite(params)):
             raise ValueError(
                 f"{source}: {params.size} parameters for a {kind} model of {len(document_.features)} features "
@@ -160,8 +169,22 @@ class ModelDocument:
         return build_model(self.kind, **self.settings)
 
     @property
+    def declaration(self) -> Any:
+        from dpstream.models import model_kind
+
+        return model_kind(self.kind)
+
+    @property
     def is_classifier(self) -> bool:
-        return self.kind != "linear"
+        return self.declaration.classifies
+
+    @property
+    def classes(self) -> list[str] | None:
+        """A classifier's public class list, in the order of the lake's label codes (None: {0, 1} codes)."""
+        return self.settings.get("classes")
+
+    def output_columns(self) -> list[str]:
+        return self.declaration.prediction_columns(self.classes)
 
     def label_map(self) -> tuple[float, float]:
         """(scale, offset) taking the lake's label scale to the label's units: identity without a
@@ -184,23 +207,18 @@ class ModelDocument:
         return self.build().predict_margin(X, self.params)
 
     def predict(self, X: np.ndarray) -> dict[str, np.ndarray]:
-        """{"prediction": ...} (and {"probability": ...} for classifiers) for rows of the lake's features."""
-        margins = self.margins(X)
-        if not self.is_classifier:
-            scale, offset = self.label_map()
-            return {"prediction": margins * scale + offset}
-        from scipy.special import expit
-
-        return {"prediction": (margins > 0).astype(np.int64), "probability": expit(margins)}
+        """The kind's prediction columns (``output_columns``) for rows of the lake's features."""
+        return self.declaration.predictions(self.margins(X), self.classes, self.label_map())
 
     def to_estimator(self) -> Any:
         """A fitted ``DPLinearRegression``, ``DPLogisticRegression`` or ``DPKANClassifier``."""
         from dpstream.algorithms.base import PrivacyReport
         from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
+        from dpstream.models import KANModel
 
         names = np.asarray(self.features, dtype=object)
-        if self.kind == "kan":
-            model = self.build()
+        model = self.build()
+        if isinstance(model, KANModel):
             estimator = DPKANClassifier(
                 num_hidden=model.num_hidden,
                 grid_size=model.grid_size,
@@ -219,10 +237,15 @@ class ModelDocument:
                 fit_intercept=False
             )
             scale, offset = (1.0, 0.0) if self.is_classifier else self.label_map()
-            estimator.coef_, estimator.intercept_ = self.params * scale, offset
+            outputs = getattr(model, "outputs", 1)
+            if outputs > 1:  # K classes: W is (features, K), coef_ (K, features)
+                estimator.coef_ = self.params.reshape(len(names), outputs).T.copy()
+                estimator.intercept_ = np.zeros(outputs)
+            else:
+                estimator.coef_, estimator.intercept_ = self.params * scale, offset
             estimator.feature_bounds_, estimator.label_bounds_ = None, None
         if self.is_classifier:
-            estimator.classes_ = np.array([0, 1])
+            estimator.classes_ = np.array(self.classes if self.classes is not None else [0, 1])
         estimator.n_features_in_, estimator.feature_names_in_ = len(names), names
         if self.privacy:
             estimator.privacy_report_ = PrivacyReport(**self.privacy)

@@ -142,8 +142,9 @@ def _train(args, console: Console) -> int:
             show_progress=not args.quiet,
         )
     console.print(result["report"].to_markdown())
-    for name, value in result["metrics"].items():
-        console.print(f"{name}: {value:.6g}")
+    from dpstream.models.kinds import summarise
+
+    console.print(summarise(result["metrics"]), soft_wrap=True)  # one line, whatever the terminal's width
     console.print(
         f"run {result['run_id']}: the release (model, privacy report, plots) under {locations.output}; "
         f"operator-only metrics and loss plot under {locations.operator}; log {args.log_file}"

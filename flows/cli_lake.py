@@ -19,8 +19,42 @@ def add_lake_parsers(commands) -> None:
     convert = commands.add_parser("convert", help="convert a CSV file into a Parquet lake")
     convert.add_argument("csv")
     convert.add_argument("out")
-    convert.add_argument("--columns", nargs="+", default=[], help="numeric feature columns to keep")
+    convert.add_argument(
+        "--columns",
+        nargs="+",
+        default=None,
+        help="numeric feature columns to keep (default: every numeric column not named elsewhere or in --drop)",
+    )
     convert.add_argument("--label", required=True)
+    convert.add_argument(
+        "--label-classes",
+        default=None,
+        metavar="A,B,C",
+        help="the label's public class list: each label is written as its position (other values are refused, "
+        "or dropped with --unknown-category drop), and the config's model is logistic over these classes",
+    )
+    convert.add_argument(
+        "--id",
+        nargs="*",
+        default=[],
+        metavar="COLUMN",
+        help="columns carried into the lake untouched (never features)",
+    )
+    convert.add_argument(
+        "--drop", nargs="*", default=[], metavar="COLUMN", help="columns left out of the default --columns"
+    )
+    convert.add_argument(
+        "--no-intercept",
+        action="store_true",
+        help="no constant feature 'intercept' = 1 (written by default so a model has an intercept)",
+    )
+    convert.add_argument(
+        "--config",
+        default=None,
+        metavar="PATH",
+        help="where to write the ready pipeline config (default: pipeline.toml beside the lake; never overwritten)",
+    )
+    convert.add_argument("--no-config", action="store_true", help="write no pipeline config")
     convert.add_argument("--missing", choices=["drop", "impute"], default="drop")
     convert.add_argument(
         "--impute", nargs="*", default=[], metavar="COLUMN=VALUE", help="public imputation constants"
@@ -101,11 +135,24 @@ def add_lake_parsers(commands) -> None:
         "report", help="print the privacy report of a published run (its model.json, checked whole)"
     )
     report.add_argument("run", help="the run's output folder (holds model.json)")
+    report.add_argument(
+        "--operator",
+        default=None,
+        metavar="DIR",
+        help="the run's operator folder (operator/<run id> beside the config by default): also print its "
+        "non-private held-out metric beside the baseline",
+    )
     report.set_defaults(handler=report_command)
 
 
 def convert_command(args, console: Console) -> int:
-    from pipelines.convert import ConvertSpec, check_csv_columns, csv_to_parquet, read_convert_record
+    from pipelines.convert import (
+        ConvertSpec,
+        check_csv_columns,
+        check_empty_location,
+        csv_to_parquet,
+        read_convert_record,
+    )
     from pipelines.convert_bounds import PrivateBoundsRequest
 
     impute = {column: float(value) for column, value in parse_pairs(args.impute, "--impute").items()}
@@ -119,9 +166,22 @@ def convert_command(args, console: Console) -> int:
         if len(parts) != 2:
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
-    check_csv_columns(args.csv, [*args.columns, *categorical, args.label])  # before the bounds rule
+    from pipelines.convert_config import check_config_location, default_columns, write_pipeline_toml
+
+    label_classes = tuple(name.strip() for name in (args.label_classes or "").split(",") if name.strip())
+    config = None if args.no_config else (args.config or _beside(args.out, "pipeline.toml"))
+    check_empty_location(args.out)  # the lake's own refusal first: it says more than the config's
+    if config is not None:
+        check_config_location(config)  # before anything is written
+    columns = args.columns
+    if columns is None:
+        columns = default_columns(args.csv, {args.label, *categorical, *args.id, *args.drop})
+    check_csv_columns(args.csv, [*columns, *categorical, args.label, *args.id])  # before the bounds rule
     settings = dict(
-        columns=tuple(args.columns),
+        columns=tuple(columns),
+        label_classes=label_classes,
+        passthrough=tuple(args.id),
+        intercept=not args.no_intercept,
         label=args.label,
         missing=args.missing,
         impute_values=impute,
@@ -147,7 +207,23 @@ def convert_command(args, console: Console) -> int:
     paths = csv_to_parquet(args.csv, args.out, spec)
     console.print(
         f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
+        + (
+            f"; label {args.label} coded 0..{len(label_classes) - 1} for {', '.join(label_classes)}"
+            if label_classes
+            else ""
+        )
     )
+    if config is not None:
+        import pyarrow.parquet as pq
+
+        from dpstream.storage import open_url
+
+        fs, _ = open_url(args.out)
+        rows = sum(pq.ParquetFile(fs.open(path, "rb")).metadata.num_rows for path in paths)
+        write_pipeline_toml(config, _relative(args.out, config), read_convert_record(args.out), rows)
+        console.print(
+            f"wrote {config}: `dpstream validate {config}`, then `dpstream train {config} --run-id NAME`"
+        )
     if private:
         record = read_convert_record(args.out)
         released = ", ".join(
@@ -158,6 +234,22 @@ def convert_command(args, console: Console) -> int:
             "documentation gives them (--bounds COLUMN=LOW,HIGH), keep every row in the lake"
         )
     return EXIT_OK
+
+
+def _beside(url: str, name: str) -> str:
+    """``name`` in the folder that holds ``url``."""
+    parent = url.rstrip("/").rsplit("/", 1)[0] if "/" in url.rstrip("/") else "."
+    return f"{parent}/{name}"
+
+
+def _relative(url: str, config: str) -> str:
+    """``url`` as the config at ``config`` names it: relative to the config's folder for local paths
+    (a config's relative locations are anchored there), else as given."""
+    import os
+
+    if "://" in url or "://" in config:
+        return url
+    return os.path.relpath(os.path.abspath(url), os.path.dirname(os.path.abspath(config)))
 
 
 def predict_command(args, console: Console) -> int:
@@ -178,7 +270,7 @@ def predict_command(args, console: Console) -> int:
         summary = predict_lake(model, args.lake, args.out, client=client, keep=tuple(args.keep))
     finally:
         client.close()
-    columns = "prediction, probability" if model.is_classifier else f"prediction ({model.label})"
+    columns = ", ".join(model.output_columns()) + ("" if model.is_classifier else f" ({model.label})")
     console.print(
         f"scored {summary.rows:,} rows into {len(summary.files)} Parquet file(s) under {args.out}: {columns}"
     )
@@ -204,12 +296,31 @@ def report_command(args, console: Console) -> int:
     console.print(f"run {model.run_id}")
     shown = ", ".join(model.features)
     console.print(f"{model.kind} model trained with {model.algorithm}: {shown} → {model.label}")
+    if model.classes is not None:
+        console.print(
+            f"classes of {model.label} (public, in the order of its codes): {', '.join(model.classes)}"
+        )
     console.print(_preprocessing_line(model.preprocessing, model.label))
     console.print(PrivacyReport(**privacy).to_markdown())
-    console.print(
-        "The held-out evaluation is non-private and not part of the release: `dpstream train` printed it, and "
-        "wrote it to the run's operator folder (operator/<run id>/metrics.json by default)"
-    )
+    if args.operator is None:
+        console.print(
+            "The held-out evaluation is non-private and not part of the release: `dpstream train` printed it, and "
+            "wrote it to the run's operator folder (operator/<run id>/metrics.json by default; pass it as --operator)"
+        )
+        return EXIT_OK
+    from dpstream.models.kinds import summarise
+    from dpstream.storage import read_json
+
+    fs, root = open_url(args.operator)
+    path = f"{root.rstrip('/')}/metrics.json"
+    if not fs.exists(path):
+        raise FileNotFoundError(f"{args.operator} holds no metrics.json; pass the run's operator folder")
+    stored = read_json(fs, path)
+    if stored.get("run_id") != model.run_id:
+        raise ValueError(
+            f"{path} belongs to run {stored.get('run_id')!r}, not {model.run_id!r}; pass this run's operator folder"
+        )
+    console.print(summarise(stored["metrics"]), soft_wrap=True)
     return EXIT_OK
 
 

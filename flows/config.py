@@ -13,7 +13,7 @@ label = "y"
 shuffled_url = "s3://bucket/shuffled"
 
 [model]
-kind = "linear"                      # or "logistic"
+kind = "linear"                      # or "logistic" (classes = ["No", "Yes"], or K names), or "kan"
 
 [algorithm]
 name = "auto"                        # "auto" | "ssp" | "ambssgd" | "dpsgd" | "srgd"
@@ -89,7 +89,10 @@ class LakeConfig(_Section):
 
 
 class ModelConfig(_Section):
-    kind: Literal["linear", "logistic", "kan"] = "linear"
+    kind: str = "linear"  # a declared kind (dpstream.models.kinds): "linear", "logistic" or "kan"
+    # A classifier's public class list, in the order of the lake's label codes 0..K−1 (`dpstream convert
+    # --label-classes` writes it); None: two classes coded {0, 1} or {−1, +1}.
+    classes: list[str] | None = None
     backend: Literal["numpy", "cupy", "auto"] = "numpy"  # "auto": CuPy on workers that have a GPU
     # KAN only (seed 004): hidden width m, grid size G, activation, public feature bounds, public seed.
     num_hidden: int = Field(default=64, gt=0)
@@ -99,6 +102,36 @@ class ModelConfig(_Section):
     feature_high: float | list[float] = 1.0
     input_map: Literal["ball", "cube"] = "ball"
     seed: int = Field(default=0, ge=0)
+
+    @field_validator("kind")
+    @classmethod
+    def _declared_kind(cls, kind: str) -> str:
+        from dpstream.models import model_kind
+
+        model_kind(kind)  # a ValueError naming the declared kinds
+        return kind
+
+    @field_validator("classes")
+    @classmethod
+    def _public_class_list(cls, classes: list[str] | None) -> list[str] | None:
+        if classes is not None and (len(classes) < 2 or len(set(classes)) != len(classes)):
+            raise ValueError(f"classes must list at least 2 distinct class names, got {classes!r}")
+        return classes
+
+    @model_validator(mode="after")
+    def _classes_fit_kind(self) -> ModelConfig:
+        declared = self.declaration
+        declared.check_classes(
+            len(self.classes) if self.classes is not None else (2 if declared.classifies else None)
+        )
+        return self
+
+    @property
+    def declaration(self):
+        """The kind's declaration (``dpstream.models.kinds``): task, label contract, metric, output."""
+        from dpstream.models import model_kind
+
+        return model_kind(self.kind)
 
     def build(self):
         """The ``dpstream.models`` model this section describes (``dpstream.models.build_model``)."""
@@ -178,17 +211,19 @@ class PipelineConfig(_Section):
     schedule: ScheduleConfig | None = None
 
     @model_validator(mode="after")
-    def _kan_trains_with_dpsgd(self) -> PipelineConfig:
-        if self.model.kind == "kan" and self.algorithm.name not in ("dpsgd", "auto"):
+    def _algorithm_fits_kind(self) -> PipelineConfig:
+        allowed = self.model.declaration.algorithms
+        if allowed is not None and self.algorithm.name not in allowed:
             raise ValueError(
-                f"model.kind = 'kan' trains with algorithm.name = 'dpsgd' or 'auto' (any noise), not {self.algorithm.name!r}"
+                f"model.kind = {self.model.kind!r} trains with algorithm.name = "
+                f"{' or '.join(map(repr, allowed))} (any noise), not {self.algorithm.name!r}"
             )
         return self
 
     @property
-    def classifies(self) -> bool:
-        """Whether the model is a classifier, whose lake labels must be {0, 1} or {−1, +1}."""
-        return self.model.kind in ("logistic", "kan")
+    def label_contract(self):
+        """The label values the lake must hold for this model (``dpstream.models.kinds.LabelContract``)."""
+        return self.model.declaration.label_contract(self.model.classes)
 
     def validate_lake(self, client=None):
         """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``;
@@ -197,7 +232,7 @@ class PipelineConfig(_Section):
 
         return validate_lake(
             self.lake_spec(),
-            binary_labels=self.classifies,
+            labels=self.label_contract,
             client=client,
             worker_timeout=self.cluster.worker_timeout,
         )

@@ -32,7 +32,7 @@ from flows.config import PipelineConfig, config_folder, delta_warning, load_conf
 from flows.locations import RunLocations, run_locations
 from flows.progress import RunProgress
 from pipelines import Manifest, NoWorkersError, train_on_lake
-from pipelines.convert import ConvertSpec, read_convert_record
+from pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
 from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
@@ -58,6 +58,7 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
         nu=a.nu,
         row_norm_bound=a.row_norm_bound if a.row_norm_bound is not None else schema_row_norm_bound(config),
         label_bound=a.label_bound,
+        intercept_index=intercept_index(config),
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, config.model.build(), num_rows, dim)[1]
@@ -71,6 +72,17 @@ def schema_row_norm_bound(config: PipelineConfig) -> float | None:
     if record is None or isinstance(config.lake.features, str):
         return None
     return ConvertSpec.from_record(record).row_norm_bound(config.lake.features)
+
+
+def intercept_index(config: PipelineConfig) -> int | None:
+    """The position among the features of the public constant column ``dpstream convert`` writes
+    (``INTERCEPT_COLUMN``), or None: AdaSSP then leaves it unpenalised in a regression and a K-class fit
+    can read class counts from it (``dpstream.algorithms.ssp``)."""
+    features = config.lake.features
+    if isinstance(features, str) or INTERCEPT_COLUMN not in features:
+        return None
+    record = read_convert_record(config.lake.url, config.lake.storage_options)
+    return list(features).index(INTERCEPT_COLUMN) if record and record.get("intercept") else None
 
 
 def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
@@ -196,20 +208,10 @@ def train_task(
 
 @task(name="evaluate (non-private)")
 def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray) -> dict[str, float]:
-    model = _model(config)
+    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``)."""
     X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout), strict=True)]
-    margins = model.predict_margin(X.astype(np.float64), params)
-    if config.model.kind == "linear":
-        return {
-            "held-out RMSE (non-private, operator only)": float(np.sqrt(np.mean((margins - y) ** 2))),
-            "held-out rows": float(len(y)),
-        }
-    labels = np.where(y > 0, 1.0, -1.0)
-    return {
-        "held-out accuracy (non-private, operator only)": float(np.mean(np.sign(margins) == labels)),
-        "held-out mean loss (non-private, operator only)": float(np.mean(model.loss(margins, labels))),
-        "held-out rows": float(len(y)),
-    }
+    outputs = _model(config).predict_margin(X.astype(np.float64), params)
+    return config.model.declaration.evaluate(outputs, np.asarray(y, dtype=np.float64))
 
 
 def model_document(
@@ -233,7 +235,11 @@ def model_document(
     return {
         "format": "dpstream-model/1",
         "run_id": run_id,
-        "model": {"kind": config.model.kind, **config.model.model_dump(exclude={"kind", "backend"})},
+        "model": {
+            "kind": config.model.kind,
+            **config.model.model_dump(exclude={"kind", "backend", "classes"}),
+            **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
+        },
         "features": list(features) if isinstance(features, (list, tuple)) else features,
         "label": config.lake.label,
         "algorithm": algorithm,

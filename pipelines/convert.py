@@ -26,9 +26,18 @@ from pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_ba
 from pipelines.lake import LakeError
 from pipelines.shuffle import _write_parquet
 
-__all__ = ["ConvertSpec", "csv_to_parquet", "check_csv_columns", "read_convert_record", "CONVERT_RECORD"]
+__all__ = [
+    "ConvertSpec",
+    "csv_to_parquet",
+    "check_csv_columns",
+    "check_empty_location",
+    "read_convert_record",
+    "CONVERT_RECORD",
+    "INTERCEPT_COLUMN",
+]
 
 CONVERT_RECORD = "_convert.json"
+INTERCEPT_COLUMN = "intercept"
 
 
 def read_convert_record(
@@ -65,6 +74,14 @@ class ConvertSpec:
     # Columns whose bounds are estimated privately from a sample of rows left out of the lake
     # (pipelines.convert_bounds); the record then holds the released bounds and their guarantee.
     private_bounds: PrivateBoundsRequest | None = None
+    # A categorical label's public class list: each label is written as its position 0..K−1 (the lake's
+    # label contract for a K-class model); another value is refused, or its row dropped with
+    # unknown_category="drop". Empty: a numeric label.
+    label_classes: tuple[str, ...] = ()
+    # Columns copied into the lake untouched (an id): never features, read back by `predict --keep`.
+    passthrough: tuple[str, ...] = ()
+    # A constant feature INTERCEPT_COLUMN = 1 (public), so a model has an intercept without a one-hot group.
+    intercept: bool = False
 
     def __post_init__(self) -> None:
         if self.missing not in ("drop", "impute"):
@@ -100,6 +117,21 @@ class ConvertSpec:
                 raise LakeError(
                     f"column {column!r} has public bounds or is unscaled and is also named for private bounds; keep one"
                 )
+        if self.label_classes and (
+            len(set(self.label_classes)) != len(self.label_classes) or len(self.label_classes) < 2
+        ):
+            raise LakeError(
+                f"label classes must be at least 2 distinct names, got {list(self.label_classes)}"
+            )
+        for column in self.passthrough:
+            if column == self.label or column in self.columns or column in self.categorical:
+                raise LakeError(
+                    f"column {column!r} is both carried through untouched (an id) and used as a feature or the label; keep one"
+                )
+        if self.intercept and INTERCEPT_COLUMN in (*self.columns, self.label, *self.passthrough):
+            raise LakeError(
+                f"the CSV already has a column {INTERCEPT_COLUMN!r}; rename it or leave out the intercept"
+            )
         missing = self.unbounded_columns()
         if self.require_bounds and missing:
             template = " ".join(f"{column}=LOW,HIGH" for column in missing)
@@ -135,6 +167,9 @@ class ConvertSpec:
             "scale_range": list(self.scale_range),
             "unscaled": list(self.unscaled),
             "features": self.output_columns(),
+            "label_classes": list(self.label_classes),
+            "passthrough": list(self.passthrough),
+            "intercept": self.intercept,
         }
 
     @classmethod
@@ -155,13 +190,16 @@ class ConvertSpec:
             bounds={column: (float(low), float(high)) for column, (low, high) in record["bounds"].items()},
             scale_range=tuple(record["scale_range"]),
             unscaled=tuple(record["unscaled"]),
+            label_classes=tuple(record.get("label_classes", ())),  # absent in records before issue 29
+            passthrough=tuple(record.get("passthrough", ())),
+            intercept=bool(record.get("intercept", False)),
         )
 
     def unbounded_columns(self) -> list[str]:
-        """The numeric columns (features, then the label) with no public bounds and not declared unscaled."""
+        """The numeric columns (features, then a numeric label) with no public bounds and not declared unscaled."""
         return [
             column
-            for column in (*self.columns, self.label)
+            for column in (*self.columns, *(() if self.label_classes else (self.label,)))
             if column not in self.bounds
             and column not in self.unscaled
             and column not in (self.private_bounds.columns if self.private_bounds else ())
@@ -178,6 +216,8 @@ class ConvertSpec:
         low, high = self.scale_range
         numeric = {column: max(low * low, high * high) for column in self.columns if column in self.bounds}
         numeric.update({column: 1.0 for column in self.columns if column not in self.bounds})
+        if self.intercept:
+            numeric[INTERCEPT_COLUMN] = 1.0
         groups = {
             f"{column}={value}": column for column, values in self.categorical.items() for value in values
         }
@@ -188,8 +228,21 @@ class ConvertSpec:
         return math.sqrt(squared)
 
     def output_columns(self) -> list[str]:
+        """The lake's feature columns, in order (the label and the carried columns are not features)."""
         onehot = [f"{column}={value}" for column, values in self.categorical.items() for value in values]
-        return list(self.columns) + onehot
+        return list(self.columns) + onehot + ([INTERCEPT_COLUMN] if self.intercept else [])
+
+    def original_units(self, column: str, values: np.ndarray) -> np.ndarray:
+        """A lake column in the CSV's units: a bounded column mapped back from ``scale_range`` (values the
+        conversion clipped stay at their bound), a coded label as its class name, anything else as is."""
+        if column == self.label and self.label_classes:
+            return np.asarray(self.label_classes, dtype=object)[np.asarray(values, dtype=np.int64)]
+        if column in self.bounds and column not in self.unscaled:
+            (low, high), (target_low, target_high) = self.bounds[column], self.scale_range
+            return low + (np.asarray(values, dtype=np.float64) - target_low) * (high - low) / (
+                target_high - target_low
+            )
+        return values
 
 
 def _convert_batch(
@@ -199,10 +252,24 @@ def _convert_batch(
     (errors name them), else the rows are ``offset``, ``offset + 1``, ..."""
     row_of = (lambda row: int(positions[row])) if positions is not None else (lambda row: offset + row)
     table = pa.Table.from_batches([batch])
-    _require_columns(source, list(spec.columns) + list(spec.categorical) + [spec.label], table.column_names)
+    _require_columns(
+        source, [*spec.columns, *spec.categorical, spec.label, *spec.passthrough], table.column_names
+    )
     keep = np.ones(table.num_rows, dtype=bool)
     numeric: dict[str, np.ndarray] = {}
-    for column in list(spec.columns) + [spec.label]:
+    if spec.label_classes:
+        numeric[spec.label], known = _class_positions(table.column(spec.label), spec.label_classes)
+        _drop_or_refuse(
+            known,
+            keep,
+            spec,
+            lambda row: (
+                f"{source}: row {row_of(row)} of the label {spec.label!r} is "
+                f"{table.column(spec.label)[row].as_py()!r}, not one of the public classes "
+                f"{list(spec.label_classes)}; add it to --label-classes or pass --unknown-category drop"
+            ),
+        )
+    for column in list(spec.columns) + ([] if spec.label_classes else [spec.label]):
         values = table.column(column)
         if not (
             pa.types.is_integer(values.type)
@@ -234,21 +301,56 @@ def _convert_batch(
     for column, categories in spec.categorical.items():
         values = np.asarray(table.column(column).to_pylist(), dtype=object)
         known = np.isin(values, np.asarray(categories, dtype=object))
-        if not known.all():
-            if spec.unknown_category == "drop":
-                keep &= known
-            else:
-                row = int(np.argmax(~known))
-                raise LakeError(
-                    f"{source}: row {row_of(row)} of column {column!r} has category {values[row]!r} not in the "
-                    f"public list {list(categories)}; add it to the list or set unknown_category='drop'"
-                )
+        _drop_or_refuse(
+            known,
+            keep,
+            spec,
+            lambda row, column=column, values=values, categories=categories: (
+                f"{source}: row {row_of(row)} of "
+                f"column {column!r} has category {values[row]!r} not in the public list {list(categories)}; add it "
+                "to the list or set unknown_category='drop'"
+            ),
+        )
         for value in categories:
             onehot[f"{column}={value}"] = (values == value).astype(np.float64)
     columns = {name: numeric[name][keep] for name in spec.columns}
     columns.update({name: array[keep] for name, array in onehot.items()})
+    if spec.intercept:
+        columns[INTERCEPT_COLUMN] = np.ones(int(keep.sum()))
     columns[spec.label] = numeric[spec.label][keep]
-    return pa.table(columns)
+    table_out = pa.table(columns)
+    if spec.label_classes:
+        table_out = table_out.set_column(
+            table_out.schema.get_field_index(spec.label),
+            spec.label,
+            pa.array(columns[spec.label], pa.int64()),
+        )
+    for column in spec.passthrough:
+        table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
+    return table_out
+
+
+def _drop_or_refuse(known: np.ndarray, keep: np.ndarray, spec: ConvertSpec, message: Any) -> None:
+    """A value outside its public list: its row dropped (``unknown_category="drop"``, in place in ``keep``)
+    or a ``LakeError`` with ``message(row)`` for the first one."""
+    if known.all():
+        return
+    if spec.unknown_category != "drop":
+        raise LakeError(message(int(np.argmax(~known))))
+    keep &= known
+
+
+def _class_positions(
+    values: pa.ChunkedArray | pa.Array, classes: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(each label's position in ``classes``, −1 where unknown or missing; which are known). Labels are
+    compared as text, so a CSV column of 0/1 numbers and the class list "0,1" agree."""
+    text = pc.cast(values, pa.string()) if not pa.types.is_string(values.type) else values
+    positions = pc.index_in(text, value_set=pa.array(list(classes), pa.string())).to_numpy(
+        zero_copy_only=False
+    )
+    positions = np.where(np.isnan(positions.astype(np.float64)), -1, positions).astype(np.int64)
+    return positions, positions >= 0
 
 
 def _require_columns(source: str, needed: list[str], present: list[str]) -> None:
@@ -272,6 +374,13 @@ def check_csv_columns(
     _require_columns(source_path.rsplit("/", 1)[-1], needed, names)
 
 
+def check_empty_location(out_url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Refuse converting into a location that holds anything: a conversion never writes over data."""
+    out_fs, root = open_url(out_url, storage_options)
+    if out_fs.exists(root) and out_fs.ls(root, detail=False):
+        raise LakeError(f"{out_url} is not empty; convert into a new location")
+
+
 def csv_to_parquet(
     source_url: str,
     out_url: str,
@@ -284,9 +393,8 @@ def csv_to_parquet(
     source_fs, source_path = open_url(source_url, storage_options)
     if not source_fs.exists(source_path):
         raise LakeError(f"{source_url} does not exist; check the path")
+    check_empty_location(out_url, storage_options)
     out_fs, root = open_url(out_url, storage_options)
-    if out_fs.exists(root) and out_fs.ls(root, detail=False):
-        raise LakeError(f"{out_url} is not empty; convert into a new location")
     staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
     name = source_path.rsplit("/", 1)[-1]
     parts, pending, offset = [], [], 0

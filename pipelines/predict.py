@@ -15,8 +15,10 @@ memory is bounded by the batch, and the output appears only when complete: parts
 temporary folder in ``out_url`` and moved into place after every task succeeded, then ``_predict.json``
 records the model's run id, the input files and the row counts. A failure leaves ``out_url`` as it was.
 
-Columns are selected by name, so a lake whose columns are in another order scores the same. The
-source lake is only read; ``out_url`` may not be inside it, contain it, or already hold files.
+Columns are selected by name, so a lake whose columns are in another order scores the same. ``keep``
+columns are copied beside the predictions: in the CSV's units where ``dpstream convert`` mapped them
+(values it clipped stay at their bound) and a coded label as its class name; an id column (``convert
+--id``) as it is. The source lake is only read; ``out_url`` may not be inside it, contain it, or already hold files.
 """
 
 from __future__ import annotations
@@ -45,14 +47,20 @@ class PredictSummary:
     rows: int
 
 
-def _check_columns(schema: pa.Schema, source: str, wanted: list[str]) -> None:
-    missing = [name for name in wanted if name not in schema.names]
+def _check_columns(schema: pa.Schema, source: str, features: list[str], keep: list[str]) -> None:
+    missing = [name for name in features if name not in schema.names]
     if missing:
         raise LakeError(
             f"{source}: column {missing[0]!r} is not in the file (columns: {', '.join(schema.names)}); the model "
             "reads its features by name: score a lake converted like its training lake"
         )
-    for name in wanted:
+    missing = [name for name in keep if name not in schema.names]
+    if missing:
+        raise LakeError(
+            f"{source}: --keep names {missing[0]!r}, which is not in the file (columns: {', '.join(schema.names)}); "
+            "a CSV column that is no feature reaches the lake with `dpstream convert --id COLUMN`"
+        )
+    for name in features:
         kind = schema.field(name).type
         if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
             raise LakeError(f"{source}: feature column {name!r} has type {kind}, expected a numeric column")
@@ -97,7 +105,8 @@ def score_file(
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
-        _check_columns(reader.schema_arrow, source, features + list(keep))
+        _check_columns(reader.schema_arrow, source, features, list(keep))
+        units = _original_units(model)
         for batch in reader.iter_batches(
             batch_size=batch_rows, columns=list(dict.fromkeys(features + list(keep)))
         ):
@@ -108,7 +117,7 @@ def score_file(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"
                 )
             scored = model.predict(X.astype(np.float64, copy=False))
-            table = pa.table({**{name: batch.column(name) for name in keep}, **scored})
+            table = pa.table({**{name: units(name, batch.column(name)) for name in keep}, **scored})
             if writer is None:
                 writer = pq.ParquetWriter(sink, table.schema, compression="snappy")
             writer.write_table(table)
@@ -118,6 +127,23 @@ def score_file(
             writer = pq.ParquetWriter(sink, pa.table(empty).schema)
         writer.close()
     return rows
+
+
+def _original_units(model: ModelDocument):
+    """(column, values) → the values in the CSV's units where ``dpstream convert`` scaled or coded the column
+    (``ConvertSpec.original_units``), else untouched (an id passes through as it is)."""
+    if not model.preprocessing:
+        return lambda name, values: values
+    from pipelines.convert import ConvertSpec
+
+    spec = ConvertSpec.from_record(model.preprocessing)
+
+    def units(name: str, values: pa.Array) -> pa.Array:
+        if name != spec.label and name not in spec.bounds:
+            return values
+        return pa.array(spec.original_units(name, values.to_numpy(zero_copy_only=False)))
+
+    return units
 
 
 def predict_lake(
@@ -135,7 +161,7 @@ def predict_lake(
     ``distributed.Client`` (None: in this process)."""
     options = dict(storage_options or {})
     check_predictions_location(out_url, lake_url, options)
-    clashes = [name for name in keep if name in ("prediction", "probability")]
+    clashes = [name for name in keep if name in model.output_columns()]
     if clashes:
         raise LakeError(
             f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
@@ -146,6 +172,7 @@ def predict_lake(
     out_fs, root = open_url(out_url, options)
     if out_fs.exists(root) and out_fs.ls(root, detail=False):
         raise LakeError(f"{out_url} is not empty; write predictions to a new location")
+    created = not out_fs.exists(root)  # a failure removes the folder it made, so a retry can use it
     staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
     parts = [f"{staging}/part-{index:05d}.parquet" for index in range(len(files))]
     sources = [url_of(fs, path) for path in files]
@@ -174,11 +201,12 @@ def predict_lake(
                 "inputs": sources,
                 "outputs": final,
                 "rows": [int(c) for c in counts],
-                "columns": list(keep)
-                + (["prediction", "probability"] if model.is_classifier else ["prediction"]),
+                "columns": list(keep) + model.output_columns(),
             },
         )
         return PredictSummary(tuple(final), int(sum(counts)))
     finally:
         if out_fs.exists(staging):
             out_fs.rm(staging, recursive=True)
+        if created and out_fs.isdir(root) and not out_fs.ls(root, detail=False):
+            out_fs.rm(root, recursive=True)

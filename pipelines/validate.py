@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -18,12 +19,15 @@ from dpstream.storage import open_url
 from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, file_stamp, fingerprint, list_lake
 from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
-__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "validate_lake", "BINARY_LABEL_SETS"]
+if TYPE_CHECKING:
+    from dpstream.models.kinds import LabelContract
+
+__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "validate_lake"]
 
 SCAN_BATCH_ROWS = 65_536
-# The public label contract of the classifiers (logistic, KAN): two classes coded {0, 1} or {−1, +1}.
-# Fixed in advance, so checking a lake against it releases nothing beyond the refusal to the operator.
-BINARY_LABEL_SETS = (frozenset({0.0, 1.0}), frozenset({-1.0, 1.0}))
+# A classifier's label contract (dpstream.models.kinds.LabelContract: two classes coded {0, 1} or
+# {−1, +1}, or the positions 0..K−1 of a public class list) is fixed in advance, so checking a lake
+# against it releases nothing beyond the refusal to the operator.
 _SHOWN_VALUES = 8
 
 
@@ -102,16 +106,20 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
     return len(spec.features)
 
 
-def _check_binary_labels(values: np.ndarray, seen: set[float], path: str, spec: LakeSpec) -> None:
-    """Add the label values of a batch to ``seen``; refuse as soon as they fit no public label set."""
+def _check_class_labels(
+    values: np.ndarray, seen: set[float], path: str, spec: LakeSpec, labels: LabelContract
+) -> None:
+    """Add the label values of a batch to ``seen``; refuse as soon as they fit none of the contract's
+    public label sets."""
     seen.update(float(v) for v in np.unique(values)[: _SHOWN_VALUES + 1])
-    if not any(seen <= allowed for allowed in BINARY_LABEL_SETS):
+    if not any(seen <= allowed for allowed in labels.allowed()):
         shown = sorted(seen)[:_SHOWN_VALUES]
         more = ", ..." if len(seen) > _SHOWN_VALUES else ""
         raise LakeError(
             f"{_name(path)}: label column {spec.label!r} holds the values {{{', '.join(f'{v:g}' for v in shown)}{more}}}, "
-            "but a classifier (model.kind = 'logistic' or 'kan') needs two classes coded {0, 1} or {-1, +1}; "
-            "recode the label column, or use model.kind = 'linear' for a continuous target"
+            f"but this classifier needs {labels.describe()}; list the classes in model.classes (in the order of "
+            "their codes), recode the label column (`dpstream convert --label-classes A,B,C`), or use "
+            "model.kind = 'linear' for a continuous target"
         )
 
 
@@ -122,9 +130,10 @@ def check_values(
     offset: int = 0,
     width: int = -1,
     labels_seen: set[float] | None = None,
+    labels: LabelContract | None = None,
 ) -> int:
     """Check the used columns of one batch of rows that start at row ``offset`` of ``path``: no null, NaN or
-    inf, every vector of the same length, and (``labels_seen`` given) the binary label contract.
+    inf, every vector of the same length, and (``labels_seen`` given) the classifier's label contract ``labels``.
     Returns the vector width (``width`` when known, else the first row's)."""
     for column in spec.columns:
         values = batch.column(column)
@@ -157,12 +166,19 @@ def check_values(
                     f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
                     "non-finite values before training"
                 )
-        if labels_seen is not None and column == spec.label:
-            _check_binary_labels(numbers, labels_seen, path, spec)
+        if labels_seen is not None and labels is not None and column == spec.label:
+            _check_class_labels(numbers, labels_seen, path, spec, labels)
     return width
 
 
-def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | None = None) -> int:
+def _scan(
+    fs,
+    path: str,
+    spec: LakeSpec,
+    width: int,
+    labels_seen: set[float] | None = None,
+    labels: LabelContract | None = None,
+) -> int:
     """Stream the file once through ``check_values``. Returns the vector width."""
     offset = 0
     with fs.open(path, "rb") as handle:
@@ -170,7 +186,7 @@ def _scan(fs, path: str, spec: LakeSpec, width: int, labels_seen: set[float] | N
         for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
             batch_size=SCAN_BATCH_ROWS, columns=spec.columns
         ):
-            width = check_values(batch, spec, path, offset, width, labels_seen)
+            width = check_values(batch, spec, path, offset, width, labels_seen, labels)
             offset += batch.num_rows
     return width
 
@@ -187,7 +203,7 @@ class FileCheck:
     error: str | None = None
 
 
-def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileCheck:
+def check_file(url: str, spec: LakeSpec, labels: LabelContract | None = None) -> FileCheck:
     """Footer, identity and a streaming scan of one file, with no knowledge of the other files: the
     per-file unit ``validate_lake`` runs in a loop or as one Dask task per file. A problem is returned
     as ``FileCheck.error`` (its ``LakeError`` message), not raised, so the caller can order problems by
@@ -211,8 +227,9 @@ def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileChe
         if rows == 0:
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
         width = _feature_width(schema, spec, path)
-        labels: set[float] | None = set() if binary_labels else None
-        width = _scan(fs, path, spec, width, labels)
+        classes = labels is not None and bool(labels.allowed())
+        seen: set[float] | None = set() if classes else None
+        width = _scan(fs, path, spec, width, seen, labels)
         file = LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path), stamp)
         if file_stamp(fs, path) != stamp:
             raise LakeError(
@@ -220,28 +237,28 @@ def check_file(url: str, spec: LakeSpec, binary_labels: bool = False) -> FileChe
             )
     except LakeError as error:
         return FileCheck(error=str(error))
-    return FileCheck(file, schema, width, frozenset(labels or ()))
+    return FileCheck(file, schema, width, frozenset(seen or ()))
 
 
 def _check_files(
-    fs, paths: list[str], spec: LakeSpec, binary_labels: bool, client, worker_timeout: float
+    fs, paths: list[str], spec: LakeSpec, labels: LabelContract | None, client, worker_timeout: float
 ) -> list[FileCheck]:
     urls = [fs.unstrip_protocol(path) for path in paths]
     if client is None:
         checks = []
         for url in urls:
-            checks.append(check_file(url, spec, binary_labels))
+            checks.append(check_file(url, spec, labels))
             if checks[-1].error:  # a later file cannot change which problem is reported
                 break
         return checks
-    futures = [client.submit(check_file, url, spec, binary_labels, pure=False) for url in urls]
+    futures = [client.submit(check_file, url, spec, labels, pure=False) for url in urls]
     return gather_within(client, futures, worker_timeout=worker_timeout)
 
 
 def validate_lake(
     spec: LakeSpec,
     *,
-    binary_labels: bool = False,
+    labels: LabelContract | None = None,
     client=None,
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
 ) -> LakeSummary:
@@ -253,8 +270,8 @@ def validate_lake(
     one: its own (unreadable, empty, a missing or non-numeric column, a null, NaN or inf, a vector of
     another length) or a disagreement with the files before it (schema drift, vector width, labels).
 
-    ``binary_labels=True`` (classifiers) also requires the label column to hold at most two values
-    forming one of the public label sets {0, 1} or {−1, +1} (``BINARY_LABEL_SETS``). Two files with the
+    ``labels``, a classifier's ``LabelContract``, also requires the label column's values to form one of
+    its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity are refused (their records would be used twice). On a cluster left without
     workers for ``worker_timeout`` seconds it stops (``pipelines.waiting.NoWorkersError``)."""
     fs, paths, stray = list_lake(spec)
@@ -265,9 +282,9 @@ def validate_lake(
             else ""
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
-    checks = _check_files(fs, paths, spec, binary_labels, client, worker_timeout)
+    checks = _check_files(fs, paths, spec, labels, client, worker_timeout)
     first = checks[0]
-    labels: set[float] = set()
+    seen: set[float] = set()
     for path, check in zip(paths, checks, strict=False):
         if check.error:
             raise LakeError(check.error)
@@ -283,8 +300,8 @@ def validate_lake(
                 f"{_name(path)}: row 0 of column {spec.features!r} has a vector of length {check.width}, expected "
                 f"{first.width}; every feature vector must have the same length"
             )
-        if binary_labels:
-            _check_binary_labels(np.array(sorted(check.labels)), labels, path, spec)
+        if labels is not None and labels.allowed():
+            _check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
     files = tuple(check.file for check in checks)
     _refuse_copies(files)
     return LakeSummary(spec, files, first.schema, first.width, fingerprint(files), tuple(stray))

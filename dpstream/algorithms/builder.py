@@ -76,11 +76,9 @@ class AlgorithmSpec:
 def default_learning_rate(model: Any, num_params: int) -> float:
     """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
     ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
-    return (
-        stable_learning_rate(model, num_params)
-        if getattr(model, "name", None) in ("linear", "logistic")
-        else KAN_LEARNING_RATE
-    )
+    curvature = getattr(model, "curvature", None)  # a public bound on φ'' (the GLMs); the KAN has none
+    inputs = num_params // getattr(model, "outputs", 1)
+    return stable_learning_rate(model, inputs) if curvature is not None else KAN_LEARNING_RATE
 
 
 def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
@@ -89,7 +87,7 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     name = choose_algorithm(
         spec.name,
         model,
-        num_params,
+        num_params // getattr(model, "outputs", 1),  # AdaSSP's XᵀX is inputs × inputs whatever K
         num_steps=spec.num_steps,
         batch_size=spec.batch_size,
         learning_rate=spec.learning_rate,
@@ -105,7 +103,8 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
             spec.delta,
             row_norm_bound=spec.row_norm_bound,
             label_bound=spec.label_bound,
-            link="logistic" if model.name == "logistic" else "identity",
+            link=model.link,
+            num_classes=getattr(model, "num_classes", 2),
             intercept_index=spec.intercept_index,
             **common,
         )

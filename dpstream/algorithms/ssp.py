@@ -53,6 +53,12 @@ which only tunes λ, measured in BENCHMARKS.md). Sensitivities: ``NeighbouringRe
 Classification (``link="logistic"``): labels y ∈ {−1, +1}; the degree-2 approximation of the logistic
 loss at 0, log(1 + e^{−ym}) ≈ log 2 − ym/2 + m²/8 (PASS-GLM, Huggins et al. 2017, with the Taylor
 coefficients), has the minimiser 2·(XᵀX)⁻¹Xᵀy, so the same statistics give the classifier θ = 2·θ_LS.
+
+K classes (``link="softmax"``, ``num_classes`` = K ≥ 3; ``dpstream.models.multinomial``): the targets are
+the classes' contrast vectors t_c = Uᵀe_c (‖t_c‖ = sqrt(1 − 1/K), the label bound used here in place of
+``label_bound``), the moment XᵀT is d × (K−1) with the binary moment's sensitivity times sqrt(1 − 1/K),
+and W = K·(P(XᵀX + E) + λI)⁻¹(XᵀT + noise)Uᵀ, flattened row-major: one release of XᵀX for all K classes.
+The plan's ``num_params`` is d·K; XᵀX is d × d.
 """
 
 from __future__ import annotations
@@ -65,11 +71,17 @@ import numpy as np
 
 from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report
 from dpstream.models import BatchStats, StatsRequest
+from dpstream.models.multinomial import contrast_basis
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
+# LDA needs each class's noisy count and mean; it beats the quadratic surrogate (no masking of middle
+# classes) once the expected class count N/K is this many times the count's noise std (public quantities;
+# measured in BENCHMARKS.md, issue 29: diamonds cut at N/(Kσ) ≈ 110 gains 3–4 points, digits at ≈ 5 and
+# penguins at ≈ 8 lose 10–40).
+LDA_MIN_COUNT_TO_NOISE = 50.0
 
 
 @dataclass(frozen=True)
@@ -112,7 +124,8 @@ def _ridge_solve(matrix: np.ndarray, vector: np.ndarray, ridge: float, floor: fl
     """(P(matrix) + ridge·I)⁻¹·vector: P sets the symmetric matrix's negative eigenvalues to 0, and the
     eigenvalues of the sum are raised to at least ``floor`` (module docstring)."""
     values, vectors = np.linalg.eigh(matrix)
-    return vectors @ ((vectors.T @ vector) / np.maximum(np.maximum(values, 0.0) + ridge, floor))
+    scale = np.maximum(np.maximum(values, 0.0) + ridge, floor)
+    return vectors @ ((vectors.T @ vector) / (scale if np.ndim(vector) == 1 else scale[:, None]))
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,10 @@ class AdaSSP(OneRoundTrip):
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
     failure_probability: float = 0.05  # ρ of the ridge rule
     budget_split: tuple[float, float, float] = (0.1, 0.6, 0.3)  # shares of μ² for λ_min, XᵀX, Xᵀy
-    link: str = "identity"  # "identity" (least squares) | "logistic" (PASS-GLM degree 2)
+    link: str = (
+        "identity"  # "identity" (least squares) | "logistic" (PASS-GLM degree 2) | "softmax" (K classes)
+    )
+    num_classes: int = 2  # K, for link="softmax"
     intercept_index: int | None = None  # column of the public constant 1: not penalised (module docstring)
     name: str = "ssp"
 
@@ -143,8 +159,24 @@ class AdaSSP(OneRoundTrip):
                 f"budget_split must be three shares > 0 of μ² summing to 1 (λ_min, XᵀX, Xᵀy), got {self.budget_split!r}"
             )
         object.__setattr__(self, "budget_split", split)
-        if self.link not in ("identity", "logistic"):
-            raise ValueError(f"link must be 'identity' or 'logistic', got {self.link!r}")
+        if self.link not in ("identity", "logistic", "softmax"):
+            raise ValueError(f"link must be 'identity', 'logistic' or 'softmax', got {self.link!r}")
+        if self.link == "softmax" and not (isinstance(self.num_classes, int) and self.num_classes >= 3):
+            raise ValueError(f"link='softmax' needs num_classes ≥ 3, got {self.num_classes!r}")
+
+    @property
+    def targets(self) -> int:
+        """Columns of Xᵀy: 1, or K − 1 contrasts for K classes."""
+        return self.num_classes - 1 if self.link == "softmax" else 1
+
+    @property
+    def target_bound(self) -> float:
+        """The bound on a row's target (its norm for K classes): ``label_bound``, or sqrt(1 − 1/K)."""
+        return math.sqrt(1.0 - 1.0 / self.num_classes) if self.link == "softmax" else self.label_bound
+
+    def features(self, num_params: int) -> int:
+        """d, the side of XᵀX: the parameter count over the K class columns of a softmax model."""
+        return num_params // self.num_classes if self.link == "softmax" else num_params
 
     def bound(self, dim: int) -> float:
         return float(self.row_norm_bound) if self.row_norm_bound is not None else math.sqrt(dim)
@@ -156,7 +188,7 @@ class AdaSSP(OneRoundTrip):
         sensitivities = (
             self.relation.eigenvalue_sensitivity(bound),
             self.relation.gram_sensitivity(bound),
-            self.relation.moment_sensitivity(bound, self.label_bound),
+            self.relation.moment_sensitivity(bound, self.target_bound),
         )
         return tuple(
             s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split, strict=True)
@@ -173,8 +205,11 @@ class AdaSSP(OneRoundTrip):
         check_positive("num_params", num_params, integer=True)
         if self.intercept_index is not None and not 0 <= self.intercept_index < num_params:
             raise ValueError(f"intercept_index={self.intercept_index} is outside the {num_params} columns")
-        eigen_std, gram_std, moment_std = self.noise_stds(num_params)
-        mean_only = self.centres and self.noise_bound(gram_std, num_params) > num_rows
+        if self.link == "softmax" and num_params % self.num_classes:
+            raise ValueError(f"num_params={num_params} is not a multiple of the {self.num_classes} classes")
+        features = self.features(num_params)
+        eigen_std, gram_std, moment_std = self.noise_stds(features)
+        mean_only = self.centres and self.noise_bound(gram_std, features) > num_rows
         if mean_only:  # nothing but Σy is released: the whole μ goes to it
             eigen_std = gram_std = math.nan
             moment_std = self.label_sum_sensitivity / mu_for_epsilon_delta(self.epsilon, self.delta)
@@ -183,7 +218,7 @@ class AdaSSP(OneRoundTrip):
             num_params,
             (StepSpan(0, (0, num_rows)),),
             num_rows,
-            row_norm_bound=self.bound(num_params),
+            row_norm_bound=self.bound(features),
             eigenvalue_std=eigen_std,
             gram_std=gram_std,
             moment_std=moment_std,
@@ -203,7 +238,7 @@ class AdaSSP(OneRoundTrip):
             params=state.params,
             kind="moments",
             row_norm_bound=plan.row_norm_bound,
-            label_bound=self.label_bound,
+            label_bound=self.target_bound,
         )
 
     def ridge(self, smallest_eigenvalue: float, eigen_draw: float, plan: SSPPlan) -> float:
@@ -212,7 +247,7 @@ class AdaSSP(OneRoundTrip):
         lower = max(
             0.0, smallest_eigenvalue + eigen_std * eigen_draw - eigen_std * math.sqrt(2 * math.log(1 / rho))
         )
-        return max(0.0, self.noise_bound(plan.gram_std, plan.num_params) - lower)
+        return max(0.0, self.noise_bound(plan.gram_std, self.features(plan.num_params)) - lower)
 
     def apply(
         self, state: SSPState, span: StepSpan, stats: BatchStats, key: NoiseKey, plan: SSPPlan
@@ -221,7 +256,7 @@ class AdaSSP(OneRoundTrip):
             raise ValueError(
                 "AdaSSP needs the statistics of kind='moments' (XᵀX and Xᵀy); the executor returned gradient sums"
             )
-        dim = plan.num_params
+        dim = self.features(plan.num_params)
         if plan.label_mean_only:
             label_sum = stats.moment[self.intercept_index] + plan.moment_std * float(
                 plan.moment_noise.draw(key, span.step, 1)[0]
@@ -237,10 +272,18 @@ class AdaSSP(OneRoundTrip):
         noisy_gram = stats.gram + plan.gram_std * symmetric_noise(
             plan.gram_noise.draw(key, span.step, dim * (dim + 1) // 2), dim
         )
-        noisy_moment = stats.moment + plan.moment_std * plan.moment_noise.draw(key, span.step, dim)
-        params = self.solve(noisy_gram, noisy_moment, ridge, plan)
+        draws = plan.moment_noise.draw(key, span.step, dim * self.targets)
+        noisy_moment = stats.moment + plan.moment_std * (
+            draws if self.targets == 1 else draws.reshape(dim, -1)
+        )
+        if self.uses_discriminants(plan):
+            params = self.discriminants(noisy_gram, noisy_moment, ridge, plan)
+        else:
+            params = self.solve(noisy_gram, noisy_moment, ridge, plan)
         if self.link == "logistic":
             params = 2.0 * params
+        if self.link == "softmax" and params.ndim == 2:  # W = K·(…)⁻¹ XᵀT Uᵀ (module docstring)
+            params = (self.num_classes * params @ contrast_basis(self.num_classes).T).ravel()
         penalised = self._penalised(noisy_gram, plan)[2]
         return SSPState(params, ridge, max(0.0, float(np.trace(penalised)) / penalised.shape[0]))
 
@@ -253,10 +296,10 @@ class AdaSSP(OneRoundTrip):
         """(penalised columns, their sums with the intercept column, the matrix the ridge is added to): all of
         XᵀX without an intercept or for classification; with an intercept in regression, the centred
         C = (XᵀX)_{−k,−k} − s sᵀ/N (module docstring)."""
-        k = self.intercept_index
+        k, dim = self.intercept_index, self.features(plan.num_params)
         if not self.centres:
-            return np.arange(plan.num_params), np.zeros(plan.num_params), gram
-        rest = np.delete(np.arange(plan.num_params), k)
+            return np.arange(dim), np.zeros(dim), gram
+        rest = np.delete(np.arange(dim), k)
         sums = gram[rest, k]
         return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / float(plan.num_rows)
 
@@ -264,13 +307,45 @@ class AdaSSP(OneRoundTrip):
         """The ridge solution from the noisy statistics; in regression the intercept unpenalised (module
         docstring)."""
         rest, sums, matrix = self._penalised(gram, plan)
-        label_sum = moment[self.intercept_index] if self.centres else 0.0
-        weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / plan.num_rows, ridge, plan.gram_std)
         if not self.centres:
-            return weights
+            return _ridge_solve(matrix, moment, ridge, plan.gram_std)
+        label_sum = moment[self.intercept_index]
+        weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / plan.num_rows, ridge, plan.gram_std)
         params = np.empty(plan.num_params)
         params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / plan.num_rows
         return params
+
+    def uses_discriminants(self, plan: SSPPlan) -> bool:
+        """Whether a K-class fit solves by LDA (``discriminants``) rather than the quadratic surrogate: with an
+        intercept column, once N/K ≥ ``LDA_MIN_COUNT_TO_NOISE`` × the class counts' noise std (public)."""
+        return (
+            self.link == "softmax"
+            and self.intercept_index is not None
+            and plan.num_rows / self.num_classes >= LDA_MIN_COUNT_TO_NOISE * plan.moment_std
+        )
+
+    def discriminants(
+        self, gram: np.ndarray, contrasts: np.ndarray, ridge: float, plan: SSPPlan
+    ) -> np.ndarray:
+        """Linear discriminant analysis from the same noisy release (post-processing; Hastie et al., ESL
+        §4.3): with the intercept column k, XᵀY = XᵀT Uᵀ + (Xᵀ1)1ᵀ/K (one-hot rows sum to 1, Xᵀ1 = the
+        noisy (XᵀX)_{·k}); row k of XᵀY holds the class counts N_c (floored at max(1, σ_v)), the others the
+        class sums S_c, so μ_c = S_c/N_c and N·Σ_W = (XᵀX)_{−k,−k} − Σ_c S_c S_cᵀ/N_c. The discriminant of
+        class c is N·xᵀ(NΣ_W + λI)⁻¹μ_c − ½N·μ_cᵀ(NΣ_W + λI)⁻¹μ_c + log(N_c/ΣN), AdaSSP's ridge λ and the
+        PSD projection applied as in ``solve``. Unlike the quadratic surrogate it does not mask classes
+        whose mean lies between others' (an ordinal grade's middle levels)."""
+        k, classes, rows = self.intercept_index, self.num_classes, float(plan.num_rows)
+        moment = contrasts @ contrast_basis(classes).T + np.outer(gram[:, k], np.ones(classes)) / classes
+        rest = np.delete(np.arange(gram.shape[0]), k)
+        counts = np.maximum(moment[k], max(1.0, plan.moment_std))
+        sums = moment[rest]
+        means = sums / counts
+        within = gram[np.ix_(rest, rest)] - (sums / counts) @ sums.T
+        directions = rows * _ridge_solve(within, means, ridge, plan.gram_std)
+        params = np.empty((gram.shape[0], classes))
+        params[rest] = directions
+        params[k] = -0.5 * np.sum(means * directions, axis=0) + np.log(counts / counts.sum())
+        return params.ravel()
 
     def result(self, state: SSPState) -> np.ndarray:
         return state.params
@@ -293,17 +368,23 @@ class AdaSSP(OneRoundTrip):
                     self.relation.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"
                 ),
                 GaussianEvent(
-                    self.relation.moment_sensitivity(bound, self.label_bound),
+                    self.relation.moment_sensitivity(bound, self.target_bound),
                     plan.moment_std,
                     self.relation,
-                    "Xᵀy",
+                    "Xᵀy"
+                    if self.targets == 1
+                    else f"XᵀT ({self.targets} class contrasts of {self.num_classes} classes)",
                 ),
             )
         )
 
     def report(self, plan: SSPPlan, state: Any = None) -> PrivacyReport:
         event = self.event(plan)
-        target = "logistic loss, PASS-GLM degree-2" if self.link == "logistic" else "least squares"
+        target = {
+            "identity": "least squares",
+            "logistic": "logistic loss, PASS-GLM degree-2",
+            "softmax": f"{self.num_classes}-class softmax loss, PASS-GLM degree-2",
+        }[self.link]
         mechanism = (
             "AdaSSP, label mean only (too few rows for the regression)"
             if plan.label_mean_only
@@ -323,7 +404,7 @@ class AdaSSP(OneRoundTrip):
             plan=plan,
             clip_norms=(plan.row_norm_bound,),
             notes=(
-                f"rows clipped to ‖x‖ ≤ {plan.row_norm_bound:.6g} and labels to |y| ≤ {self.label_bound:.6g} "
+                f"rows clipped to ‖x‖ ≤ {plan.row_norm_bound:.6g} and labels to |y| ≤ {self.target_bound:.6g} "
                 "(fixed before the pass); one pass, one release of XᵀX, Xᵀy and λ_min",
             )
             if not plan.label_mean_only

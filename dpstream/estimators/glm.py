@@ -47,7 +47,7 @@ from dpstream.algorithms.choice import ALGORITHMS
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators.support import FitWarnings, PublicScale, is_dask
-from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model
+from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model, MultinomialLogisticModel
 from dpstream.noise import NoiseKey
 from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.scaling import unmap_linear
@@ -170,7 +170,8 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     _model: Model  # a GLM here; the KAN classifier trains a KANModel
 
     def _stable_learning_rate(self) -> float:
-        return default_learning_rate(self._model, self.n_features_in_ + int(self.fit_intercept))
+        model = getattr(self, "_trained_model", self._model)
+        return default_learning_rate(model, model.num_params(self.n_features_in_ + int(self.fit_intercept)))
 
     def _given_hyperparameters(self) -> frozenset[str]:
         """The hyperparameters set to other than their default: the builder refuses those the chosen
@@ -201,7 +202,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             correlation=self.correlation,
             nu=self.nu,
             projection_radius=self.projection_radius,
-            intercept_index=dim - 1 if self.fit_intercept else None,
+            intercept_index=dim // getattr(model, "outputs", 1) - 1 if self.fit_intercept else None,
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
         )
@@ -299,7 +300,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             else epsilon_for_delta(self.delta, math.sqrt(1 - bounds.share) * mu)
         )
         inputs = self.n_features_in_ + int(self.fit_intercept)
-        model = self._fit_model()
+        model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
@@ -414,35 +415,44 @@ class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
 
 
 class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
-    """Differentially private binary logistic regression trained in one pass.
+    """Differentially private logistic regression, binary or multinomial, trained in one pass.
 
-    With the defaults, AdaSSP on the degree-2 approximation of the logistic loss (PASS-GLM); see
-    ``algorithm`` for the iterative algorithms.
+    With the defaults, AdaSSP on the degree-2 approximation of the logistic loss (PASS-GLM); with K ≥ 3
+    classes, of the softmax loss, from one release of XᵀX and of the classes' contrast moments XᵀT that
+    serves all K classes at once (``dpstream.models.multinomial``: no ε/K split as in one-vs-rest). See
+    ``algorithm`` for the iterative algorithms, which train the softmax model directly.
 
-    Labels may be any two values; the larger is the positive class (+1). If the classes are not
-    given through ``fit(X, y)`` with both present, ``classes_`` is read from the data: a non-private
-    release, noted in ``privacy_report_``.
+    Labels may be any values scikit-learn accepts as classes (strings, integers); ``classes_`` holds them
+    sorted, and with two classes the larger is the positive class. ``classes_`` is read from ``y``: the set
+    of classes present is not protected by the guarantee (a class held by one person reveals that it
+    exists), so give ``y`` whose classes are public, as for a list of species or grades.
+    ``decision_function`` returns one margin per row for two classes and (rows, K) margins otherwise;
+    ``predict_proba`` rows sum to 1; ``coef_`` is (n_features,) for two classes and (K, n_features) for K.
     """
 
     _model = LogisticRegressionModel()
+    _max_classes: int | None = None  # None: any number ≥ 2
 
     def _check_targets(self, y: np.ndarray) -> None:
         check_classification_targets(y)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
-
     def _prepare_classes(self, y: Any) -> None:
         values = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
-        if values.size != 2:
+        limit = self._max_classes
+        if values.size < 2 or (limit is not None and values.size > limit):
+            expected = "at least 2 classes" if limit is None else f"exactly {limit} classes"
             raise ValueError(
-                "Only binary classification is supported: DPLogisticRegression needs y with exactly 2 "
-                f"classes, got {values.size} "
+                ("Only binary classification is supported: " if limit == 2 else "")
+                + f"{type(self).__name__} needs y with {expected}, got {values.size} "
                 f"class{'es' if values.size != 1 else ''} ({values[:5].tolist()})"
+                + ("; DPLogisticRegression takes any number of classes" if limit is not None else "")
             )
         self.classes_ = values
+
+    def _fit_model(self) -> Any:
+        if len(self.classes_) > 2:
+            return MultinomialLogisticModel(num_classes=len(self.classes_), backend=self.backend)
+        return super()._fit_model()
 
     def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
         unknown = ~np.isin(y, self.classes_)
@@ -451,20 +461,53 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
             raise ValueError(
                 f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}"
             )
+        if len(self.classes_) > 2:
+            return np.searchsorted(self.classes_, y).astype(np.float64)  # class indices (the model's targets)
         return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def _store(self, params: np.ndarray) -> None:
+        if len(self.classes_) == 2:
+            super()._store(params)
+            return
+        weights = params.reshape(-1, len(self.classes_))
+        unmapped = [
+            unmap_linear(
+                weights[: self.n_features_in_, k],
+                float(weights[-1, k]) if self.fit_intercept else 0.0,
+                self.feature_bounds_,
+                None,
+            )
+            for k in range(len(self.classes_))
+        ]
+        self.coef_ = np.vstack([coef for coef, _ in unmapped])
+        self.intercept_ = np.array([intercept for _, intercept in unmapped])
+
+    def _decision(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        if self.coef_.ndim == 1:
+            return super()._decision(X)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        if self.feature_bounds_ is not None:
+            X = self.feature_bounds_.clip(X)
+        return X @ self.coef_.T.astype(X.dtype) + self.intercept_
 
     def decision_function(self, X: Any) -> np.ndarray:
         return self._decision(X)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        from scipy.special import expit
+        from scipy.special import expit, softmax
 
-        positive = expit(self._decision(X))
+        margins = self._decision(X)
+        if margins.ndim == 2:
+            return softmax(margins.astype(np.float64), axis=1)
+        positive = expit(margins)
         return np.column_stack([1 - positive, positive])
 
     def predict(self, X: Any) -> np.ndarray:
-        positive = self._decision(X) > 0  # checks fitted before classes_ is read
-        return self.classes_[positive.astype(int)]
+        margins = self._decision(X)  # checks fitted before classes_ is read
+        if margins.ndim == 2:
+            return self.classes_[np.argmax(margins, axis=1)]
+        return self.classes_[(margins > 0).astype(int)]
 
 
 DPLinearRegression.__doc__ += _PARAMETERS

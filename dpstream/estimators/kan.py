@@ -83,6 +83,7 @@ class DPKANClassifier(DPLogisticRegression):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "random_state": [Interval(Integral, 0, None, closed="left")],
     }
+    _max_classes = 2  # binary only (a multi-class KAN is not built)
     algorithm = "dpsgd"  # the shared DP-SGD construction of the GLM estimators, with the noise chosen here
     fit_intercept = False  # the spline basis is a partition of unity: constants are representable
     feature_bounds = (
@@ -134,6 +135,11 @@ class DPKANClassifier(DPLogisticRegression):
         self.backend = backend
         self.noise_key = noise_key
         self.block_rows = block_rows
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
 
     def _estimates_feature_bounds(self) -> bool:
         """Without ``feature_low`` / ``feature_high`` the features' bounds are estimated with DP within the

@@ -6,7 +6,8 @@ C, so a record changes the sum by at most 2C (replace-one) or C (zero-out):
 
     clip_factors:  f_i = min(1, C / ‖v_i‖), 1 where ‖v_i‖ = 0   (so ‖f_i v_i‖ ≤ C)
     clip_rows:     x̄_i = f_i x_i with C = B_x                  (AdaSSP's rows, dpstream.models.moments)
-    clip_labels:   ȳ_i = clip(y_i, −B_y, B_y)                  (AdaSSP's labels)
+    clip_labels:   ȳ_i = clip(y_i, −B_y, B_y)                  (AdaSSP's labels; a vector target
+                   is scaled into the ball of radius B_y, as a row)
 
 The fused kernels for the GLMs compute the same factors per row, on a CPU in Numba
 (``dpstream.models.glm_cpu``, s·(C/g) in float64) and on a GPU in CUDA (``dpstream.models.glm_cuda``,
@@ -45,5 +46,7 @@ def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
 
 
 def clip_labels(labels: Any, label_bound: float, xp: Any = np) -> Any:
-    """Labels clipped into [−B_y, B_y]."""
+    """Labels clipped into [−B_y, B_y]; (rows, K) vector targets scaled to norm at most B_y per row."""
+    if labels.ndim == 2:
+        return clip_rows(labels, label_bound, xp)[0]
     return xp.clip(labels, -label_bound, label_bound)

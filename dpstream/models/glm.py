@@ -58,6 +58,8 @@ class GLM:
     name: ClassVar[str] = "glm"
     supports_moments: ClassVar[bool] = True  # XᵀX and Xᵀy of clipped rows (AdaSSP), kind="moments"
     curvature: ClassVar[float] = 1.0  # L ≥ φ''(m, y) for every margin: the per-example smoothness is L·‖x‖²
+    link: ClassVar[str] = "identity"  # what AdaSSP's statistics fit: least squares, or PASS-GLM's "logistic"
+    outputs: ClassVar[int] = 1  # margins per row
 
     def __post_init__(self) -> None:
         array_module(self.backend)  # an unknown backend, or "cupy" without a GPU, fails here naming the fix
@@ -245,6 +247,7 @@ class LogisticRegressionModel(GLM):
 
     name: ClassVar[str] = "logistic"
     curvature: ClassVar[float] = 0.25  # σ(m)(1 − σ(m)) ≤ 1/4
+    link: ClassVar[str] = "logistic"
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         z = -y * margins

@@ -29,9 +29,11 @@ CHUNK_ROWS = 16384
 def moment_sums(
     X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]."""
+    """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]; for
+    vector targets (rows, K) (a K-class model's contrast vectors) each target row is clipped to norm B_y
+    and Xᵀy is (d, K)."""
     dim = X.shape[1]
-    gram, moment, clipped = np.zeros((dim, dim)), np.zeros(dim), 0
+    gram, moment, clipped = np.zeros((dim, dim)), np.zeros((dim, *labels.shape[1:])), 0
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
         targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)

@@ -111,6 +111,7 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
         "--scale-range",
         "0",
         "1",
+        "--no-config",  # the first conversion wrote pipeline.toml here
     )
     assert unit.returncode == 0, unit.stderr
     table = pq.read_table(tmp_path / "unit")
@@ -132,6 +133,7 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
         "--scale-range",
         "1",
         "-1",
+        "--no-config",
     )
     assert bad.returncode == 2 and "scale_range must be finite with low < high" in bad.stderr
     config = tmp_path / "housing.toml"
@@ -339,7 +341,9 @@ def test_convert_with_private_bounds(tmp_path):
     assert record["private_bounds"]["columns"] == ["median_income", "median_house_value"]
     assert record["bounds"]["housing_median_age"] == [0.0, 60.0]
     assert pq.read_table(tmp_path / "raw").num_rows == 20_640 - 2_064
-    bad = dpstream("convert", HOUSING, tmp_path / "other", *common, "--private-bounds", "latitude")
+    bad = dpstream(
+        "convert", HOUSING, tmp_path / "other", *common, "--private-bounds", "latitude", "--no-config"
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "private bounds name column 'latitude'" in bad.stderr and not (tmp_path / "other").exists()
 

@@ -111,6 +111,22 @@ def test_good_config(tmp_path):
             lambda t: t + '\n[model]\nbackend = "tpu"\n',
             r"model\.backend: Input should be 'numpy', 'cupy' or 'auto'",
         ),
+        (
+            lambda t: t + '\n[model]\nkind = "forest"\n',
+            r"model\.kind: Value error, unknown model kind 'forest'; expected one of .*'linear'.*'logistic'",
+        ),
+        (
+            lambda t: t + '\n[model]\nkind = "linear"\nclasses = ["a", "b"]\n',
+            r"model.kind = 'linear' is a regression; model.classes is for a classifier",
+        ),
+        (
+            lambda t: t + '\n[model]\nkind = "kan"\nclasses = ["a", "b", "c"]\n',
+            r"model.kind = 'kan' takes at most 2 classes, got 3; use kind = 'logistic'",
+        ),
+        (
+            lambda t: t + '\n[model]\nkind = "logistic"\nclasses = ["a", "a"]\n',
+            r"model\.classes: Value error, classes must list at least 2 distinct class names",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(tmp_path, edit, match):
@@ -133,7 +149,7 @@ def test_relative_locations_are_relative_to_the_config(tmp_path):
 
 
 def test_model_sections_build_their_models(tmp_path):
-    from dpstream.models import KANModel, LogisticRegressionModel
+    from dpstream.models import KANModel, LogisticRegressionModel, MultinomialLogisticModel
 
     kan = load_config(
         write(
@@ -146,6 +162,13 @@ def test_model_sections_build_their_models(tmp_path):
     assert model == KANModel(num_hidden=8, feature_low=(-1.0, -2.0), feature_high=3.0)
     logistic = load_config(write(tmp_path, GOOD + '\n[model]\nkind = "logistic"\nbackend = "auto"\n'))
     assert logistic.model.build() == LogisticRegressionModel(backend="auto")
+    assert logistic.label_contract.allowed() == (frozenset({0.0, 1.0}), frozenset({-1.0, 1.0}))
+    three = load_config(
+        write(tmp_path, GOOD + '\n[model]\nkind = "logistic"\nclasses = ["lo", "mid", "hi"]\n')
+    )
+    assert three.model.build() == MultinomialLogisticModel(num_classes=3)
+    assert three.label_contract.allowed() == (frozenset({0.0, 1.0, 2.0}),)
+    assert "3 classes (lo, mid, hi) coded as their positions 0..2" == three.label_contract.describe()
 
 
 def test_delta_warning_names_one_over_n():

@@ -258,3 +258,30 @@ def test_private_bounds_refusals_write_nothing(tmp_path):
     ):
         csv_to_parquet(str(HOUSING), str(out), tiny)
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_label_classes_id_and_intercept_round_trip_through_the_record(tmp_path):
+    source = tmp_path / "rows.csv"
+    source.write_text("id,x,grade\nA7,10,low\nB8,20,high\nC9,,mid\nD1,40,low\n")
+    spec = ConvertSpec(
+        columns=("x",), label="grade", bounds={"x": (0.0, 40.0)}, label_classes=("low", "mid", "high"),
+        passthrough=("id",), intercept=True,
+    )  # fmt: skip
+    out = str(tmp_path / "lake")
+    csv_to_parquet(str(source), out, spec)
+    table = pq.read_table(out)
+    assert table.column_names == ["x", "intercept", "grade", "id"]
+    assert table.column("grade").to_pylist() == [0, 2, 0]  # the row with a missing x is dropped
+    assert (
+        table.column("id").to_pylist() == ["A7", "B8", "D1"]
+        and table.column("intercept").to_pylist() == [1.0] * 3
+    )
+    again = ConvertSpec.from_record(read_convert_record(out))
+    assert again == spec and again.output_columns() == ["x", "intercept"]
+    assert again.original_units("x", table.column("x").to_numpy()).tolist() == [10.0, 20.0, 40.0]
+    assert again.original_units("grade", table.column("grade").to_numpy()).tolist() == ["low", "high", "low"]
+    assert again.row_norm_bound(["x", "intercept"]) == pytest.approx(2**0.5)  # [-1, 1] and the constant
+    with pytest.raises(LakeError, match="label classes must be at least 2 distinct names"):
+        ConvertSpec(columns=("x",), label="grade", bounds={"x": (0.0, 40.0)}, label_classes=("a", "a"))
+    with pytest.raises(LakeError, match="column 'x' is both carried through untouched"):
+        ConvertSpec(columns=("x",), label="grade", passthrough=("x",))

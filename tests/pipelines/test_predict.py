@@ -16,6 +16,7 @@ from dpstream.algorithms import AdaSSP
 from dpstream.export import ModelDocument, read_model
 from dpstream.models import KANModel
 from pipelines import LakeError
+from pipelines.convert import ConvertSpec
 from pipelines.predict import predict_lake
 
 from .conftest import DIM, local_put, make_table, write_lake
@@ -36,12 +37,9 @@ def document(kind: str = "linear", params=PARAMS, **extra) -> dict:
         "label": "y",
         "algorithm": "ssp",
         "lake_fingerprint": "f",
-        "preprocessing": {
-            "format": "dpstream-convert/1",
-            "bounds": {"y": [0.0, 500.0]},
-            "scale_range": [-1.0, 1.0],
-            "unscaled": [],
-        },
+        "preprocessing": ConvertSpec(
+            columns=tuple(FEATURES), label="y", bounds={"y": (0.0, 500.0)}, scale_range=(-1.0, 1.0)
+        ).record(),
         "params": list(map(float, params)),
         "privacy": report.to_dict(),
     }
@@ -122,9 +120,11 @@ def test_refusals_name_the_fix_and_write_nothing(tmp_path, lake):
     )
     with pytest.raises(LakeError, match="row 4 has a missing or infinite feature"):
         predict_lake(model, str(holes), str(tmp_path / "out3"))
-    assert not any(
-        (tmp_path / name).exists() and os.listdir(tmp_path / name) for name in ("out1", "out2", "out3")
-    )
+    with pytest.raises(
+        LakeError, match=r"--keep names 'customer', which is not in the file .* convert --id COLUMN"
+    ):
+        predict_lake(model, lake.url, str(tmp_path / "out4"), keep=("customer",))
+    assert not any((tmp_path / name).exists() for name in ("out1", "out3", "out4"))  # no empty folder left
 
 
 def test_bad_model_files_are_refused(tmp_path):
@@ -187,6 +187,25 @@ def test_models_load_into_fitted_estimators(tmp_path):
     margins = kan_model.predict_margin(frame.to_numpy(), kan_params)
     assert kan.predict(frame).tolist() == (margins > 0).astype(int).tolist()
     np.testing.assert_allclose(kan_doc.predict(frame.to_numpy())["probability"], 1 / (1 + np.exp(-margins)))
+
+
+def test_a_k_class_model_predicts_its_class_names_and_one_probability_per_class(tmp_path):
+    rng = np.random.default_rng(5)
+    classes = ["low", "mid", "high"]
+    params = rng.standard_normal(DIM * 3)
+    doc = ModelDocument.from_dict(document("logistic", params=params, classes=classes))
+    X = rng.uniform(-1, 1, (40, DIM))
+    margins = X @ params.reshape(DIM, 3)
+    scored = doc.predict(X)
+    assert doc.output_columns() == list(scored) == ["prediction", *(f"probability_{c}" for c in classes)]
+    assert scored["prediction"].tolist() == [classes[k] for k in np.argmax(margins, axis=1)]
+    np.testing.assert_allclose(sum(scored[f"probability_{c}"] for c in classes), 1.0)
+    estimator = doc.to_estimator()
+    frame = pd.DataFrame(X, columns=FEATURES)
+    assert estimator.predict(frame).tolist() == scored["prediction"].tolist()
+    np.testing.assert_allclose(estimator.predict_proba(frame)[:, 2], scored["probability_high"])
+    with pytest.raises(ValueError, match=r"18 parameters for a logistic model of 6 features \(expected 6 "):
+        ModelDocument.from_dict(document("logistic", params=params, classes=["a", "b"]))
 
 
 def test_scoring_from_and_to_s3(s3_bucket):

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dpstream.models.kinds import LabelContract
 from pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
@@ -228,31 +229,46 @@ def test_s3_copy_of_a_local_lake_has_the_same_fingerprint(lake, s3_bucket):
         ([0.25, 0.5], False),
     ],
 )
-def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
-    root = tmp_path / "raw"
-    for i in range(2):
+def labelled_lake(root, label_cycles) -> object:
+    """Two files whose labels cycle through ``label_cycles[i]``: the spec of the lake."""
+    for i, labels in enumerate(label_cycles):
         table = make_table(300, i)
         values = np.resize(np.array(labels, dtype=np.float64), 300)
         local_put(
             str(root / f"part-{i}.parquet"),
             table.set_column(table.schema.get_field_index("y"), "y", pa.array(values)),
         )
-    spec = feature_spec(str(root))
+    return feature_spec(str(root))
+
+
+def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
+    spec = labelled_lake(tmp_path / "raw", [labels, labels])
     validate_lake(spec)  # a regression lake takes any finite label
     if ok:
-        validate_lake(spec, binary_labels=True)
+        validate_lake(spec, labels=LabelContract(num_classes=2))
     else:
         with pytest.raises(
             LakeError,
-            match=r"part-0\.parquet: label column 'y' holds the values \{.*\}, but a classifier .* "
-            r"\{0, 1\} or \{-1, \+1\}",
+            match=r"part-0\.parquet: label column 'y' holds the values \{.*\}, but this classifier needs two "
+            r"classes coded \{0, 1\} or \{-1, \+1\}",
         ):
-            validate_lake(spec, binary_labels=True)
+            validate_lake(spec, labels=LabelContract(num_classes=2))
+
+
+def test_k_public_classes_are_their_positions(tmp_path):
+    spec = labelled_lake(tmp_path / "raw", [[0, 1, 2], [2, 1]])
+    validate_lake(spec, labels=LabelContract(classes=("lo", "mid", "hi")))
+    with pytest.raises(
+        LakeError, match=r"holds the values \{0, 1, 2\}, but this classifier needs two classes"
+    ):
+        validate_lake(spec, labels=LabelContract(num_classes=2))
+    with pytest.raises(LakeError, match=r"needs 2 classes \(lo, hi\) coded as|needs two classes \(lo, hi\)"):
+        validate_lake(spec, labels=LabelContract(classes=("lo", "hi")))
 
 
 def test_continuous_label_refused_for_a_classifier_shows_few_values(lake):
     with pytest.raises(LakeError, match=r"holds the values \{(-?\d[^,]*, ){8}\.\.\.\}"):
-        validate_lake(lake, binary_labels=True)
+        validate_lake(lake, labels=LabelContract(num_classes=2))
 
 
 def test_stray_files_are_reported_not_silently_ignored(lake):
