@@ -217,18 +217,6 @@ def test_s3_copy_of_a_local_lake_has_the_same_fingerprint(lake, s3_bucket):
     )
 
 
-@pytest.mark.parametrize(
-    "labels, ok",
-    [
-        ([0, 1], True),
-        ([-1, 1], True),
-        ([1, 1], True),
-        ([0.0, 1.0], True),
-        ([0, 1, 2], False),
-        ([-1, 0, 1], False),
-        ([0.25, 0.5], False),
-    ],
-)
 def labelled_lake(root, label_cycles) -> object:
     """Two files whose labels cycle through ``label_cycles[i]``: the spec of the lake."""
     for i, labels in enumerate(label_cycles):
@@ -241,6 +229,18 @@ def labelled_lake(root, label_cycles) -> object:
     return feature_spec(str(root))
 
 
+@pytest.mark.parametrize(
+    "labels, ok",
+    [
+        ([0, 1], True),
+        ([-1, 1], True),
+        ([1, 1], True),
+        ([0.0, 1.0], True),
+        ([0, 1, 2], False),
+        ([-1, 0, 1], False),
+        ([0.25, 0.5], False),
+    ],
+)
 def test_classification_labels_are_a_public_binary_set(tmp_path, labels, ok):
     spec = labelled_lake(tmp_path / "raw", [labels, labels])
     validate_lake(spec)  # a regression lake takes any finite label
