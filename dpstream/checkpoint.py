@@ -59,11 +59,14 @@ class CheckpointError(RuntimeError):
     """A checkpoint could not be written or does not belong to this run's configuration."""
 
 
+DEFAULT_EVERY_STEPS = 10  # the one default: the pipeline config's [checkpoint] reads it too
+
+
 @dataclass(frozen=True)
 class CheckpointPolicy:
     url: str
-    every_steps: int = 1
-    every_seconds: float | None = None
+    every_steps: int = DEFAULT_EVERY_STEPS
+    every_seconds: float | None = None  # also save when this long has passed since the last save
     storage_options: dict[str, Any] = field(default_factory=dict)
     retries: int = 5
     backoff_seconds: float = 0.5
@@ -99,11 +102,11 @@ class Checkpoint:
 
 
 def config_fingerprint(algorithm: Any, model: Any, num_rows: int, num_params: int, lake: str = "") -> str:
-    """Identity of what a run computes: algorithm and noise configuration, model, data size and lake,
-    checkpoint format and NumPy version (its Philox stream must match for bit-for-bit replay)."""
-    document = repr(
-        (algorithm, type(model).__name__, num_rows, num_params, lake, FORMAT_VERSION, np.__version__)
-    )
+    """Identity of what a run computes: algorithm and noise configuration, the model with every setting
+    (its dataclass repr: a KAN's shape, activation, bounds and seed, a K-class model's K, the backend),
+    data size and lake, checkpoint format and NumPy version (its Philox stream must match for bit-for-bit
+    replay)."""
+    document = repr((algorithm, model, num_rows, num_params, lake, FORMAT_VERSION, np.__version__))
     return hashlib.sha256(document.encode()).hexdigest()[:24]
 
 

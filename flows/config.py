@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.validation import MAX_EPSILON
 from flows.cluster_config import ClusterConfig
 
@@ -184,7 +185,7 @@ class BudgetConfig(_Section):
 
 class CheckpointConfig(_Section):
     url: str = Field(min_length=1)
-    every_steps: int = Field(default=10, gt=0)
+    every_steps: int = Field(default=DEFAULT_EVERY_STEPS, gt=0)
     every_seconds: float | None = Field(default=None, gt=0.0)
 
 

@@ -85,6 +85,17 @@ def intercept_index(config: PipelineConfig) -> int | None:
     return list(features).index(INTERCEPT_COLUMN) if record and record.get("intercept") else None
 
 
+def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
+    """The run's checkpoint policy: the whole [checkpoint] section (every_steps and every_seconds), or the
+    library's defaults without one."""
+    section = config.checkpoint
+    if section is None:
+        return CheckpointPolicy(checkpoint_url)
+    return CheckpointPolicy(
+        checkpoint_url, every_steps=section.every_steps, every_seconds=section.every_seconds
+    )
+
+
 def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect's retry condition: retry what may pass on a second try (a lost worker, a storage hiccup),
     never a refusal, which would only be refused again (a bad lake or config, the budget, a checkpoint of
@@ -186,9 +197,7 @@ def train_task(
     model = _model(config)
     algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
     plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
-    policy = CheckpointPolicy(
-        checkpoint_url, every_steps=config.checkpoint.every_steps if config.checkpoint else 10
-    )
+    policy = checkpoint_policy(config, checkpoint_url)
     # A cluster of its own: each retry of a failed training gets a fresh one.
     with config.cluster.client() as client, RunProgress(enabled=show_progress) as progress:
         result, mode = train_on_lake(

@@ -270,3 +270,42 @@ def test_a_resumed_run_never_gives_back_the_claim_it_continues(tmp_path):
     gate.set()
     first.join(60)
     assert results and [(e.run_id, e.status) for e in lake.entries()] == [("r", "committed")]
+
+
+@pytest.mark.parametrize("every_seconds, saved_step", [(None, 0), (1e-9, 3)])
+def test_every_seconds_saves_checkpoints_by_time(tmp_path, every_seconds, saved_step):
+    """Steps every 1,000 keep only the start (step 0) before a failure at step 3; a time limit already passed saves
+    after each step, so the run resumes from step 3."""
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+
+    X, y = data(5_000)
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=3.0, learning_rate=0.5, batch_size=500)
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=1_000, every_seconds=every_seconds)
+    with pytest.raises(OSError, match="vanished at step 3"):
+        run(algorithm, FailingExecutor(LinearRegressionModel(), [(X, y)], 3), num_rows=5_000, num_params=5,
+            initial_params=np.zeros(5), checkpoint=policy, run_id="timed", key=KEY)  # fmt: skip
+    saved = CheckpointStore(policy).load("timed")
+    assert (saved.step if saved is not None else None) == saved_step
+
+
+def test_the_checkpoint_fingerprint_covers_every_model_setting():
+    from dpstream.checkpoint import config_fingerprint
+    from dpstream.models import KANModel, MultinomialLogisticModel
+
+    algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.5, batch_size=100)
+    base = KANModel(num_hidden=4)
+    fingerprints = {
+        config_fingerprint(algorithm, model, 1000, 40)
+        for model in (
+            base,
+            replace(base, activation="sigmoid"),
+            replace(base, seed=1),
+            replace(base, grid_size=6),
+            replace(base, feature_low=-2.0),
+            replace(base, input_map="cube"),
+        )
+    }
+    assert len(fingerprints) == 6
+    assert config_fingerprint(
+        algorithm, MultinomialLogisticModel(num_classes=3), 1000, 30
+    ) != config_fingerprint(algorithm, MultinomialLogisticModel(num_classes=4), 1000, 30)

@@ -64,7 +64,7 @@ def main() -> None:
         num_rows=ROWS,
         num_params=DIM,
         initial_params=np.zeros(DIM),
-        checkpoint=CheckpointPolicy(args.checkpoints, retries=2, backoff_seconds=0.05),
+        checkpoint=CheckpointPolicy(args.checkpoints, every_steps=1, retries=2, backoff_seconds=0.05),
         run_id=args.run_id,
         ledger=lake,
         on_step=on_step,

@@ -310,3 +310,20 @@ def test_training_split_exists_for_every_lake_that_validates(tmp_path):
         match=r"lake.rows_per_file: 1,000 rows at 1,000 rows per file make one shuffled file.*at most 500",
     ):
         explicit.training_split(1000)
+
+
+def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
+    from dpstream.checkpoint import DEFAULT_EVERY_STEPS
+    from flows.flows import checkpoint_policy
+
+    timed = load_config(
+        write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\nevery_steps = 7\nevery_seconds = 30.0\n')
+    )
+    policy = checkpoint_policy(timed, "/data/ckpt")
+    assert (policy.every_steps, policy.every_seconds) == (7, 30.0)
+    plain = checkpoint_policy(load_config(write(tmp_path, GOOD)), "/data/ckpt")
+    assert (plain.every_steps, plain.every_seconds) == (DEFAULT_EVERY_STEPS, None)
+    assert (
+        load_config(write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\n')).checkpoint.every_steps
+        == DEFAULT_EVERY_STEPS
+    )
