@@ -24,6 +24,7 @@ MODULES = [
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
     "benchmarks.real_data",
+    "benchmarks.multiclass",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",
