@@ -1,6 +1,6 @@
 """Published models back into Python: model.json → a scoring function or a fitted estimator.
 
-The train flow publishes ``model.json`` (format ``dpstream-model/1``, ``flows.flows.model_document``):
+The train flow publishes ``model.json`` (format ``dpstream-model/1``, written by ``model_document`` here):
 plain JSON, no pickle, so reading one runs no code. It holds the model kind and settings, the feature
 names in lake order, the label, the parameters, the privacy report and, for a lake written by
 ``dpstream convert``, the public preprocessing (``pipelines.convert`` record).
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ import numpy as np
 from dpstream.storage import open_url
 from dpstream.validation import check_name
 
-__all__ = ["ModelDocument", "read_model", "check_privacy", "MODEL_FORMAT"]
+__all__ = ["ModelDocument", "model_document", "read_model", "check_privacy", "MODEL_FORMAT"]
 
 MODEL_FORMAT = "dpstream-model/1"
 REQUIRED_KEYS = frozenset(
@@ -250,6 +251,41 @@ class ModelDocument:
         if self.privacy:
             estimator.privacy_report_ = PrivacyReport(**self.privacy)
         return estimator
+
+
+def model_document(
+    *,
+    model: dict[str, Any],
+    features: Sequence[str] | str,
+    label: str,
+    run_id: str,
+    lake_fingerprint: str,
+    algorithm: str,
+    params: np.ndarray,
+    report: Any,
+    preprocessing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """model.json, the document ``ModelDocument.from_dict`` reads back: the parameters with what is needed
+    to apply them (the [model] section: kind, settings, a classifier's classes; feature names in order;
+    the label; the algorithm that ran; the public preprocessing) and the privacy report. It is the release:
+    the non-private evaluation goes to the operator folder, never here.
+
+    The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
+    recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists,
+    the class list): new rows go through the same steps, and a bounded label maps back to its units; None
+    for a lake written otherwise."""
+    return {
+        "format": MODEL_FORMAT,
+        "run_id": run_id,
+        "model": dict(model),
+        "features": list(features) if isinstance(features, (list, tuple)) else features,
+        "label": label,
+        "algorithm": algorithm,
+        "lake_fingerprint": lake_fingerprint,
+        "preprocessing": preprocessing,
+        "params": np.asarray(params).tolist(),
+        "privacy": report.to_dict(),
+    }
 
 
 def read_model(url: str, storage_options: dict[str, Any] | None = None) -> ModelDocument:

@@ -26,6 +26,7 @@ from prefect.cache_policies import NO_CACHE
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
+from dpstream.export import model_document
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget, RunIdReusedError
 from dpstream.validation import check_name
 from flows.config import PipelineConfig, config_folder, delta_warning, load_config
@@ -223,42 +224,6 @@ def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray)
     return config.model.declaration.evaluate(outputs, np.asarray(y, dtype=np.float64))
 
 
-def model_document(
-    config: PipelineConfig,
-    run_id: str,
-    fingerprint: str,
-    algorithm: str,
-    params,
-    report,
-    preprocessing: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """model.json: the parameters with what is needed to apply them (feature names in order, label, model
-    kind and settings, the algorithm that ran, the public preprocessing) and the privacy report. It is
-    the release: the non-private evaluation goes to the operator folder, never here.
-
-    The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
-    recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists):
-    new rows go through the same steps, and a bounded label maps back to its units; None for a lake
-    written otherwise."""
-    features = config.lake.features
-    return {
-        "format": "dpstream-model/1",
-        "run_id": run_id,
-        "model": {
-            "kind": config.model.kind,
-            **config.model.model_dump(exclude={"kind", "backend", "classes"}),
-            **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
-        },
-        "features": list(features) if isinstance(features, (list, tuple)) else features,
-        "label": config.lake.label,
-        "algorithm": algorithm,
-        "lake_fingerprint": fingerprint,
-        "preprocessing": preprocessing,
-        "params": params.tolist(),
-        "privacy": report.to_dict(),
-    }
-
-
 def _link(url: str) -> str:
     return url if "://" in url else "file://" + url
 
@@ -342,7 +307,21 @@ def train_flow(
     )
     metrics = evaluate_task(config, holdout, params)
     preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
-    document = model_document(config, run_id, manifest.fingerprint, algorithm, params, report, preprocessing)
+    section = config.model.model_dump(exclude={"backend", "classes"})
+    document = model_document(
+        model={
+            **section,
+            **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
+        },
+        features=config.lake.features,
+        label=config.lake.label,
+        run_id=run_id,
+        lake_fingerprint=manifest.fingerprint,
+        algorithm=algorithm,
+        params=params,
+        report=report,
+        preprocessing=preprocessing,
+    )
     paths = publish_task(locations, document, report, losses, metrics)
     return {
         "run_id": run_id,

@@ -405,7 +405,7 @@ class AdaSSP(OneRoundTrip):
             clip_norms=(plan.row_norm_bound,),
             notes=(
                 f"rows clipped to ‖x‖ ≤ {plan.row_norm_bound:.6g} and labels to |y| ≤ {self.target_bound:.6g} "
-                "(fixed before the pass); one pass, one release of XᵀX, Xᵀy and λ_min",
+                f"(fixed before the pass); one pass, one release of XᵀX, {'Xᵀy' if self.targets == 1 else 'XᵀT'} and λ_min",
             )
             if not plan.label_mean_only
             else (self.too_few_rows(plan),),

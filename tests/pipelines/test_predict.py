@@ -26,7 +26,7 @@ PARAMS = np.linspace(-0.4, 0.5, DIM)
 
 
 def document(kind: str = "linear", params=PARAMS, **extra) -> dict:
-    """A model.json as the train flow writes it (flows.flows.model_document), with a real AdaSSP report."""
+    """A model.json as the train flow writes it (dpstream.export.model_document), with a real AdaSSP report."""
     algorithm = AdaSSP(1.0, 1e-6)
     report = algorithm.report(algorithm.plan(10_000, DIM))
     return {
@@ -228,3 +228,19 @@ def test_scoring_from_and_to_s3(s3_bucket):
         scored = pq.read_table(handle).to_pandas()
     assert scored["row_id"].tolist() == list(range(3000, 6000))
     assert fs.exists(f"{bucket}/scored/_predict.json") and not fs.glob(f"{bucket}/scored/_tmp-*")
+
+
+def test_the_writer_and_the_reader_of_model_json_agree():
+    from dpstream.export import model_document
+
+    algorithm = AdaSSP(1.0, 1e-6, link="softmax", num_classes=3)
+    report = algorithm.report(algorithm.plan(10_000, DIM * 3))
+    params = np.arange(DIM * 3, dtype=float) / 10
+    written = model_document(
+        model={"kind": "logistic", "classes": ["a", "b", "c"]}, features=tuple(FEATURES), label="y", run_id="r9",
+        lake_fingerprint="lake-1", algorithm="ssp", params=params, report=report,
+    )  # fmt: skip
+    read = ModelDocument.from_dict(json.loads(json.dumps(written)))
+    assert read.classes == ["a", "b", "c"] and read.run_id == "r9" and read.features == tuple(FEATURES)
+    np.testing.assert_array_equal(read.params, params)
+    assert read.privacy == json.loads(json.dumps(report.to_dict()))
