@@ -64,7 +64,7 @@ def test_kan_stays_binary_and_one_class_is_refused():
         DPLogisticRegression(feature_bounds=(0.0, 80.0)).fit(X, np.full(500, "a"))
 
 
-# Claims (README "Multi-class labels", BENCHMARKS "Multi-class (issue 29)"): fixed noise seeds, thresholds
+# Claims (README "String and multi-class labels", BENCHMARKS "Multi-class labels (issue 29)"): fixed noise seeds, thresholds
 # from the measured spread of `python -m benchmarks.multiclass --fits 21`.
 @pytest.fixture(scope="module")
 def penguins_at_4():
