@@ -238,7 +238,7 @@ class ModelDocument:
                 fit_intercept=False
             )
             scale, offset = (1.0, 0.0) if self.is_classifier else self.label_map()
-            outputs = getattr(model, "outputs", 1)
+            outputs = model.outputs
             if outputs > 1:  # K classes: W is (features, K), coef_ (K, features)
                 estimator.coef_ = self.params.reshape(len(names), outputs).T.copy()
                 estimator.intercept_ = np.zeros(outputs)

@@ -44,6 +44,12 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
     row-norm bound, when the config leaves it out, comes from the lake's public schema where
     ``dpstream convert`` wrote the lake (``schema_row_norm_bound``), else sqrt(d)."""
     a, b = config.algorithm, config.budget
+    features = config.lake.features
+    record = (
+        None
+        if isinstance(features, str)
+        else read_convert_record(config.lake.url, config.lake.storage_options)
+    )
     spec = AlgorithmSpec(
         name=a.name,
         epsilon=b.epsilon,
@@ -57,33 +63,37 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
         noise=a.noise,
         correlation=a.correlation,
         nu=a.nu,
-        row_norm_bound=a.row_norm_bound if a.row_norm_bound is not None else schema_row_norm_bound(config),
+        row_norm_bound=a.row_norm_bound
+        if a.row_norm_bound is not None
+        else schema_row_norm_bound(record, features),
         label_bound=a.label_bound,
-        intercept_index=intercept_index(config),
+        intercept_index=intercept_index(record, features),
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, config.model.build(), num_rows, dim)[1]
 
 
-def schema_row_norm_bound(config: PipelineConfig) -> float | None:
-    """The public bound on ‖x‖ that the conversion record of ``config.lake.url`` implies for the selected
-    features (``ConvertSpec.row_norm_bound``: a one-hot group counts 1, not its size), or None for a lake
-    ``dpstream convert`` did not write. Public: it reads the recorded preprocessing, never the rows."""
-    record = read_convert_record(config.lake.url, config.lake.storage_options)
-    if record is None or isinstance(config.lake.features, str):
+def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:
+    """The public bound on ‖x‖ that the lake's conversion record implies for the selected ``features``
+    (``ConvertSpec.row_norm_bound``: a one-hot group counts 1, not its size), or None for a lake ``dpstream
+    convert`` did not write. Public: it reads the recorded preprocessing, never the rows."""
+    if record is None or isinstance(features, str):
         return None
-    return ConvertSpec.from_record(record).row_norm_bound(config.lake.features)
+    return ConvertSpec.from_record(record).row_norm_bound(features)
 
 
-def intercept_index(config: PipelineConfig) -> int | None:
-    """The position among the features of the public constant column ``dpstream convert`` writes
+def intercept_index(record: dict[str, Any] | None, features: Any) -> int | None:
+    """The position among ``features`` of the public constant column ``dpstream convert`` writes
     (``INTERCEPT_COLUMN``), or None: AdaSSP then leaves it unpenalised in a regression and a K-class fit
     can read class counts from it (``dpstream.algorithms.ssp``)."""
-    features = config.lake.features
-    if isinstance(features, str) or INTERCEPT_COLUMN not in features:
+    if (
+        not record
+        or not record.get("intercept")
+        or isinstance(features, str)
+        or INTERCEPT_COLUMN not in features
+    ):
         return None
-    record = read_convert_record(config.lake.url, config.lake.storage_options)
-    return list(features).index(INTERCEPT_COLUMN) if record and record.get("intercept") else None
+    return list(features).index(INTERCEPT_COLUMN)
 
 
 def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:

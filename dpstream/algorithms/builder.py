@@ -77,7 +77,7 @@ def default_learning_rate(model: Any, num_params: int) -> float:
     """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
     ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
     curvature = getattr(model, "curvature", None)  # a public bound on φ'' (the GLMs); the KAN has none
-    inputs = num_params // getattr(model, "outputs", 1)
+    inputs = num_params // model.outputs
     return stable_learning_rate(model, inputs) if curvature is not None else KAN_LEARNING_RATE
 
 
@@ -87,7 +87,7 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     name = choose_algorithm(
         spec.name,
         model,
-        num_params // getattr(model, "outputs", 1),  # AdaSSP's XᵀX is inputs × inputs whatever K
+        num_params // model.outputs,  # AdaSSP's XᵀX is inputs × inputs whatever K
         num_steps=spec.num_steps,
         batch_size=spec.batch_size,
         learning_rate=spec.learning_rate,

@@ -340,7 +340,7 @@ class AdaSSP(OneRoundTrip):
         counts = np.maximum(moment[k], max(1.0, plan.moment_std))
         sums = moment[rest]
         means = sums / counts
-        within = gram[np.ix_(rest, rest)] - (sums / counts) @ sums.T
+        within = gram[np.ix_(rest, rest)] - means @ sums.T
         directions = rows * _ridge_solve(within, means, ridge, plan.gram_std)
         params = np.empty((gram.shape[0], classes))
         params[rest] = directions

@@ -202,7 +202,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             correlation=self.correlation,
             nu=self.nu,
             projection_radius=self.projection_radius,
-            intercept_index=dim // getattr(model, "outputs", 1) - 1 if self.fit_intercept else None,
+            intercept_index=dim // model.outputs - 1 if self.fit_intercept else None,
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
         )

@@ -22,6 +22,7 @@ __all__ = ["Model"]
 @runtime_checkable
 class Model(Protocol):
     name: ClassVar[str]  # "linear", "logistic", "kan": recorded in reports and model.json
+    outputs: ClassVar[int] | int  # margins per row: 1, or K for a K-class model (params = inputs × outputs)
     backend: str  # "numpy", "cupy" or "auto": where block_stats computes
 
     def num_params(self, num_features: int) -> int:
@@ -31,7 +32,8 @@ class Model(Protocol):
         """The public starting point (zeros for the GLMs, W₀ from the public seed for the KAN)."""
 
     def predict_margin(self, X: np.ndarray, params: np.ndarray) -> np.ndarray:
-        """The model's output on rows ``X`` (the regression prediction, or the classification margin)."""
+        """The model's output on rows ``X``: (rows,) regression predictions or classification margins, or
+        (rows, K) margins of a K-class model."""
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-row loss at the given margins (operator-only training curves and evaluation)."""

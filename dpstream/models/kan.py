@@ -98,6 +98,7 @@ class KANModel:
     seed: int = 0  # public: W₀ and c
     backend: str = "numpy"  # "numpy" | "cupy" | "auto"
     name: ClassVar[str] = "kan"
+    outputs: ClassVar[int] = 1  # one margin per row
 
     def __post_init__(self) -> None:
         for field_name in ("num_hidden", "grid_size"):
