@@ -218,8 +218,7 @@ def label_mean_errors(name: str, ratios, repeats: int = 30) -> dict[float, tuple
     dataset's training rows: both arms run ``AdaSSP.apply`` on the same exact statistics, with the plan's
     ``label_mean_only`` set each way (public bounds, ε = 1)."""
     from dpstream.algorithms.ssp import AdaSSP
-    from dpstream.models.moments import moment_sums
-    from dpstream.models.stats import BatchStats
+    from dpstream.models import LinearRegressionModel
     from dpstream.privacy import mu_for_epsilon_delta
 
     dataset = load(name)
@@ -252,8 +251,11 @@ def label_mean_errors(name: str, ratios, repeats: int = 30) -> dict[float, tuple
         for repeat in range(repeats):
             pick = np.random.default_rng(repeat).choice(len(ytr), num_rows, replace=False)
             Z = np.hstack([features.to_unit(Xtr[pick]), np.ones((num_rows, 1))])
-            gram, moment, _ = moment_sums(Z, labels.to_unit(ytr[pick]), planned.row_norm_bound, 1.0)
-            stats = BatchStats(np.zeros((0, dim)), num_rows, gram=gram, moment=moment)
+            stats = LinearRegressionModel().block_stats(
+                Z,
+                labels.to_unit(ytr[pick]),
+                algorithm.request(algorithm.init(planned, None), planned.spans[0], planned),
+            )  # the statistics a run computes: XᵀX, Xᵀy and the label sum
             for arm, plan in arms.items():
                 state = algorithm.apply(
                     algorithm.init(plan, None), plan.spans[0], stats, noise_key(repeat), plan

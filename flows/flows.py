@@ -227,11 +227,21 @@ def train_task(
 
 
 @task(name="evaluate (non-private)")
-def evaluate_task(config: PipelineConfig, holdout: Manifest, params: np.ndarray) -> dict[str, float]:
-    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``)."""
+def evaluate_task(
+    config: PipelineConfig, holdout: Manifest, params: np.ndarray, preprocessing: dict[str, Any] | None = None
+) -> dict[str, float]:
+    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``). A regression on a lake
+    ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
+    the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
     X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout), strict=True)]
     outputs = _model(config).predict_margin(X.astype(np.float64), params)
-    return config.model.declaration.evaluate(outputs, np.asarray(y, dtype=np.float64))
+    y = np.asarray(y, dtype=np.float64)
+    if preprocessing and not config.model.declaration.classifies:
+        spec = ConvertSpec.from_record(preprocessing)
+        outputs, y = (
+            np.asarray(spec.original_units(config.lake.label, v), dtype=np.float64) for v in (outputs, y)
+        )
+    return config.model.declaration.evaluate(outputs, y)
 
 
 def _link(url: str) -> str:
@@ -315,8 +325,8 @@ def train_flow(
     params, report, losses, mode, algorithm = train_task(
         config, training, manifest, run_id, locations.checkpoints, show_progress
     )
-    metrics = evaluate_task(config, holdout, params)
     preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
+    metrics = evaluate_task(config, holdout, params, preprocessing)
     section = config.model.model_dump(exclude={"backend", "classes"})
     document = model_document(
         model={

@@ -250,7 +250,12 @@ def _convert_batch(
 ) -> pa.Table:
     """The batch's rows converted by ``spec``; ``positions`` are the CSV data rows of a filtered batch
     (errors name them), else the rows are ``offset``, ``offset + 1``, ..."""
-    row_of = (lambda row: int(positions[row])) if positions is not None else (lambda row: offset + row)
+
+    def row_of(row: int) -> str:
+        """A CSV data row as a user finds it: 0-based among the data rows, and its line in the file."""
+        data_row = int(positions[row]) if positions is not None else offset + row
+        return f"{data_row} (line {data_row + 2} of the file)"
+
     table = pa.Table.from_batches([batch])
     _require_columns(
         source, [*spec.columns, *spec.categorical, spec.label, *spec.passthrough], table.column_names

@@ -97,3 +97,15 @@ def test_diamonds_cut_at_epsilon_1_with_the_defaults_beats_half_the_gap_and_one_
     ours = result.median("dpstream defaults")
     assert ours >= target  # measured 0.556 (p10 0.541 over 21 fits) against 0.499
     assert ours > result.median("diffprivlib OvR")  # 0.481 (p10 0.441)
+
+
+def test_fitting_a_dataframe_raises_no_feature_name_warning():
+    import pandas as pd
+
+    X, y = three_blobs(2000)
+    frame = pd.DataFrame(X, columns=["income", "age"])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="X does not have valid feature names")
+        model = DPLogisticRegression(epsilon=4.0, feature_bounds=((0.0, 0.0), (80.0, 20.0)), noise_key=KEY)
+        model.fit(frame, y)
+    assert list(model.feature_names_in_) == ["income", "age"]

@@ -227,7 +227,8 @@ class AdaSSP(OneRoundTrip):
 
     @property
     def label_sum_sensitivity(self) -> float:
-        """Σ x_k·y over the intercept column (|x_k| ≤ 1 after row clipping, |y| ≤ B_y): 2·B_y or B_y."""
+        """Σ clip(y_i, ±B_y), summed on its own (``BatchStats.label_sum``; nothing read from the rows' columns,
+        so a lake whose constant column holds other values cannot exceed it): 2·B_y replace-one, B_y zero-out."""
         return self.relation.moment_sensitivity(1.0, self.label_bound)
 
     def init(self, plan: SSPPlan, params: np.ndarray) -> SSPState:
@@ -258,7 +259,9 @@ class AdaSSP(OneRoundTrip):
             )
         dim = self.features(plan.num_params)
         if plan.label_mean_only:
-            label_sum = stats.moment[self.intercept_index] + plan.moment_std * float(
+            if stats.label_sum is None:
+                raise ValueError("a label-mean-only plan needs the statistics' label sum Σ clip(y)")
+            label_sum = stats.label_sum + plan.moment_std * float(
                 plan.moment_noise.draw(key, span.step, 1)[0]
             )
             params = np.zeros(dim)

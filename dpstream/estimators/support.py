@@ -215,7 +215,9 @@ class FitWarnings:
         computed from the rows, never released): the model is the majority-class rule, or worse."""
         if is_regressor(self) or is_dask(X):
             return
-        predicted = np.unique(self.predict(X))
+        with warnings.catch_warnings():  # X is fit's validated array: a DataFrame's names are already stored
+            warnings.filterwarnings("ignore", message="X does not have valid feature names")
+            predicted = np.unique(self.predict(X))
         if predicted.size == 1:
             _warn(
                 f"the fitted model predicts {predicted.tolist()[0]!r} for every training row (operator-only check, not DP): "

@@ -31,7 +31,7 @@ from threadpoolctl import ThreadpoolController
 
 from dpstream.backend import array_module, to_device, to_host
 from dpstream.models import glm_cpu, glm_cuda
-from dpstream.models.clipping import clip_factors
+from dpstream.models.clipping import clip_factors, clip_labels
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 
@@ -136,12 +136,15 @@ class GLM:
         labels = self.targets(xp.asarray(y, dtype=xp.float64))
         with _BLAS.limit(limits=1, user_api="blas"):
             gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
+        # Σ clip(y) on its own: what a label-mean-only plan releases, whatever the rows' columns hold
+        label_sum = float(to_host(clip_labels(labels, request.label_bound, xp).sum()))
         return BatchStats(
             clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),
             row_count=X.shape[0],
             clipped_rows=np.full(len(request.clip_norms), clipped, dtype=np.int64),
             gram=gram,
             moment=moment,
+            label_sum=label_sum,
         )
 
     def device_terms(self, margins: Any, y: Any, xp: Any) -> tuple[Any, Any]:

@@ -70,6 +70,7 @@ class BatchStats:
     clipped_rows: np.ndarray | None = None  # (len(clip_norms),) int64, operator only
     gram: np.ndarray | None = None  # (dim, dim) float64: Σ_i x̄_i x̄_iᵀ of clipped rows x̄_i (kind="moments")
     moment: np.ndarray | None = None  # (dim,) float64: Σ_i x̄_i ȳ_i with clipped labels ȳ_i (kind="moments")
+    label_sum: float | None = None  # Σ_i ȳ_i, the clipped labels alone (kind="moments", a scalar label)
 
     @classmethod
     def zeros(cls, num_clip_norms: int, dim: int, num_thresholds: int | None = None) -> BatchStats:
@@ -93,6 +94,9 @@ class BatchStats:
             clipped_rows=_merge_optional(self.clipped_rows, other.clipped_rows),
             gram=_merge_optional(self.gram, other.gram),
             moment=_merge_optional(self.moment, other.moment),
+            label_sum=None
+            if self.label_sum is None and other.label_sum is None
+            else (self.label_sum or 0.0) + (other.label_sum or 0.0),
         )
 
 

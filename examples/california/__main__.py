@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     training_mean = np.mean(np.concatenate([y for _, y in lake_blocks(training)]))
     held_out = np.concatenate([y for _, y in lake_blocks(holdout)])
     figures = {
-        "DP linear regression": result["metrics"]["held-out RMSE (non-private, operator only)"] * dollars,
+        "DP linear regression": result["metrics"]["held-out RMSE (non-private, operator only)"],  # in dollars
         "least squares (non-private)": least_squares * dollars,
         "training mean (non-private)": float(np.sqrt(np.mean((held_out - training_mean) ** 2))) * dollars,
     }

@@ -249,9 +249,18 @@ def test_too_few_rows_for_the_regression_releases_the_label_sum_alone():
     (event,) = algorithm.event(plan).events
     assert event.mu == pytest.approx(mu, rel=1e-12) and event.sensitivity == 2.0  # the whole μ on Σy
     result = fit_once(algorithm, X, y)
-    label_sum = float(np.sum(y * np.minimum(1.0, math.sqrt(2) / np.linalg.norm(X, axis=1))))
+    label_sum = float(np.sum(np.clip(y, -1.0, 1.0)))  # Σ clip(y), read from no column of X
     expected = (label_sum + plan.moment_std * plan.moment_noise.draw(KEY, 0, 1)[0]) / rows
     assert result.params[-1] == pytest.approx(expected, rel=1e-10) and np.all(result.params[:-1] == 0)
+    # A lake whose "constant" column holds 2.2 in one row (nothing checks it is 1) moves the release by
+    # that row's clipped label alone: the sensitivity 2·B_y holds whatever the columns hold.
+    tampered = X.copy()
+    tampered[0] = 0.0
+    tampered[0, -1] = 1.4
+    moved = (
+        fit_once(algorithm, tampered, np.where(np.arange(rows) == 0, 1.0, y)).params[-1] - result.params[-1]
+    )
+    assert abs(moved) * rows <= event.sensitivity + 1e-9
     report = algorithm.report(plan)
     assert "label mean only" in report.mechanism and report.notes[0].startswith(
         "too few rows for the regression"

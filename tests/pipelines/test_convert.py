@@ -85,7 +85,7 @@ def test_california_impute_public_constant(tmp_path):
         (dict(categorical={"ocean_proximity": OCEAN[:3]}), r"category 'NEAR BAY' not in the public list"),
         (
             dict(missing="impute"),
-            r"column 'total_bedrooms' has a missing value at row 290 and no imputation constant",
+            r"column 'total_bedrooms' has a missing value at row 290 \(line 292 of the file\) and no imputation constant",
         ),
     ],
 )

@@ -103,8 +103,8 @@ def summarise(metrics: Mapping[str, float]) -> str:
     ):
         if metric in metrics:
             name = metric.split(" (")[0]
-            against = f" against {metrics[baseline]:.4g} for {what}" if baseline in metrics else ""
-            line = f"{name} {metrics[metric]:.5g}{against} on {rows:,} rows (non-private, operator only)"
+            against = f" against {metrics[baseline]:.6g} for {what}" if baseline in metrics else ""
+            line = f"{name} {metrics[metric]:.6g}{against} on {rows:,} rows (non-private, operator only)"
             if metrics.get("held-out classes predicted") == 1.0:
                 line += (
                     "; warning: the model predicts one class for every held-out row, no better than the majority "
