@@ -219,7 +219,10 @@ def convert_command(args, console: Console) -> int:
         from dpstream.storage import open_url
 
         fs, _ = open_url(args.out)
-        rows = sum(pq.ParquetFile(fs.open(path, "rb")).metadata.num_rows for path in paths)
+        rows = 0
+        for path in paths:
+            with fs.open(path, "rb") as handle:
+                rows += pq.ParquetFile(handle).metadata.num_rows
         write_pipeline_toml(config, _relative(args.out, config), read_convert_record(args.out), rows)
         console.print(
             f"wrote {config}: `dpstream validate {config}`, then `dpstream train {config} --run-id NAME`"

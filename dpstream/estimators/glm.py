@@ -347,7 +347,7 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         if self.feature_bounds_ is not None:
             X = self.feature_bounds_.clip(X)  # the model was trained on clipped features
-        return X @ self.coef_.astype(X.dtype) + self.intercept_
+        return X @ self.coef_.T.astype(X.dtype) + self.intercept_  # (rows,) or (rows, K) for K classes
 
 
 def _dask_partitions(collection: Any) -> Iterator[Any]:
@@ -482,26 +482,13 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
         self.coef_ = np.vstack([coef for coef, _ in unmapped])
         self.intercept_ = np.array([intercept for _, intercept in unmapped])
 
-    def _decision(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "coef_")
-        if self.coef_.ndim == 1:
-            return super()._decision(X)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        if self.feature_bounds_ is not None:
-            X = self.feature_bounds_.clip(X)
-        return X @ self.coef_.T.astype(X.dtype) + self.intercept_
-
     def decision_function(self, X: Any) -> np.ndarray:
         return self._decision(X)
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        from scipy.special import expit, softmax
+        from dpstream.models.kinds import probabilities
 
-        margins = self._decision(X)
-        if margins.ndim == 2:
-            return softmax(margins.astype(np.float64), axis=1)
-        positive = expit(margins)
-        return np.column_stack([1 - positive, positive])
+        return probabilities(self._decision(X).astype(np.float64))
 
     def predict(self, X: Any) -> np.ndarray:
         margins = self._decision(X)  # checks fitted before classes_ is read

@@ -42,6 +42,7 @@ from scipy.special import logsumexp, softmax
 
 from dpstream.backend import array_module, to_host
 from dpstream.models.clipping import clip_factors
+from dpstream.models.glm import _cumulative_counts
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 
@@ -118,7 +119,11 @@ class MultinomialLogisticModel:
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         margins = np.asarray(margins, dtype=np.float64)
-        indices = self.targets(y)
+        return self._loss(margins, self.targets(y))
+
+    @staticmethod
+    def _loss(margins: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """φ(m, c) = log Σ_k e^{m_k} − m_c for checked class indices."""
         return logsumexp(margins, axis=1) - margins[np.arange(len(indices)), indices]
 
     def _derivatives(self, margins: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -160,7 +165,7 @@ class MultinomialLogisticModel:
         X64 = X.astype(np.float64, copy=False)
         margins = X64 @ self.weights(request.params, num_features)
         scalars = self._derivatives(margins, indices)
-        stats.loss_sum += float(self.loss(margins, indices).sum())
+        stats.loss_sum += float(self._loss(margins, indices).sum())
         if request.previous_params is not None and request.previous_weight != 0.0:
             previous = self._derivatives(X64 @ self.weights(request.previous_params, num_features), indices)
             # SRGD's η_t φ'(m_t) − η_{t−1} φ'(m_{t−1}) in the cancellation-safe form of dpstream.models.glm
@@ -175,9 +180,7 @@ class MultinomialLogisticModel:
                 raise ValueError(
                     "a K-class model has no scalar residual; DP-STAT uses statistic='gradient_norm'"
                 )
-            stats.histogram += np.array(
-                [(gradient_norms <= t).sum() for t in request.thresholds], dtype=np.int64
-            )
+            stats.histogram += _cumulative_counts(gradient_norms, request.thresholds)
             return stats
         factors = clip_factors(gradient_norms, request.clip_norms)
         for k in range(len(request.clip_norms)):

@@ -220,9 +220,4 @@ def model_kind(name: Any) -> ModelKind:
     return _KINDS[name]
 
 
-def settings_of(section: Mapping[str, Any]) -> dict[str, Any]:
-    """A [model] section without kind, backend and classes: the kind's own settings."""
-    return {k: v for k, v in section.items() if k not in ("kind", "backend", "classes")}
-
-
 from dpstream.models.kinds import kan, linear, logistic  # noqa: E402,F401  (each registers its kind)
