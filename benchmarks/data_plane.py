@@ -29,8 +29,8 @@ from benchmarks.common import RssSampler, markdown_table
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
-from pipelines import LakeSpec, connect, shuffle_once, train_on_lake, validate_lake
-from pipelines.lake import read_row_group
+from dpstream.pipelines import LakeSpec, connect, shuffle_once, train_on_lake, validate_lake
+from dpstream.pipelines.lake import read_row_group
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench", "lake8m")
 FILES, ROWS, DIM = 40, 200_000, 64

@@ -150,7 +150,7 @@ def pipeline_table() -> list[str]:
     from dpstream.algorithms import DPSGD
     from dpstream.models import LinearRegressionModel
     from dpstream.noise import NoiseKey
-    from pipelines import LakeSpec, shuffle_once, train_on_lake
+    from dpstream.pipelines import LakeSpec, shuffle_once, train_on_lake
 
     folder = tempfile.mkdtemp(prefix="gpu-lake-")
     rng = np.random.default_rng(2)

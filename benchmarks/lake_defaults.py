@@ -33,8 +33,8 @@ THRESHOLD = 200_000.0  # dollars: the public class boundary
 
 def california_lake() -> tuple[np.ndarray, np.ndarray, float]:
     """(features, label on [−1, 1], schema row-norm bound) of the converted California lake."""
+    from dpstream.pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
     from examples.california import SPEC
-    from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 
     with tempfile.TemporaryDirectory() as folder:
         csv_to_parquet(str(HOUSING), f"{folder}/lake", SPEC)

@@ -54,8 +54,8 @@ def per_core_rates() -> dict[str, float]:
     from dpstream.coordinator import InMemoryExecutor, run
     from dpstream.models import LinearRegressionModel, StatsRequest
     from dpstream.noise import NoiseKey
-    from pipelines import LakeSpec
-    from pipelines.lake import read_row_group
+    from dpstream.pipelines import LakeSpec
+    from dpstream.pipelines.lake import read_row_group
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((BLOCK_ROWS, DIM), dtype=np.float32)
@@ -101,7 +101,7 @@ def step_overheads() -> list[tuple[int, int, int, float]]:
     """(workers, row groups per step, tasks, median seconds) on LocalClusters over the tiny lake."""
     from dpstream.algorithms import StepSpan
     from dpstream.models import LinearRegressionModel, StatsRequest
-    from pipelines import DaskExecutor, connect
+    from dpstream.pipelines import DaskExecutor, connect
 
     manifest = tiny_lake(TINY_GROUPS * TINY_GROUP_ROWS, TINY_GROUP_ROWS)
     request = StatsRequest(params=np.zeros(8))

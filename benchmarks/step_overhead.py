@@ -26,7 +26,7 @@ ROWS, FEATURES, GROUP_ROWS = 100_000, 8, 100
 def per_slice_step(executor, span, request):
     """The step as the executor ran it before: one task per row-group slice, merged in piece order."""
     from dpstream.models import BatchStats
-    from pipelines.executor import slice_stats
+    from dpstream.pipelines.executor import slice_stats
 
     pieces = executor._slices(*span.gradient_rows, "gradient")
     futures = [
@@ -55,8 +55,8 @@ def tiny_lake(rows: int, group_rows: int, features: int = FEATURES):
     """A shuffled lake of ``rows`` × ``features`` float32 in row groups of ``group_rows`` (temporary folder):
     work per row group is tiny, so a step's time is the scheduler's, the client's and the worker's
     fixed costs."""
-    import pipelines.shuffle as shuffle_module
-    from pipelines import LakeSpec, shuffle_once
+    import dpstream.pipelines.shuffle as shuffle_module
+    from dpstream.pipelines import LakeSpec, shuffle_once
 
     folder = tempfile.mkdtemp(prefix="tiny-lake-")
     X = np.random.default_rng(0).standard_normal((rows, features)).astype(np.float32)
@@ -74,7 +74,7 @@ def tiny_lake(rows: int, group_rows: int, features: int = FEATURES):
 def main() -> None:
     from dpstream.algorithms import StepSpan
     from dpstream.models import LinearRegressionModel, StatsRequest
-    from pipelines import DaskExecutor, connect
+    from dpstream.pipelines import DaskExecutor, connect
 
     manifest = tiny_lake(ROWS, GROUP_ROWS)
     request = StatsRequest(params=np.zeros(FEATURES))

@@ -14,7 +14,7 @@
 
 Exit codes: 0 ok, 2 bad input or config, 3 budget refused, 1 anything else; each failure prints one
 line on stderr that says what is wrong and how to fix it. ``train`` and ``demo`` send Prefect's and
-Dask's logs to a file (``flows.logs``) that their result or error line names; ``--verbose`` shows them.
+Dask's logs to a file (``dpstream.flows.logs``) that their result or error line names; ``--verbose`` shows them.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from flows.cli_budget import add_budget_parser
-from flows.cli_lake import add_lake_parsers
-from flows.cli_support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, log_to_file
-from flows.logs import quiet_dask
+from dpstream.flows.cli_budget import add_budget_parser
+from dpstream.flows.cli_lake import add_lake_parsers
+from dpstream.flows.cli_support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, log_to_file
+from dpstream.flows.logs import quiet_dask
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,7 +40,7 @@ __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
 
 
 def _validate(args, console: Console) -> int:
-    from flows.config import delta_warning, load_config
+    from dpstream.flows.config import delta_warning, load_config
 
     config = load_config(args.config)
     with config.cluster.preparation_client() as client:  # cluster.prepare_on: workers or this process
@@ -58,11 +58,11 @@ def _validate(args, console: Console) -> int:
 
 
 def _shuffle(args, console: Console) -> int:
-    from flows.config import config_folder, load_config
-    from flows.interrupt import exit_on_interrupt
-    from flows.progress import RunProgress
-    from pipelines import prune_shuffles
-    from pipelines.generations import GenerationStore
+    from dpstream.flows.config import config_folder, load_config
+    from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.progress import RunProgress
+    from dpstream.pipelines import prune_shuffles
+    from dpstream.pipelines.generations import GenerationStore
 
     config = load_config(args.config)
     with (
@@ -110,11 +110,11 @@ def _shuffle(args, console: Console) -> int:
 def _train(args, console: Console) -> int:
     import uuid
 
-    from flows.config import load_config
-    from flows.flows import train_flow
-    from flows.interrupt import exit_on_interrupt
-    from flows.locations import protected_locations, run_locations
-    from flows.prefect_api import prefect_api
+    from dpstream.flows.config import load_config
+    from dpstream.flows.flows import train_flow
+    from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.locations import protected_locations, run_locations
+    from dpstream.flows.prefect_api import prefect_api
 
     # A bad config, run id or output folder is refused at once, before a log, a server or a cluster starts.
     config = load_config(args.config)
@@ -156,8 +156,8 @@ def _serve(args, console: Console) -> int:
     from prefect.client.schemas.schedules import CronSchedule
     from pydantic import ValidationError
 
-    from flows.config import load_config
-    from flows.flows import train_flow
+    from dpstream.flows.config import load_config
+    from dpstream.flows.flows import train_flow
 
     config = load_config(args.config)
     cron = args.cron or (config.schedule.cron if config.schedule else None)
@@ -184,12 +184,12 @@ def _serve(args, console: Console) -> int:
 
 
 def _demo(args, console: Console) -> int:
-    from flows.demo import run_demo
+    from dpstream.flows.demo import run_demo
 
     if args.rows < 2 * args.files or args.files < 2:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
-    from flows.interrupt import exit_on_interrupt
-    from flows.prefect_api import prefect_api
+    from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.prefect_api import prefect_api
 
     log_to_file(args, "demo", "run")
     with (

@@ -8,7 +8,7 @@ import datetime as _dt
 import math
 from typing import TYPE_CHECKING
 
-from flows.cli_support import EXIT_OK
+from dpstream.flows.cli_support import EXIT_OK
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flows.cli_support import EXIT_OK, log_to_file, parse_pairs
+from dpstream.flows.cli_support import EXIT_OK, log_to_file, parse_pairs
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -146,14 +146,14 @@ def add_lake_parsers(commands) -> None:
 
 
 def convert_command(args, console: Console) -> int:
-    from pipelines.convert import (
+    from dpstream.pipelines.convert import (
         ConvertSpec,
         check_csv_columns,
         check_empty_location,
         csv_to_parquet,
         read_convert_record,
     )
-    from pipelines.convert_bounds import PrivateBoundsRequest
+    from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
 
     impute = {column: float(value) for column, value in parse_pairs(args.impute, "--impute").items()}
     categorical = {
@@ -166,7 +166,7 @@ def convert_command(args, console: Console) -> int:
         if len(parts) != 2:
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
-    from pipelines.convert_config import check_config_location, default_columns, write_pipeline_toml
+    from dpstream.pipelines.convert_config import check_config_location, default_columns, write_pipeline_toml
 
     label_classes = tuple(name.strip() for name in (args.label_classes or "").split(",") if name.strip())
     config = None if args.no_config else (args.config or _beside(args.out, "pipeline.toml"))
@@ -258,8 +258,8 @@ def _relative(url: str, config: str) -> str:
 def predict_command(args, console: Console) -> int:
     from dpstream.export import read_model
     from dpstream.locations import Protected
-    from pipelines import connect
-    from pipelines.predict import check_predictions_location, predict_lake
+    from dpstream.pipelines import connect
+    from dpstream.pipelines.predict import check_predictions_location, predict_lake
 
     model = read_model(args.model)  # checked whole: its run id names the log file
     check_predictions_location(args.out, args.lake)  # before a log, a cluster or a file is written

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flows.logs import capture_logs, new_log_file
+from dpstream.flows.logs import capture_logs, new_log_file
 
 __all__ = ["EXIT_OK", "EXIT_OTHER", "EXIT_BAD_INPUT", "EXIT_BUDGET", "parse_pairs", "log_to_file"]
 
@@ -22,11 +22,11 @@ def parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 
 def log_to_file(args, command: str, name: str) -> None:
-    """Prefect's and Dask's logs go to a new file under the log folder (flows.logs), named in the result
+    """Prefect's and Dask's logs go to a new file under the log folder (dpstream.flows.logs), named in the result
     or error line; ``--verbose`` shows them on the terminal too. The log folder is a write location like
     any other: refused inside a lake or a ledger (``dpstream.locations``)."""
+    from dpstream.flows.logs import log_directory
     from dpstream.locations import check_write_location
-    from flows.logs import log_directory
 
     check_write_location(
         str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)", getattr(args, "protected", ())
@@ -38,14 +38,14 @@ def log_to_file(args, command: str, name: str) -> None:
 
 
 def send_worker_output_to(path) -> None:
-    """The LocalCluster workers this command starts write their stderr to ``path`` (``pipelines.worker_log``):
+    """The LocalCluster workers this command starts write their stderr to ``path`` (``dpstream.pipelines.worker_log``):
     the environment for processes started from here, Dask's config for the nannies' workers."""
     import os
 
-    from pipelines.worker_log import ENVIRONMENT_VARIABLE
+    from dpstream.pipelines.worker_log import ENVIRONMENT_VARIABLE
 
     os.environ[ENVIRONMENT_VARIABLE] = str(path)
-    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = '["pipelines.worker_log"]'
+    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = '["dpstream.pipelines.worker_log"]'
     import dask
 
-    dask.config.set({"distributed.worker.preload": ["pipelines.worker_log"]})
+    dask.config.set({"distributed.worker.preload": ["dpstream.pipelines.worker_log"]})

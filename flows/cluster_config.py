@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
 
 __all__ = ["ClusterConfig", "AdaptConfig"]
 
@@ -29,7 +29,7 @@ class ClusterConfig(BaseModel):
     """Where the run's Dask workers come from, in the prefect-dask convention: a LocalCluster of
     ``n_workers`` (default), a running scheduler at ``address``, or the cluster manager ``class`` (an
     import path, e.g. "dask_kubernetes.operator.KubeCluster") built with ``kwargs`` and scaled by
-    ``adapt``; a cluster the run starts is closed when it ends (``pipelines.cluster.cluster_client``).
+    ``adapt``; a cluster the run starts is closed when it ends (``dpstream.pipelines.cluster.cluster_client``).
 
     ``prepare_on`` says where validation and the shuffle run: ``"workers"`` (one Dask task per file;
     the workers then read the source lake, every column of it, and write the shuffled lake) or
@@ -55,7 +55,7 @@ class ClusterConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
-        from pipelines.cluster import check_cluster_class
+        from dpstream.pipelines.cluster import check_cluster_class
 
         given = self.model_fields_set
         if self.cluster_class is None:
@@ -89,8 +89,8 @@ class ClusterConfig(BaseModel):
         return self.client() if self.prepares_on_workers else contextlib.nullcontext(None)
 
     def client(self):
-        """The run's client and cluster, as a context manager (``pipelines.cluster.cluster_client``)."""
-        from pipelines.cluster import cluster_client
+        """The run's client and cluster, as a context manager (``dpstream.pipelines.cluster.cluster_client``)."""
+        from dpstream.pipelines.cluster import cluster_client
 
         return cluster_client(
             self.address,

@@ -3,7 +3,7 @@
 Unknown keys and bad values are rejected with the dotted path of the offending key
 (``algorithm.clip_norm: Input should be greater than 0``), before anything runs. Types are strict (a
 TOML boolean or string is never read as a number), budgets are at most ε = 100, and the config's
-locations are checked against each other (``flows.locations``).
+locations are checked against each other (``dpstream.flows.locations``).
 
 ```toml
 [lake]
@@ -39,8 +39,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpstream.checkpoint import DEFAULT_EVERY_STEPS
+from dpstream.flows.cluster_config import ClusterConfig
 from dpstream.validation import MAX_EPSILON
-from flows.cluster_config import ClusterConfig
 
 __all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "config_folder"]
 
@@ -60,7 +60,7 @@ class LakeConfig(_Section):
     features: list[str] | str
     label: str = Field(min_length=1)
     shuffled_url: str = Field(min_length=1)
-    # None: 250,000, but at most N/5 so the held-out last file exists for every lake (pipelines.shuffle)
+    # None: 250,000, but at most N/5 so the held-out last file exists for every lake (dpstream.pipelines.shuffle)
     rows_per_file: int | None = Field(default=None, gt=0)
     storage_options: dict[str, Any] = Field(default_factory=dict)
 
@@ -145,7 +145,7 @@ class AlgorithmConfig(_Section):
     # "auto": AdaSSP for linear / logistic models up to 256 parameters, DP-SGD otherwise
     # (dpstream.algorithms.choice); "ssp" clips rows to row_norm_bound and labels to label_bound.
     # row_norm_bound's default: from the lake's public schema where `dpstream convert` wrote it (a one-hot
-    # group counts 1, a mapped column max(a², b²) of scale_range: flows.schema_row_norm_bound), else
+    # group counts 1, a mapped column max(a², b²) of scale_range: dpstream.flows.flows.schema_row_norm_bound), else
     # sqrt(#features), the bound for features on the public scale [-1, 1].
     name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = "auto"
     noise: Literal["independent", "lambda", "nu"] = "independent"
@@ -229,7 +229,7 @@ class PipelineConfig(_Section):
     def validate_lake(self, client=None):
         """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``;
         one Dask task per file when ``client`` is given."""
-        from pipelines import validate_lake
+        from dpstream.pipelines import validate_lake
 
         return validate_lake(
             self.lake_spec(),
@@ -241,9 +241,9 @@ class PipelineConfig(_Section):
     def shuffle_lake(
         self, summary, *, client=None, on_progress=None, protected=(), reshuffle=False, generation=None
     ):
-        """``pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with this config's
+        """``dpstream.pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with this config's
         layout: the ``Manifest`` of the generation a run reads (``generation``: a resumed run's)."""
-        from pipelines import shuffle_once
+        from dpstream.pipelines import shuffle_once
 
         return shuffle_once(
             self.lake_spec(),
@@ -260,7 +260,7 @@ class PipelineConfig(_Section):
 
     def rows_per_file(self, num_rows: int) -> int:
         """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""
-        from pipelines.shuffle import automatic_rows_per_file
+        from dpstream.pipelines.shuffle import automatic_rows_per_file
 
         return (
             self.lake.rows_per_file
@@ -270,7 +270,7 @@ class PipelineConfig(_Section):
 
     def training_split(self, num_rows: int) -> tuple[int, int, int]:
         """(files, training rows, held-out rows); ``ConfigError`` when no file can be held out."""
-        from pipelines.shuffle import layout
+        from dpstream.pipelines.shuffle import layout
 
         rows_per_file = self.rows_per_file(num_rows)
         files, training, held_out = layout(num_rows, rows_per_file)
@@ -288,7 +288,7 @@ class PipelineConfig(_Section):
 
     def lake_spec(self):
         """The lake this pipeline reads, as the data plane's ``LakeSpec``."""
-        from pipelines import LakeSpec
+        from dpstream.pipelines import LakeSpec
 
         lake = self.lake
         features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
@@ -402,7 +402,7 @@ def load_config(path: str | Path) -> PipelineConfig:
         config = PipelineConfig.model_validate(document)
     except ValidationError as error:
         raise ConfigError(f"{path}: {_describe(error)}") from None
-    from flows.locations import check_config_locations
+    from dpstream.flows.locations import check_config_locations
 
     try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
         check_config_locations(config, config_folder(path))

@@ -67,7 +67,7 @@ mode = "auto"
 
 def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
     """Held-out RMSE of least squares fitted on the training rows (non-private, operator only)."""
-    from pipelines.executor import lake_blocks
+    from dpstream.pipelines.executor import lake_blocks
 
     gram, moment = 0.0, 0.0
     for X, y in lake_blocks(training):
@@ -104,8 +104,8 @@ def prune_demo_runs(directory: str, keep: str) -> list[str]:
 def run_demo(
     console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True
 ) -> None:
-    from flows.flows import train_flow
-    from pipelines import read_manifest
+    from dpstream.flows.flows import train_flow
+    from dpstream.pipelines import read_manifest
 
     root = os.path.abspath(os.path.join(directory, time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(root, exist_ok=True)

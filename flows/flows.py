@@ -27,14 +27,14 @@ from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
+from dpstream.flows.config import PipelineConfig, config_folder, delta_warning, load_config
+from dpstream.flows.locations import RunLocations, run_locations
+from dpstream.flows.progress import RunProgress
+from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
+from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
+from dpstream.pipelines.executor import lake_blocks
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget, RunIdReusedError
 from dpstream.validation import check_name
-from flows.config import PipelineConfig, config_folder, delta_warning, load_config
-from flows.locations import RunLocations, run_locations
-from flows.progress import RunProgress
-from pipelines import Manifest, NoWorkersError, train_on_lake
-from pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
-from pipelines.executor import lake_blocks
 
 __all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
 
@@ -155,7 +155,7 @@ def shuffle_task(
 
 def pinned_generation(checkpoints: str, run_id: str) -> str | None:
     """The shuffle generation a checkpointed run started on (None for a new run): a resume reads it again."""
-    from pipelines.shuffle import pinned_generation as generation_of
+    from dpstream.pipelines.shuffle import pinned_generation as generation_of
 
     data_version = CheckpointStore(CheckpointPolicy(checkpoints)).data_version(run_id)
     return generation_of(data_version) if data_version else None
@@ -260,8 +260,8 @@ def publish_task(
     """Write the release (model.json, privacy_report.md, the clip-norm and ε(δ) plots) under the publish
     folder and the operator-only metrics and loss plot under the operator folder (folders or any fsspec
     URLs), each in one atomic write, and link them as Prefect artifacts by their URLs. Returns {name: URL}."""
+    from dpstream.flows.plots import render_plots
     from dpstream.storage import open_url, url_of, write_bytes_atomic
-    from flows.plots import render_plots
 
     run_id = document["run_id"]
     plots = render_plots(report, losses)

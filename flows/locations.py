@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from dpstream.locations import Protected, check_write_location
 
 if TYPE_CHECKING:
-    from flows.config import PipelineConfig
+    from dpstream.flows.config import PipelineConfig
 
 __all__ = [
     "RunLocations",
@@ -63,7 +63,7 @@ def _places(config: PipelineConfig, folder: str) -> dict[str, Protected]:
 
 
 def _refused(error: ValueError):
-    from flows.config import ConfigError
+    from dpstream.flows.config import ConfigError
 
     return ConfigError(str(error))
 
@@ -74,7 +74,7 @@ def check_config_locations(config: PipelineConfig, folder: str) -> None:
     ledger), and none of them is, or contains, the config's folder."""
     from dataclasses import replace
 
-    from pipelines.shuffle import check_output_location
+    from dpstream.pipelines.shuffle import check_output_location
 
     places = _places(config, folder)
     try:
@@ -111,7 +111,7 @@ def run_locations(
     Raises ``ConfigError`` when the publish or operator folder would write into, or contain, the source
     lake, the shuffled lake, the ledger or the checkpoints (a checkpoint holds the noise key), lie in a
     data location (``dpstream.locations``), or overlap each other."""
-    from flows.config import config_folder
+    from dpstream.flows.config import config_folder
 
     folder = config_folder(config_path)
     output = output or f"{folder}/runs/{run_id}"
@@ -132,7 +132,7 @@ def run_locations(
 
 def protected_locations(config: PipelineConfig, config_path: str | Path) -> list[Protected]:
     """Every location ``config`` names, as ``check_write_location`` protects it."""
-    from flows.config import config_folder
+    from dpstream.flows.config import config_folder
 
     return list(_places(config, config_folder(config_path)).values())
 
@@ -143,7 +143,7 @@ def check_log_location(
     """The log folder ($DPSTREAM_LOG_DIR) is a write location too: never inside a lake or a ledger."""
     protected = []
     if config is not None and config_path is not None:
-        from flows.config import config_folder
+        from dpstream.flows.config import config_folder
 
         protected = list(_places(config, config_folder(config_path)).values())
     check_write_location(log_folder, "the log folder ($DPSTREAM_LOG_DIR)", protected)

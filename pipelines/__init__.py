@@ -1,15 +1,15 @@
 """Dask data plane: Parquet lakes (local, S3), validation, shuffle-once with a manifest, and the
 distributed step executor. Imports Dask, pyarrow, fsspec and dpstream; never Prefect."""
 
-from pipelines.cluster import connect
-from pipelines.executor import DaskExecutor, lake_blocks
-from pipelines.lake import LakeError, LakeSpec
-from pipelines.manifest import Manifest, verify_parts
-from pipelines.shuffle import prune_shuffles, read_manifest, shuffle_once
-from pipelines.streaming import choose_mode, prefetched_blocks
-from pipelines.train import train_on_lake
-from pipelines.validate import LakeSummary, validate_lake
-from pipelines.waiting import NoWorkersError
+from dpstream.pipelines.cluster import connect
+from dpstream.pipelines.executor import DaskExecutor, lake_blocks
+from dpstream.pipelines.lake import LakeError, LakeSpec
+from dpstream.pipelines.manifest import Manifest, verify_parts
+from dpstream.pipelines.shuffle import prune_shuffles, read_manifest, shuffle_once
+from dpstream.pipelines.streaming import choose_mode, prefetched_blocks
+from dpstream.pipelines.train import train_on_lake
+from dpstream.pipelines.validate import LakeSummary, validate_lake
+from dpstream.pipelines.waiting import NoWorkersError
 
 __all__ = [
     "LakeError",

@@ -97,7 +97,7 @@ def cluster_client(
     run. ``address`` attaches to a running scheduler (left running); ``cluster_class`` builds that
     cluster manager with ``cluster_kwargs`` and, with ``adapt`` ({minimum, maximum}), lets it scale;
     otherwise a LocalCluster of ``n_workers`` (``connect``). The work submitted to it waits at most
-    ``cluster.worker_timeout`` seconds while it has no worker (``pipelines.waiting``)."""
+    ``cluster.worker_timeout`` seconds while it has no worker (``dpstream.pipelines.waiting``)."""
     if cluster_class is None:
         client = connect(address, n_workers=n_workers, memory_limit=memory_limit)
         try:

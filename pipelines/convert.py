@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from dpstream.pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_batch
+from dpstream.pipelines.lake import LakeError
+from dpstream.pipelines.shuffle import _write_parquet
 from dpstream.storage import open_url, read_json, write_json_atomic
-from pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_batch
-from pipelines.lake import LakeError
-from pipelines.shuffle import _write_parquet
 
 __all__ = [
     "ConvertSpec",
@@ -72,7 +72,7 @@ class ConvertSpec:
     # ruins the model without an error. ``dpstream convert`` sets it.
     require_bounds: bool = False
     # Columns whose bounds are estimated privately from a sample of rows left out of the lake
-    # (pipelines.convert_bounds); the record then holds the released bounds and their guarantee.
+    # (dpstream.pipelines.convert_bounds); the record then holds the released bounds and their guarantee.
     private_bounds: PrivateBoundsRequest | None = None
     # A categorical label's public class list: each label is written as its position 0..K−1 (the lake's
     # label contract for a K-class model); another value is refused, or its row dropped with
@@ -455,7 +455,7 @@ def _release_private_bounds(
 ) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
     """(the spec with the released bounds in place of the request, their provenance, the sampling period;
     0 without a request): one pass over the sampled rows, converted by the same policies with the
-    requested columns left raw (``pipelines.convert_bounds``)."""
+    requested columns left raw (``dpstream.pipelines.convert_bounds``)."""
     request = spec.private_bounds
     if request is None:
         return spec, None, 0

@@ -30,8 +30,8 @@ import pyarrow as pa
 
 from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
 from dpstream.noise import NoiseKey
+from dpstream.pipelines.lake import LakeError
 from dpstream.privacy import NeighbouringRelation, event_mu
-from pipelines.lake import LakeError
 
 __all__ = ["PrivateBoundsRequest", "sample_mask"]
 

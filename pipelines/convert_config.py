@@ -18,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
+from dpstream.pipelines.lake import LakeError
 from dpstream.storage import open_url, write_bytes_atomic
-from pipelines.lake import LakeError
 
 __all__ = ["default_columns", "pipeline_toml", "write_pipeline_toml"]
 

@@ -10,14 +10,14 @@ bit-for-bit identical whatever the number of workers.
 
 Each block is pinned to one worker (block index modulo the workers present, so neighbouring blocks of
 one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
-footers of its last 8 files (``pipelines.lake.read_block``): consecutive steps read consecutive slices
+footers of its last 8 files (``dpstream.pipelines.lake.read_block``): consecutive steps read consecutive slices
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
 blocks. While a step's slowest worker finishes, the others decode their blocks of the next step
 (``_prefetch``).
 
 Blocks are read only from the generation the manifest names, and each part is checked against its
-size and content identity when a worker first opens it (``pipelines.lake.read_block``). The workers are
-looked up at every step: a task whose worker left is run on another (``pipelines.waiting``), and a
+size and content identity when a worker first opens it (``dpstream.pipelines.lake.read_block``). The workers are
+looked up at every step: a task whose worker left is run on another (``dpstream.pipelines.waiting``), and a
 cluster left without workers for ``worker_timeout`` seconds stops the run instead of hanging it.
 """
 
@@ -31,9 +31,9 @@ import numpy as np
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
-from pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
-from pipelines.manifest import Manifest
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
+from dpstream.pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
+from dpstream.pipelines.manifest import Manifest
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks"]
 

@@ -2,7 +2,7 @@
 
 Layout under ``lake.shuffled_url``::
 
-    _generations/000001.json      the manifest of generation 1 (pipelines.manifest), its commit record
+    _generations/000001.json      the manifest of generation 1 (dpstream.pipelines.manifest), its commit record
     _generations/000002.json      ... each created exclusively; the highest number is the current one
     _g-<stamp>-<hex>/part-NNNNN.parquet   one generation's parts, never modified once committed
     _g-<stamp>-<hex>/_started.json        written first: when and by whom the shuffle started
@@ -30,9 +30,9 @@ import secrets
 import time
 from typing import Any
 
+from dpstream.pipelines.lake import LakeError
+from dpstream.pipelines.manifest import GENERATION_NAME, PART_NAME, Manifest
 from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
-from pipelines.lake import LakeError
-from pipelines.manifest import GENERATION_NAME, PART_NAME, Manifest
 
 __all__ = ["GenerationStore", "COMMITS", "LEGACY_NAMES", "STALE_SECONDS"]
 

@@ -1,6 +1,6 @@
 """The manifest of one shuffle generation, and the content identities that make its parts verifiable.
 
-A shuffle generation (``pipelines.generations``) is a folder of ``part-NNNNN.parquet`` files that is
+A shuffle generation (``dpstream.pipelines.generations``) is a folder of ``part-NNNNN.parquet`` files that is
 never modified once committed. Its manifest records, for every part, the row count, the rows of each
 row group (the executors' blocks), the size in bytes and a **content identity**: ``footer-sha256:`` the
 SHA-256 of the Parquet footer bytes. The footer holds every column chunk's offsets, sizes and min/max
@@ -23,8 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpstream.storage import open_url
-from pipelines.lake import (
+from dpstream.pipelines.lake import (
     LakeError,
     LakeSpec,
     PartCheck,
@@ -33,6 +32,7 @@ from pipelines.lake import (
     read_verified_footer,
     shown_part,
 )
+from dpstream.storage import open_url
 
 __all__ = [
     "MANIFEST_FORMAT",

@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
+from dpstream.pipelines.lake import LakeError, LakeSpec, list_lake
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url, url_of, write_json_atomic
-from pipelines.lake import LakeError, LakeSpec, list_lake
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
 __all__ = ["predict_lake", "check_predictions_location", "PredictSummary", "PREDICT_RECORD"]
 
@@ -134,7 +134,7 @@ def _original_units(model: ModelDocument):
     (``ConvertSpec.original_units``), else untouched (an id passes through as it is)."""
     if not model.preprocessing:
         return lambda name, values: values
-    from pipelines.convert import ConvertSpec
+    from dpstream.pipelines.convert import ConvertSpec
 
     spec = ConvertSpec.from_record(model.preprocessing)
 

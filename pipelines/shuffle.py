@@ -11,13 +11,13 @@ Assigning rows to output slots this way and permuting within files yields a unif
 permutation with exactly balanced files. The randomness comes from OS entropy and is not stored: the
 shuffle serves utility (i.i.d. batches), and privacy holds for any order.
 
-**Each shuffle is a new, immutable generation** (``pipelines.generations``): its parts are written into a
+**Each shuffle is a new, immutable generation** (``dpstream.pipelines.generations``): its parts are written into a
 folder of its own and committed by exclusively creating the next numbered manifest; a run reads only the
 generation it pinned, so a reshuffle never changes what a running or resumed run reads. The source is
 never modified. A source file is read only if it is still the file validation saw (``open_unchanged``)
 and its values are checked again as it is scattered; every part's row count is checked as it is
 gathered, and a generation whose rows differ from the validated source's is never committed. Parts are
-written with page checksums and recorded with their content identities (``pipelines.manifest``).
+written with page checksums and recorded with their content identities (``dpstream.pipelines.manifest``).
 
 Running again reuses the current generation when it holds this source's rows with the columns asked
 for (in any order) and the layout asked for; anything else is refused with the fix (``reshuffle=True``
@@ -41,9 +41,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.storage import open_url, overlap, url_of, write_atomic, write_bytes_atomic
-from pipelines.generations import SCRATCH, GenerationStore
-from pipelines.lake import (
+from dpstream.pipelines.generations import SCRATCH, GenerationStore
+from dpstream.pipelines.lake import (
     LakeError,
     LakeFile,
     LakeSpec,
@@ -52,9 +51,10 @@ from pipelines.lake import (
     open_unchanged,
     pins_reads,
 )
-from pipelines.manifest import Manifest, Part, verify_parts
-from pipelines.validate import LakeSummary, check_values, validate_lake
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, completed_within
+from dpstream.pipelines.manifest import Manifest, Part, verify_parts
+from dpstream.pipelines.validate import LakeSummary, check_values, validate_lake
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, completed_within
+from dpstream.storage import open_url, overlap, url_of, write_atomic, write_bytes_atomic
 
 __all__ = [
     "Manifest",

@@ -23,9 +23,9 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan
 from dpstream.models import Model, StatsRequest
-from pipelines.lake import LakeSpec, PartCheck, aligned, read_block
-from pipelines.manifest import Manifest
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
+from dpstream.pipelines.lake import LakeSpec, PartCheck, aligned, read_block
+from dpstream.pipelines.manifest import Manifest
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block"]
 

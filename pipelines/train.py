@@ -11,11 +11,11 @@ from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import FitResult, InMemoryExecutor, run
 from dpstream.models import Model
 from dpstream.noise import NoiseKey
+from dpstream.pipelines.executor import DaskExecutor
+from dpstream.pipelines.manifest import Manifest, verify_parts
+from dpstream.pipelines.streaming import choose_mode, prefetched_blocks
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
 from dpstream.privacy import LakeLedger
-from pipelines.executor import DaskExecutor
-from pipelines.manifest import Manifest, verify_parts
-from pipelines.streaming import choose_mode, prefetched_blocks
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT
 
 __all__ = ["train_on_lake", "MODES"]
 

@@ -15,9 +15,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dpstream.pipelines.lake import (
+    LakeError,
+    LakeFile,
+    LakeSpec,
+    file_identity,
+    file_stamp,
+    fingerprint,
+    list_lake,
+)
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url
-from pipelines.lake import LakeError, LakeFile, LakeSpec, file_identity, file_stamp, fingerprint, list_lake
-from pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 
 if TYPE_CHECKING:
     from dpstream.models.kinds import LabelContract
@@ -273,7 +281,7 @@ def validate_lake(
     ``labels``, a classifier's ``LabelContract``, also requires the label column's values to form one of
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity are refused (their records would be used twice). On a cluster left without
-    workers for ``worker_timeout`` seconds it stops (``pipelines.waiting.NoWorkersError``)."""
+    workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``)."""
     fs, paths, stray = list_lake(spec)
     if not paths:
         found = (

@@ -59,7 +59,7 @@ def run_python(code: str, **env):
 
 def test_quiet_dask_by_default_verbose_and_user_settings_win():
     check = (
-        "import logging, os; from flows.logs import quiet_dask; quiet_dask(verbose={verbose}); "
+        "import logging, os; from dpstream.flows.logs import quiet_dask; quiet_dask(verbose={verbose}); "
         "print(os.environ.get('DASK_LOGGING__DISTRIBUTED'), logging.getLevelName(logging.getLogger('distributed').level))"
     )
     assert run_python(check.format(verbose=False)).stdout.split() == ["warning", "WARNING"]
@@ -72,7 +72,7 @@ def test_quiet_dask_by_default_verbose_and_user_settings_win():
 
 def test_logs_go_to_the_named_file_and_verbose_keeps_them_on_the_terminal(tmp_path):
     check = (
-        "import logging; from pathlib import Path; from flows.logs import capture_logs; "
+        "import logging; from pathlib import Path; from dpstream.flows.logs import capture_logs; "
         "capture_logs(Path({path!r}), verbose={verbose}); "
         "logging.getLogger('prefect').info('prefect server line'); "
         "logging.getLogger('distributed.scheduler').info('scheduler line'); "
@@ -90,7 +90,7 @@ def test_logs_go_to_the_named_file_and_verbose_keeps_them_on_the_terminal(tmp_pa
 
 
 def test_log_folder_is_bounded(tmp_path, monkeypatch):
-    from flows.logs import KEEP_LOGS, new_log_file
+    from dpstream.flows.logs import KEEP_LOGS, new_log_file
 
     monkeypatch.setenv("DPSTREAM_LOG_DIR", str(tmp_path))
     (tmp_path / "notes.txt").write_text("mine")

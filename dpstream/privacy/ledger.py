@@ -452,7 +452,7 @@ class Ledger:
             if files is not None and frozenset(files) != recorded:
                 raise ValueError(
                     f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
-                    "the fingerprint must come from the files (pipelines.validate_lake)"
+                    "the fingerprint must come from the files (dpstream.pipelines.validate_lake)"
                 )
             return recorded
         if not files:

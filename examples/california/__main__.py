@@ -15,19 +15,19 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from dpstream.flows.logs import quiet_dask
 from examples.california import LABEL_RANGE, SPEC
-from flows.logs import quiet_dask
 
 HERE = Path(__file__).resolve().parent
 HOUSING = HERE.parents[1].parent / "shared" / "data" / "california_housing" / "housing.csv"
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    from flows.demo import nonprivate_baseline
-    from flows.flows import train_flow
-    from pipelines import read_manifest
-    from pipelines.convert import csv_to_parquet
-    from pipelines.executor import lake_blocks
+    from dpstream.flows.demo import nonprivate_baseline
+    from dpstream.flows.flows import train_flow
+    from dpstream.pipelines import read_manifest
+    from dpstream.pipelines.convert import csv_to_parquet
+    from dpstream.pipelines.executor import lake_blocks
 
     parser = argparse.ArgumentParser(prog="python -m examples.california", description=__doc__)
     parser.add_argument("--csv", default=str(HOUSING), help="the California housing CSV")

@@ -5,9 +5,9 @@ import pytest
 from dpstream.algorithms import DPSGD, AdaSSP
 from dpstream.algorithms.builder import KAN_LEARNING_RATE, AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPLinearRegression
+from dpstream.flows.config import PipelineConfig
+from dpstream.flows.flows import build_algorithm as build_for_config
 from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
-from flows.config import PipelineConfig
-from flows.flows import build_algorithm as build_for_config
 
 DIM, ROWS = 13, 16_512
 

@@ -13,12 +13,12 @@ def prefect_api():
 
 @pytest.fixture(scope="module")
 def cli_prefect_api():
-    """One Prefect API server (flows.prefect_api) for the CLI subprocesses of a module: each `dpstream
+    """One Prefect API server (dpstream.flows.prefect_api) for the CLI subprocesses of a module: each `dpstream
     train` then reports to it instead of starting a temporary server of its own (6-12 s each on 2 cores).
     The own-server path is covered where it matters (test_single_pass_cli's killed train, test_newcomer)."""
     import os
 
-    from flows.prefect_api import prefect_api
+    from dpstream.flows.prefect_api import prefect_api
 
     with prefect_api() as url:
         os.environ["PREFECT_API_URL"] = url

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from flows.config import ClusterConfig
+from dpstream.flows.config import ClusterConfig
 from tests.flows import cluster_probe
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
@@ -70,7 +70,7 @@ def test_where_validation_and_the_shuffle_run():
 def test_the_train_flow_builds_scales_and_closes_the_configured_cluster(
     tmp_path, monkeypatch, fail, prepare_on
 ):
-    from flows import flows
+    from dpstream.flows import flows
 
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))

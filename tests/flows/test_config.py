@@ -2,7 +2,7 @@
 
 import pytest
 
-from flows.config import ConfigError, load_config
+from dpstream.flows.config import ConfigError, load_config
 
 GOOD = """
 [lake]
@@ -172,7 +172,7 @@ def test_model_sections_build_their_models(tmp_path):
 
 
 def test_delta_warning_names_one_over_n():
-    from flows.config import delta_warning
+    from dpstream.flows.config import delta_warning
 
     assert delta_warning(1e-6, 100_000) is None
     warning = delta_warning(1e-3, 20_000)
@@ -180,7 +180,7 @@ def test_delta_warning_names_one_over_n():
 
 
 def test_run_locations_keep_checkpoints_private(tmp_path):
-    from flows.locations import run_locations
+    from dpstream.flows.locations import run_locations
 
     config = load_config(write(tmp_path, GOOD))
     locations = run_locations(config, tmp_path / "pipeline.toml", "r1")
@@ -212,7 +212,7 @@ def test_run_locations_keep_checkpoints_private(tmp_path):
     ],
 )
 def test_every_write_location_follows_one_rule(tmp_path, output, operator, match):
-    from flows.locations import run_locations
+    from dpstream.flows.locations import run_locations
 
     config = load_config(write(tmp_path, GOOD))
     with pytest.raises(ConfigError, match=match):
@@ -220,7 +220,7 @@ def test_every_write_location_follows_one_rule(tmp_path, output, operator, match
 
 
 def test_a_publish_folder_inside_a_data_location_is_refused(tmp_path):
-    from flows.locations import run_locations
+    from dpstream.flows.locations import run_locations
 
     lake = tmp_path / "other-lake"
     lake.mkdir()
@@ -314,7 +314,7 @@ def test_training_split_exists_for_every_lake_that_validates(tmp_path):
 
 def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
     from dpstream.checkpoint import DEFAULT_EVERY_STEPS
-    from flows.flows import checkpoint_policy
+    from dpstream.flows.flows import checkpoint_policy
 
     timed = load_config(
         write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\nevery_steps = 7\nevery_seconds = 30.0\n')

@@ -42,7 +42,7 @@ mode = "scatter"
 
 
 def test_train_flow_end_to_end(tmp_path, prefect_api):
-    from flows.flows import train_flow
+    from dpstream.flows.flows import train_flow
 
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
@@ -128,8 +128,8 @@ def assert_key_absent_from_prefect(checkpoints, run_id):
 
 
 def test_train_flow_refuses_past_the_lifetime_budget(tmp_path, prefect_api):
+    from dpstream.flows.flows import train_flow
     from dpstream.privacy import BudgetExceededError
-    from flows.flows import train_flow
 
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
@@ -141,7 +141,7 @@ def test_train_flow_refuses_past_the_lifetime_budget(tmp_path, prefect_api):
 
 def test_train_flow_with_a_kan(tmp_path, prefect_api):
     """model.kind = "kan": the same flow, the held-out evaluation becomes classification accuracy."""
-    from flows.flows import train_flow
+    from dpstream.flows.flows import train_flow
 
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))  # y = Xw* + noise; the class is y > 0, coded {0, 1} (the label contract)
@@ -172,9 +172,9 @@ def test_refusals_are_not_retried_and_passing_faults_are():
     from prefect.states import Failed
 
     from dpstream.checkpoint import CheckpointError
+    from dpstream.flows.flows import _retry_unless_refused
+    from dpstream.pipelines import LakeError, NoWorkersError
     from dpstream.privacy import BudgetExceededError, RunIdReusedError
-    from flows.flows import _retry_unless_refused
-    from pipelines import LakeError, NoWorkersError
 
     for refusal in (
         BudgetExceededError("budget"),

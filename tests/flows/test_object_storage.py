@@ -62,7 +62,7 @@ mode = "scatter"
 
 @pytest.mark.usefixtures("prefect_api")
 def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
-    from flows.flows import train_flow
+    from dpstream.flows.flows import train_flow
 
     fs, bucket, env = s3_env
     jobs = f"{bucket}/jobs"
@@ -96,7 +96,7 @@ def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing landed on local disk
 
     shown = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "report", run],
+        [sys.executable, "-m", "dpstream.flows.cli", "report", run],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

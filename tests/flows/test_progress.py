@@ -9,8 +9,8 @@ from rich.console import Console
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.algorithms.base import report_after
+from dpstream.flows.progress import RunProgress
 from dpstream.noise import make_noise_process
-from flows.progress import RunProgress
 
 
 def test_report_after_bounds_the_prefix():

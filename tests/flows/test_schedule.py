@@ -22,8 +22,8 @@ import httpx
 import pytest
 import yaml
 
+from dpstream.pipelines import read_manifest
 from dpstream.privacy import Ledger
-from pipelines import read_manifest
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 

@@ -160,7 +160,7 @@ def test_estimator_and_dask_gpu_worker_match_the_cpu_fit(tmp_path):
     from dpstream.algorithms import DPSGD
     from dpstream.estimators import DPKANClassifier
     from dpstream.noise import make_noise_process
-    from pipelines import DaskExecutor, lake_blocks, shuffle_once
+    from dpstream.pipelines import DaskExecutor, lake_blocks, shuffle_once
     from tests.pipelines.conftest import DIM, feature_spec, local_put, write_lake
 
     rng = np.random.default_rng(2)

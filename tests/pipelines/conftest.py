@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import LakeSpec
+from dpstream.pipelines import LakeSpec
 
 DIM = 6
 W_STAR = np.linspace(-1, 1, DIM)

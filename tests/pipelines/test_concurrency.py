@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.models import LinearRegressionModel
-from pipelines import LakeSpec, lake_blocks, read_manifest, verify_parts
+from dpstream.pipelines import LakeSpec, lake_blocks, read_manifest, verify_parts
 
 FILES, ROWS, RPF = 6, 1500, 2000
 FEATURES = ("x0", "x1", "x2")
@@ -62,9 +62,9 @@ def _operation(
     from dpstream.algorithms import DPSGD
     from dpstream.checkpoint import CheckpointPolicy
     from dpstream.coordinator import InMemoryExecutor, run
+    from dpstream.pipelines import shuffle_once
     from dpstream.privacy import Ledger, LifetimeBudget
     from dpstream.storage import open_url, write_json_atomic
-    from pipelines import shuffle_once
 
     options = spec.storage_options
     outcome: dict = {"kind": kind, "run_id": run_id}
@@ -102,7 +102,7 @@ def _operation(
         else:
             from dpstream.algorithms import AdaSSP
             from dpstream.export import ModelDocument
-            from pipelines.predict import predict_lake
+            from dpstream.pipelines.predict import predict_lake
 
             report = AdaSSP(1.0, 1e-6).report(AdaSSP(1.0, 1e-6).plan(1000, 3))
             document = {
@@ -164,8 +164,8 @@ def _schedule(
 
 
 def _check_invariants(outcomes: list[dict], spec: LakeSpec, out: str, ledger_url: str, source: dict) -> None:
+    from dpstream.pipelines.generations import GenerationStore
     from dpstream.privacy import Ledger
-    from pipelines.generations import GenerationStore
 
     options = spec.storage_options
     ids = np.arange(FILES * ROWS, dtype=np.float64)

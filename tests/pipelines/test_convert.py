@@ -6,9 +6,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from dpstream.pipelines import LakeError, LakeSpec, validate_lake
+from dpstream.pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 from examples.california import SPEC as CALIFORNIA
-from pipelines import LakeError, LakeSpec, validate_lake
-from pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 
 HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
 NUMERIC = CALIFORNIA.columns  # the numeric columns of housing.csv (examples/california)
@@ -201,7 +201,7 @@ def test_private_bounds_leave_their_sample_out_of_the_lake(tmp_path):
     import pandas as pd
 
     from dpstream.bounds import default_edges
-    from pipelines.convert_bounds import PrivateBoundsRequest
+    from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
 
     out = str(tmp_path / "lake")
     request = PrivateBoundsRequest(
@@ -239,7 +239,7 @@ def test_private_bounds_leave_their_sample_out_of_the_lake(tmp_path):
 
 
 def test_private_bounds_refusals_write_nothing(tmp_path):
-    from pipelines.convert_bounds import PrivateBoundsRequest
+    from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
 
     out = tmp_path / "lake"
     with pytest.raises(LakeError, match="neither a selected numeric feature column nor the label"):

@@ -14,7 +14,7 @@ from dpstream.algorithms import DPAMBSSGD, DPSGD, AdaSSP
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import KANModel, LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
-from pipelines import DaskExecutor, lake_blocks, shuffle_once, train_on_lake
+from dpstream.pipelines import DaskExecutor, lake_blocks, shuffle_once, train_on_lake
 
 from .conftest import DIM, W_STAR, feature_spec, write_lake
 
@@ -171,7 +171,7 @@ def test_external_scheduler_equals_in_memory(manifest, external_cluster):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=algorithm_id)
 def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
-    from pipelines import train_on_lake
+    from dpstream.pipelines import train_on_lake
 
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
     result, mode = train_on_lake(
@@ -182,13 +182,13 @@ def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
 
 
 def test_auto_mode_picks_by_batch_size(manifest, dask_client):
-    from pipelines import train_on_lake
+    from dpstream.pipelines import train_on_lake
 
     small = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=16)
     _, mode = train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY)
     assert mode == "streaming"
     from dpstream.models import StatsRequest
-    from pipelines import choose_mode
+    from dpstream.pipelines import choose_mode
 
     # Steps of 5,000,000 rows (a 10⁸-row lake) cost seconds each against a round trip of milliseconds.
     plan = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=5_000_000).plan(10**8, DIM)
@@ -199,7 +199,7 @@ def test_auto_mode_picks_by_batch_size(manifest, dask_client):
 
 
 def test_connect_owns_its_local_cluster():
-    from pipelines import connect
+    from dpstream.pipelines import connect
 
     client = connect(n_workers=1, memory_limit="1GiB")
     try:
@@ -211,7 +211,7 @@ def test_connect_owns_its_local_cluster():
 
 
 def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
-    import pipelines.shuffle as shuffle_module
+    import dpstream.pipelines.shuffle as shuffle_module
 
     monkeypatch.setattr(shuffle_module, "ROW_GROUP_ROWS", 1000)
     manifest = shuffle_once(
@@ -245,8 +245,8 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
 
 def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_client, tmp_path):
     from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
+    from dpstream.pipelines import train_on_lake
     from dpstream.privacy import Ledger, LifetimeBudget
-    from pipelines import train_on_lake
 
     algorithm = ALGORITHMS[1]
     policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
@@ -289,7 +289,7 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
 def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifest, dask_client, tmp_path):
     """After a reshuffle, the steps left would read rows the first steps already used: refused."""
     from dpstream.checkpoint import CheckpointError, CheckpointPolicy
-    from pipelines import train_on_lake
+    from dpstream.pipelines import train_on_lake
 
     policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
     train_on_lake(
@@ -364,7 +364,7 @@ def test_a_reshuffle_never_changes_what_a_pinned_generation_reads(lake, tmp_path
     """A reshuffle writes a new generation under new paths: a run pinned to the first one reads the same rows
     after it (a fresh read, not a cached one, checked against the part's identity), never the new ones."""
     from dpstream.models import StatsRequest
-    from pipelines.executor import slice_stats
+    from dpstream.pipelines.executor import slice_stats
 
     model, request = LinearRegressionModel(), StatsRequest(params=np.zeros(DIM))
     first = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500)

@@ -5,7 +5,7 @@ import signal
 
 from dpstream.coordinator import InMemoryExecutor
 from dpstream.models import LinearRegressionModel
-from pipelines import DaskExecutor, lake_blocks, shuffle_once
+from dpstream.pipelines import DaskExecutor, lake_blocks, shuffle_once
 
 from .test_executor import ALGORITHMS, fit
 

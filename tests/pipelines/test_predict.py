@@ -1,4 +1,4 @@
-"""Published models back in Python (dpstream.export) and batch scoring of a lake (pipelines.predict)."""
+"""Published models back in Python (dpstream.export) and batch scoring of a lake (dpstream.pipelines.predict)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from dpstream.algorithms import AdaSSP
 from dpstream.export import ModelDocument, read_model
 from dpstream.models import KANModel
-from pipelines import LakeError
-from pipelines.convert import ConvertSpec
-from pipelines.predict import predict_lake
+from dpstream.pipelines import LakeError
+from dpstream.pipelines.convert import ConvertSpec
+from dpstream.pipelines.predict import predict_lake
 
 from .conftest import DIM, local_put, make_table, write_lake
 

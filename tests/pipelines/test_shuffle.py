@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import LakeError, prune_shuffles, read_manifest, shuffle_once
-from pipelines.generations import COMMITS, STALE_SECONDS
+from dpstream.pipelines import LakeError, prune_shuffles, read_manifest, shuffle_once
+from dpstream.pipelines.generations import COMMITS, STALE_SECONDS
 
 from .conftest import feature_spec, local_put, write_lake
 
@@ -304,8 +304,8 @@ def test_gather_reads_finished_pieces_only(tmp_path):
     import fsspec
     import pyarrow as pa
 
-    from pipelines.generations import SCRATCH
-    from pipelines.shuffle import _gather, _write_piece
+    from dpstream.pipelines.generations import SCRATCH
+    from dpstream.pipelines.shuffle import _gather, _write_piece
 
     fs = fsspec.filesystem("file")
     folder = tmp_path / SCRATCH / "to-00000"

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.models.kinds import LabelContract
-from pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
+from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
 
@@ -126,7 +126,7 @@ def test_corrupt_and_truncated_files(lake):
 
 
 def test_a_file_the_reader_may_not_read_is_not_called_corrupt(lake, monkeypatch):
-    import pipelines.validate as validate_module
+    import dpstream.pipelines.validate as validate_module
 
     real_open_url = validate_module.open_url
 

@@ -5,7 +5,7 @@ takes (its label contract), the settings it reads from a config's ``[model]`` se
 the algorithms it trains with, and how to build its ``dpstream.models`` model; the task gives the
 evaluation metric beside its baseline (RMSE beside the label mean, accuracy beside the majority class)
 and the prediction output (the label in its units; the class in its original spelling and one
-probability per class). The config (``flows.config``), validation (``pipelines.validate``), the flow's
+probability per class). The config (``dpstream.flows.config``), validation (``dpstream.pipelines.validate``), the flow's
 evaluation, model.json (``dpstream.export``) and ``dpstream predict`` all read the declaration.
 
 A new kind is one module in this package that builds a ``ModelKind`` and passes it to ``register``, plus
