@@ -29,7 +29,7 @@ from benchmarks.common import RssSampler, markdown_table
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
-from dpstream.pipelines import LakeSpec, connect, shuffle_once, train_on_lake, validate_lake
+from dpstream.pipelines import LakeSpec, connect, plan_on_lake, shuffle_once, train_on_lake, validate_lake
 from dpstream.pipelines.lake import read_row_group
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench", "lake8m")
@@ -240,7 +240,11 @@ def main() -> None:
         ):
             start = time.perf_counter()
             result, used = train_on_lake(
-                manifest, algorithm, LinearRegressionModel(), client, NoiseKey.generate(), mode=mode
+                manifest,
+                plan_on_lake(manifest, algorithm, LinearRegressionModel()),
+                client,
+                NoiseKey.generate(),
+                mode=mode,
             )
             seconds = time.perf_counter() - start
             window = getattr(algorithm, "candidate_window", None)
@@ -314,8 +318,11 @@ def main() -> None:
         with RssSampler(pids) as sampler:
             train_on_lake(
                 manifest,
-                DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"),
-                LinearRegressionModel(),
+                plan_on_lake(
+                    manifest,
+                    DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"),
+                    LinearRegressionModel(),
+                ),
                 client,
                 NoiseKey.generate(),
                 mode="scatter",

@@ -150,7 +150,7 @@ def pipeline_table() -> list[str]:
     from dpstream.algorithms import DPSGD
     from dpstream.models import LinearRegressionModel
     from dpstream.noise import NoiseKey
-    from dpstream.pipelines import LakeSpec, shuffle_once, train_on_lake
+    from dpstream.pipelines import LakeSpec, plan_on_lake, shuffle_once, train_on_lake
 
     folder = tempfile.mkdtemp(prefix="gpu-lake-")
     rng = np.random.default_rng(2)
@@ -183,7 +183,11 @@ def pipeline_table() -> list[str]:
         ):  # the second CuPy run: blocks already decoded and on the device
             start = time.perf_counter()
             result, _ = train_on_lake(
-                manifest, algorithm, LinearRegressionModel(backend=backend), client, key, mode="scatter"
+                manifest,
+                plan_on_lake(manifest, algorithm, LinearRegressionModel(backend=backend)),
+                client,
+                key,
+                mode="scatter",
             )
             seconds = time.perf_counter() - start
             results.setdefault(backend, result.params)

@@ -308,8 +308,11 @@ class NoiseScaledDown:
             )
         return _replace(plan, **scaled)
 
-    def report(self, plan: Any) -> Any:  # the broken mechanism still claims the honest report
-        return self._algorithm.report(self._algorithm.plan(plan.num_rows, plan.num_params))
+    def event(self, plan: Any) -> Any:  # the broken mechanism claims the honest plan's event ...
+        return self._algorithm.event(self._algorithm.plan(plan.num_rows, plan.num_params))
+
+    def report(self, plan: Any, state: Any = None) -> Any:  # ... and its report
+        return self._algorithm.report(self._algorithm.plan(plan.num_rows, plan.num_params), state)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._algorithm, name)

@@ -1,7 +1,10 @@
 """The coordinator loop and the in-memory executor.
 
-``run`` drives any algorithm (DP-AMBSSGD, DP-SGD with any noise process, Accelerated-DP-SRGD) over an
-executor: for each planned step it sends the algorithm's request, receives the merged ``BatchStats``
+``execute`` drives a ``RunPlan`` (``dpstream.run_plan``: the privacy argument, built once by the caller
+and only checked here); ``run`` builds the plan from an algorithm and the data's size and executes it,
+for callers holding the rows in-process (the estimators, the audit). Either drives any algorithm
+(DP-AMBSSGD, DP-SGD with any noise process, Accelerated-DP-SRGD, AdaSSP) over an executor: for each
+planned step it sends the algorithm's request, receives the merged ``BatchStats``
 and applies the DP update. The executor decides where rows live; ``InMemoryExecutor`` reads an
 iterator of (X, y) blocks once, in order, so a Dask array or a generator of blocks streams through
 without being materialised. The Dask executor of ``pipelines`` implements the same ``compute``.
@@ -17,20 +20,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
-from dpstream.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    CheckpointPolicy,
-    CheckpointStore,
-    config_fingerprint,
-    new_checkpoint,
-)
+from dpstream.checkpoint import Checkpoint, CheckpointError, CheckpointPolicy, CheckpointStore, new_checkpoint
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger, RunIdReusedError
+from dpstream.run_plan import RunPlan
 from dpstream.validation import check_name
 
-__all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run"]
+__all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run", "execute"]
 
 
 class Executor(Protocol):
@@ -133,9 +130,36 @@ def run(
     ledger: LakeLedger | None = None,
     lake: str = "",
 ) -> FitResult:
-    """Run every planned step; ``on_step(step, state)`` is called after each update.
+    """Plan ``algorithm`` for ``num_rows`` rows and ``num_params`` parameters of the executor's model
+    (``RunPlan.build``: refused here when over budget) and ``execute`` the plan."""
+    plan = RunPlan.build(algorithm, executor.model, num_rows, num_params, checkpoint)
+    return execute(
+        plan,
+        executor,
+        initial_params=initial_params,
+        key=key,
+        on_step=on_step,
+        run_id=run_id,
+        ledger=ledger,
+        lake=lake,
+    )
 
-    With ``checkpoint`` and ``run_id`` the run is durable: an existing checkpoint of ``run_id`` is
+
+def execute(
+    run_plan: RunPlan,
+    executor: Executor,
+    *,
+    initial_params: np.ndarray,
+    key: NoiseKey | None = None,
+    on_step: Callable[[int, Any], None] | None = None,
+    run_id: str | None = None,
+    ledger: LakeLedger | None = None,
+    lake: str = "",
+) -> FitResult:
+    """Run every step of ``run_plan``; ``on_step(step, state)`` is called after each update. The
+    executor must compute the plan's model (``RunPlan.check_executor``).
+
+    With the plan's ``checkpoint`` policy and ``run_id`` the run is durable: an existing checkpoint of ``run_id`` is
     resumed (same key, same state, same remaining steps), otherwise one is written before the first
     release and then as the policy says. ``lake`` names the data the run reads (the pinned shuffle
     generation, ``Manifest.row_order``): it is part of the checkpoint's identity and recorded in the
@@ -151,8 +175,13 @@ def run(
     (``LakeLedger.abort``, with the reason) and deletes the checkpoint it wrote; once a step has used
     the noise, the charge stays whatever happens.
     """
-    plan = algorithm.plan(num_rows, num_params)
-    report = algorithm.report(plan)  # refuses an over-budget configuration before any data is read
+    run_plan.check_executor(executor)
+    algorithm, plan, report, checkpoint = (
+        run_plan.algorithm,
+        run_plan.steps,
+        run_plan.report,
+        run_plan.checkpoint,
+    )
     if (checkpoint is not None or ledger is not None) and not run_id:
         raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
     if run_id is not None:
@@ -160,7 +189,7 @@ def run(
     state, start, losses, store, fingerprint, saved = None, 0, [], None, "", None
     if checkpoint is not None:
         store = CheckpointStore(checkpoint)
-        fingerprint = config_fingerprint(algorithm, executor.model, num_rows, num_params, lake)
+        fingerprint = run_plan.fingerprint(lake)
         saved = store.load(run_id)
         if saved is not None:
             if saved.fingerprint != fingerprint:

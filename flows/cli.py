@@ -40,26 +40,32 @@ __all__ = ["main", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_BUDGET", "EXIT_OTHER"]
 
 
 def _validate(args, console: Console) -> int:
-    from dpstream.flows.config import delta_warning, load_config
+    from dpstream.flows.config import load_config
+    from dpstream.flows.prepare import validate
 
     config = load_config(args.config)
     with config.cluster.preparation_client() as client:  # cluster.prepare_on: workers or this process
-        summary = config.validate_lake(client)
-    files, training, held_out = config.training_split(summary.num_rows)
+        validated = validate(config, client)
+    summary = validated.summary
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
-        f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use {training:,} rows and "
-        f"hold out {held_out:,} (the last of {files} shuffled files)"
+        f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use "
+        f"{validated.training_rows:,} rows and hold out {validated.held_out_rows:,} (the last of {validated.files} "
+        "shuffled files)"
     )
-    for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
-        if warning:
-            print(f"dpstream: warning: {warning}", file=sys.stderr)
+    _warn(validated.warnings)
     return EXIT_OK
 
 
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"dpstream: warning: {warning}", file=sys.stderr)
+
+
 def _shuffle(args, console: Console) -> int:
-    from dpstream.flows.config import config_folder, load_config
+    from dpstream.flows.config import load_config
     from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.prepare import shuffle, validate
     from dpstream.flows.progress import RunProgress
     from dpstream.pipelines import prune_shuffles
     from dpstream.pipelines.generations import GenerationStore
@@ -72,14 +78,15 @@ def _shuffle(args, console: Console) -> int:
         ),
         config.cluster.preparation_client() as client,  # cluster.prepare_on: workers or this process
     ):
-        summary = config.validate_lake(client)
-        config.training_split(summary.num_rows)  # a layout training could not use is refused before shuffling
+        validated = validate(config, client)  # a layout training could not use is refused before shuffling
+        _warn(validated.warnings)
         with RunProgress(enabled=not args.quiet) as progress:
-            manifest = config.shuffle_lake(
-                summary,
+            manifest = shuffle(
+                config,
+                args.config,
+                validated,
                 client=client,
-                on_progress=progress.shuffle(summary.num_rows),
-                protected=(config_folder(args.config),),
+                on_progress=progress.shuffle(validated.summary.num_rows),
                 reshuffle=args.reshuffle,
             )
     console.print(

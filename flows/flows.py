@@ -3,9 +3,11 @@
 ``train_flow(config)``:
 1. validate the lake; 2. shuffle once (the current generation is reused when it serves; a resumed run
 pins the generation it started on), both on the cluster's workers or in the flow's process
-(``cluster.prepare_on``); 3. plan: N from the manifest (the last file held out for evaluation), noise
-calibrated from the budget, ledger check (the budget, and the run-id rule: a run id the ledger holds
-runs only from its checkpoint); 4. train on the Dask executor, on a cluster of its own (a retried task
+(``cluster.prepare_on``); 3. plan: N from the manifest (the last file held out for evaluation), the run plan built once
+(``dpstream.run_plan.RunPlan``: algorithm, model, steps, noise, privacy event and report, checkpoint
+policy) and the ledger check (the budget, and the run-id rule: a run id the ledger holds runs only from
+its checkpoint); the plan, with the run's locations, is what every later task receives (``PlannedRun``)
+and none rebuilds it; 4. train on the Dask executor, on a cluster of its own (a retried task
 gets a fresh cluster and resumes from its checkpoint; a refusal is not retried); 5. evaluate on the
 held-out file (non-private evaluation, operator only); 6. publish the release (model.json, the privacy
 report, the clip-norm and ε(δ) plots) to the publish folder and the operator-only metrics and loss
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,29 +30,34 @@ from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
-from dpstream.flows.config import PipelineConfig, config_folder, delta_warning, load_config
+from dpstream.flows.config import PipelineConfig, load_config
 from dpstream.flows.locations import RunLocations, run_locations
+from dpstream.flows.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.progress import RunProgress
-from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
+from dpstream.models import Model
+from dpstream.pipelines import Manifest, NoWorkersError, plan_on_lake, train_on_lake
 from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
 from dpstream.pipelines.executor import lake_blocks
 from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget, RunIdReusedError
+from dpstream.run_plan import PlanMismatchError, RunPlan
 from dpstream.validation import check_name
 
-__all__ = ["train_flow", "shuffle_flow", "build_algorithm"]
+__all__ = ["train_flow", "shuffle_flow", "build_algorithm", "plan_run", "PlannedRun"]
 
 
-def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
+def build_algorithm(
+    config: PipelineConfig,
+    num_rows: int,
+    dim: int,
+    record: dict[str, Any] | None = None,
+    model: Model | None = None,
+) -> Any:
     """The algorithm the config's [algorithm] section names, built as the estimators build theirs. AdaSSP's
     row-norm bound, when the config leaves it out, comes from the lake's public schema where
-    ``dpstream convert`` wrote the lake (``schema_row_norm_bound``), else sqrt(d)."""
+    ``dpstream convert`` wrote the lake (its conversion ``record``, ``schema_row_norm_bound``), else sqrt(d).
+    ``model``: the config's model when the caller built it already."""
     a, b = config.algorithm, config.budget
     features = config.lake.features
-    record = (
-        None
-        if isinstance(features, str)
-        else read_convert_record(config.lake.url, config.lake.storage_options)
-    )
     spec = AlgorithmSpec(
         name=a.name,
         epsilon=b.epsilon,
@@ -70,7 +78,7 @@ def build_algorithm(config: PipelineConfig, num_rows: int, dim: int) -> Any:
         intercept_index=intercept_index(record, features),
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
-    return build_spec(spec, config.model.build(), num_rows, dim)[1]
+    return build_spec(spec, model if model is not None else config.model.build(), num_rows, dim)[1]
 
 
 def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:
@@ -96,6 +104,34 @@ def intercept_index(record: dict[str, Any] | None, features: Any) -> int | None:
     return list(features).index(INTERCEPT_COLUMN)
 
 
+def plan_run(
+    config: PipelineConfig, training: Manifest, checkpoint_url: str | None, record: dict[str, Any] | None
+) -> RunPlan:
+    """The run plan of the config's model and algorithm on the ``training`` rows (``plan_on_lake``), with
+    the config's checkpoint policy at ``checkpoint_url`` (None: not durable); ``record`` is the lake's
+    conversion record (``read_convert_record``)."""
+    model = config.model.build()
+    dim = model.num_params(training.num_features)
+    algorithm = build_algorithm(config, training.num_rows, dim, record, model)
+    policy = checkpoint_policy(config, checkpoint_url) if checkpoint_url is not None else None
+    return plan_on_lake(training, algorithm, model, policy)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What the plan task fixes before any release, handed to every later task: the run id, where the run
+    writes, the run plan (the privacy argument), the lake it was planned on (training rows, held-out file
+    and the whole manifest the ledger is keyed by) and the lake's conversion record (read once)."""
+
+    run_id: str
+    locations: RunLocations
+    plan: RunPlan
+    lake: Manifest
+    training: Manifest
+    holdout: Manifest
+    preprocessing: dict[str, Any] | None
+
+
 def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
     """The run's checkpoint policy: the whole [checkpoint] section (every_steps and every_seconds), or the
     library's defaults without one."""
@@ -112,19 +148,17 @@ def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
     never a refusal, which would only be refused again (a bad lake or config, the budget, a checkpoint of
     another configuration, a cluster without workers)."""
     error = state.data if isinstance(state.data, BaseException) else None
-    deterministic = (ValueError, BudgetExceededError, CheckpointError, NoWorkersError)
+    deterministic = (ValueError, BudgetExceededError, CheckpointError, NoWorkersError, PlanMismatchError)
     return not isinstance(error, deterministic)
 
 
 # Tasks given the run's Dask client skip Prefect's input hashing: a client is not data to cache on.
 @task(name="validate lake", cache_policy=NO_CACHE)
-def validate_task(config: PipelineConfig, client: Any = None):
-    summary = config.validate_lake(client)
-    config.training_split(summary.num_rows)  # refuses a layout with no held-out file before the shuffle
-    for warning in (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows)):
-        if warning:
-            get_run_logger().warning(warning)
-    return summary
+def validate_task(config: PipelineConfig, client: Any = None) -> ValidatedLake:
+    validated = validate(config, client)
+    for warning in validated.warnings:
+        get_run_logger().warning(warning)
+    return validated
 
 
 @task(
@@ -136,19 +170,20 @@ def validate_task(config: PipelineConfig, client: Any = None):
 )
 def shuffle_task(
     config: PipelineConfig,
-    summary,
+    config_path: str,
+    validated: ValidatedLake,
     client: Any = None,
     show_progress: bool = False,
-    protected: tuple[str, ...] = (),
     generation: str | None = None,
 ) -> Manifest:
     """The shuffle generation the run reads: ``generation`` (a resumed run's) or the current one."""
     with RunProgress(enabled=show_progress and generation is None) as progress:
-        return config.shuffle_lake(
-            summary,
+        return shuffle(
+            config,
+            config_path,
+            validated,
             client=client,
-            on_progress=progress.shuffle(summary.num_rows),
-            protected=protected,
+            on_progress=progress.shuffle(validated.summary.num_rows),
             generation=generation,
         )
 
@@ -161,26 +196,25 @@ def pinned_generation(checkpoints: str, run_id: str) -> str | None:
     return generation_of(data_version) if data_version else None
 
 
-@task(name="plan")
-def plan_task(
-    config: PipelineConfig, manifest: Manifest, run_id: str, checkpoint_url: str
-) -> tuple[Manifest, Manifest, float]:
-    """Refuse before any release: a run past the lifetime budget (the run's own earlier reservation is not
-    counted twice when it resumes), or a run id the ledger holds whose checkpoint is gone."""
+@task(name="plan", cache_policy=NO_CACHE)
+def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations: RunLocations) -> PlannedRun:
+    """Build the run plan once, and refuse before any release: a plan over its budget, a run past the
+    lifetime budget (the run's own earlier reservation is not counted twice when it resumes), or a run id
+    the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
-    model = _model(config)
-    algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
-    report = algorithm.report(algorithm.plan(training.num_rows, model.num_params(training.num_features)))
+    preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
+    checkpoint_url = locations.checkpoints
+    plan = plan_run(config, training, checkpoint_url, preprocessing)
     lake = _ledger(config, manifest)
     entry = lake.entry(run_id)
-    if entry is not None and not CheckpointStore(CheckpointPolicy(checkpoint_url)).exists(run_id):
+    if entry is not None and not CheckpointStore(plan.checkpoint).exists(run_id):
         raise RunIdReusedError(
             f"run {run_id!r} is already {entry.status} in lake {manifest.fingerprint}'s ledger and its checkpoint is not "
             f"at {checkpoint_url}: a second model under this id would be released for one charge. Pass a new --run-id, "
             "or set checkpoint.url to where the run was checkpointed"
         )
-    lake.check(run_id, report.mu)
-    return training, holdout, report.mu
+    lake.check(run_id, plan.mu)
+    return PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
 
 
 def _ledger(config: PipelineConfig, manifest: Manifest):
@@ -192,49 +226,38 @@ def _ledger(config: PipelineConfig, manifest: Manifest):
     )
 
 
-def _model(config: PipelineConfig):
-    return config.model.build()
-
-
-@task(name="train", retries=2, retry_delay_seconds=2, retry_condition_fn=_retry_unless_refused)
-def train_task(
-    config: PipelineConfig,
-    training: Manifest,
-    full: Manifest,
-    run_id: str,
-    checkpoint_url: str,
-    show_progress: bool = False,
-):
-    model = _model(config)
-    algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
-    plan = algorithm.plan(training.num_rows, model.num_params(training.num_features))
-    policy = checkpoint_policy(config, checkpoint_url)
+@task(
+    name="train",
+    retries=2,
+    retry_delay_seconds=2,
+    retry_condition_fn=_retry_unless_refused,
+    cache_policy=NO_CACHE,
+)
+def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool = False):
+    plan = planned.plan
     # A cluster of its own: each retry of a failed training gets a fresh one.
     with config.cluster.client() as client, RunProgress(enabled=show_progress) as progress:
         result, mode = train_on_lake(
-            training,
-            algorithm,
-            model,
+            planned.training,
+            plan,
             client,
             mode=config.cluster.mode,
             worker_timeout=config.cluster.worker_timeout,
-            checkpoint=policy,
-            run_id=run_id,
-            ledger=_ledger(config, full),
-            on_step=progress.training(algorithm, plan),
+            run_id=planned.run_id,
+            ledger=_ledger(config, planned.lake),
+            on_step=progress.training(plan.algorithm, plan.steps),
         )
-    return result.params, result.report, result.training_loss, mode, algorithm.name
+    return result.params, result.report, result.training_loss, mode, plan.algorithm.name
 
 
-@task(name="evaluate (non-private)")
-def evaluate_task(
-    config: PipelineConfig, holdout: Manifest, params: np.ndarray, preprocessing: dict[str, Any] | None = None
-) -> dict[str, float]:
+@task(name="evaluate (non-private)", cache_policy=NO_CACHE)
+def evaluate_task(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
     """The kind's held-out metric beside its baseline (``ModelKind.evaluate``). A regression on a lake
     ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
     the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
-    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(holdout), strict=True)]
-    outputs = _model(config).predict_margin(X.astype(np.float64), params)
+    preprocessing = planned.preprocessing
+    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(planned.holdout), strict=True)]
+    outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
     y = np.asarray(y, dtype=np.float64)
     if preprocessing and not config.model.declaration.classifies:
         spec = ConvertSpec.from_record(preprocessing)
@@ -315,18 +338,14 @@ def train_flow(
     config = load_config(config_path)
     run_id = check_name("run_id", run_id) if run_id is not None else f"run-{uuid.uuid4().hex[:12]}"
     locations = run_locations(config, config_path, run_id, output_dir, operator_dir)
-    protected = (config_folder(config_path),)
     generation = pinned_generation(locations.checkpoints, run_id)  # a resume reads what it started on
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
     with config.cluster.preparation_client() as client:
-        summary = validate_task(config, client)
-        manifest = shuffle_task(config, summary, client, show_progress, protected, generation)
-    training, holdout, _ = plan_task(config, manifest, run_id, locations.checkpoints)
-    params, report, losses, mode, algorithm = train_task(
-        config, training, manifest, run_id, locations.checkpoints, show_progress
-    )
-    preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
-    metrics = evaluate_task(config, holdout, params, preprocessing)
+        validated = validate_task(config, client)
+        manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
+    planned = plan_task(config, manifest, run_id, locations)
+    params, report, losses, mode, algorithm = train_task(config, planned, show_progress)
+    metrics = evaluate_task(config, planned, params)
     section = config.model.model_dump(exclude={"backend", "classes"})
     document = model_document(
         model={
@@ -340,7 +359,7 @@ def train_flow(
         algorithm=algorithm,
         params=params,
         report=report,
-        preprocessing=preprocessing,
+        preprocessing=planned.preprocessing,
     )
     paths = publish_task(locations, document, report, losses, metrics)
     return {
@@ -358,5 +377,5 @@ def train_flow(
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
     config = load_config(config_path)
     with config.cluster.preparation_client() as client:
-        summary = validate_task(config, client)
-        return shuffle_task(config, summary, client, show_progress, (config_folder(config_path),))
+        validated = validate_task(config, client)
+        return shuffle_task(config, config_path, validated, client, show_progress)

@@ -7,7 +7,7 @@ from dpstream.pipelines.lake import LakeError, LakeSpec
 from dpstream.pipelines.manifest import Manifest, verify_parts
 from dpstream.pipelines.shuffle import prune_shuffles, read_manifest, shuffle_once
 from dpstream.pipelines.streaming import choose_mode, prefetched_blocks
-from dpstream.pipelines.train import train_on_lake
+from dpstream.pipelines.train import plan_on_lake, train_on_lake
 from dpstream.pipelines.validate import LakeSummary, validate_lake
 from dpstream.pipelines.waiting import NoWorkersError
 
@@ -27,5 +27,6 @@ __all__ = [
     "prefetched_blocks",
     "choose_mode",
     "train_on_lake",
+    "plan_on_lake",
     "connect",
 ]

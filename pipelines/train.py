@@ -1,4 +1,7 @@
-"""Train any dpstream algorithm on a shuffled lake through a Dask cluster."""
+"""Train a run plan (``dpstream.run_plan.RunPlan``) on a shuffled lake through a Dask cluster.
+
+The plan is built once by the caller (``plan_on_lake`` from the manifest, or the flow's plan task) and
+checked here against the lake it is run on; nothing below rebuilds it."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpstream.checkpoint import CheckpointPolicy
-from dpstream.coordinator import FitResult, InMemoryExecutor, run
+from dpstream.coordinator import FitResult, InMemoryExecutor, execute
 from dpstream.models import Model
 from dpstream.noise import NoiseKey
 from dpstream.pipelines.executor import DaskExecutor
@@ -16,16 +19,25 @@ from dpstream.pipelines.manifest import Manifest, verify_parts
 from dpstream.pipelines.streaming import choose_mode, prefetched_blocks
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
 from dpstream.privacy import LakeLedger
+from dpstream.run_plan import RunPlan
 
-__all__ = ["train_on_lake", "MODES"]
+__all__ = ["train_on_lake", "plan_on_lake", "MODES"]
 
 MODES = ("auto", "scatter", "streaming")
 
 
+def plan_on_lake(
+    manifest: Manifest, algorithm: Any, model: Model, checkpoint: CheckpointPolicy | None = None
+) -> RunPlan:
+    """The run plan of ``algorithm`` training ``model`` on the manifest's rows (refused when over budget)."""
+    return RunPlan.build(
+        algorithm, model, manifest.num_rows, model.num_params(manifest.num_features), checkpoint
+    )
+
+
 def train_on_lake(
     manifest: Manifest,
-    algorithm: Any,
-    model: Model,
+    run_plan: RunPlan,
     client: Any,
     key: NoiseKey | None = None,
     *,
@@ -35,34 +47,34 @@ def train_on_lake(
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     initial_params: np.ndarray | None = None,
     on_step: Callable[[int, Any], None] | None = None,
-    checkpoint: CheckpointPolicy | None = None,
     run_id: str | None = None,
     ledger: LakeLedger | None = None,
 ) -> tuple[FitResult, str]:
-    """Run ``algorithm`` over the lake in one pass; returns the fit and the execution mode used.
+    """Run the plan over the lake in one pass; returns the fit and the execution mode used. The plan
+    must have been built for this lake's rows and features (``RunPlan.check_data``).
 
     Every part of the manifest's generation is checked against its size and content identity before
     anything is charged (``verify_parts``; ``LakeError`` names a missing, changed or foreign part), and
     again as the workers read it.
 
-    ``checkpoint``/``run_id`` make the run resumable (the shuffle generation, ``Manifest.row_order``, is
-    part of the checkpoint's identity, so a checkpoint is never applied to another lake or another
-    shuffle of it); ``ledger`` charges the run once. A cluster without workers for ``worker_timeout``
+    The plan's checkpoint policy and ``run_id`` make the run resumable (the shuffle generation,
+    ``Manifest.row_order``, is part of the checkpoint's identity, so a checkpoint is never applied to
+    another lake or another shuffle of it); ``ledger`` charges the run once. A cluster without workers for ``worker_timeout``
     seconds stops the run (``NoWorkersError``) instead of hanging it.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    run_plan.check_data(manifest.num_rows, manifest.num_features, f"the shuffled lake {manifest.url}")
     verify_parts(manifest, storage_options)
-    dim = model.num_params(manifest.num_features)
+    algorithm, model, steps = run_plan.algorithm, run_plan.model, run_plan.steps
     params = model.init_params(manifest.num_features) if initial_params is None else initial_params
     if mode == "auto":
-        plan = algorithm.plan(manifest.num_rows, dim)
-        state = algorithm.init(plan, params)
+        state = algorithm.init(steps, params)
         mode = choose_mode(
             client,
-            plan,
+            steps,
             model,
-            algorithm.request(state, plan.spans[0], plan),
+            algorithm.request(state, steps.spans[0], steps),
             manifest.num_features,
             worker_timeout=worker_timeout,
         )
@@ -72,15 +84,12 @@ def train_on_lake(
         executor = InMemoryExecutor(
             model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks, worker_timeout)
         )
-    result = run(
-        algorithm,
+    result = execute(
+        run_plan,
         executor,
-        num_rows=manifest.num_rows,
-        num_params=dim,
         initial_params=params,
         key=key,
         on_step=on_step,
-        checkpoint=checkpoint,
         run_id=run_id,
         ledger=ledger,
         lake=manifest.row_order,

@@ -311,8 +311,12 @@ class DPAMBSSGD:
             return DisjointUnionEvent((counts, gradient))
         return ComposedEvent((counts, gradient))
 
+    def event(self, plan: AMBSSGDPlan) -> DisjointUnionEvent:
+        """What the run releases: one step's DP-STAT counts and gradient sum per disjoint batch."""
+        return DisjointUnionEvent(tuple(self.step_event(plan) for _ in range(plan.num_steps)))
+
     def report(self, plan: AMBSSGDPlan, state: Any = None) -> PrivacyReport:
-        event = DisjointUnionEvent(tuple(self.step_event(plan) for _ in range(plan.num_steps)))
+        event = self.event(plan)
         accounting = (
             "stat and gradient rows disjoint and fixed in advance: each record pays for one mechanism (parallel composition)"
             if self.disjoint_accounting

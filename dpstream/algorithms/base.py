@@ -13,7 +13,8 @@ An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
 * ``apply(state, span, stats, key, plan[, followup_stats])``: the DP update from the merged statistics
   (and, only when there was a follow-up request, its statistics), adding the step's noise, which is drawn from the noise
   key at that step and so identical on a retry;
-* ``result(state)`` and ``report(plan)``: the released parameters and the privacy report.
+* ``result(state)``, ``event(plan)`` and ``report(plan)``: the released parameters, what the plan
+  releases (the privacy event) and the privacy report the exact accountant makes of it.
 """
 
 from __future__ import annotations
@@ -145,6 +146,10 @@ class Algorithm(Protocol):
         ...
 
     def result(self, state: Any) -> np.ndarray: ...
+
+    def event(self, plan: Plan) -> PrivacyEvent:
+        """What the plan releases, described for the accountant (``dpstream.privacy.events``)."""
+        ...
 
     def report(self, plan: Plan, state: Any = None) -> PrivacyReport:
         """The run's privacy report: before the run from the plan alone (the coordinator refuses an

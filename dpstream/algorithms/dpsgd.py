@@ -29,7 +29,7 @@ from dpstream.algorithms.base import (
 )
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
-from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
+from dpstream.privacy import NeighbouringRelation, NoiseCalibration, PrivacyEvent, calibrate_clipped_sum
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["DPSGD", "DPSGDPlan", "DPSGDState"]
@@ -135,11 +135,15 @@ class DPSGD(OneRoundTrip):
             return state.average_sum / state.average_count
         return state.params
 
+    def event(self, plan: DPSGDPlan) -> PrivacyEvent:
+        """What the run releases: the T noisy clipped-gradient sums as one matrix mechanism."""
+        return plan.calibration.event(plan.num_steps, label=self.noise.describe())
+
     def report(self, plan: DPSGDPlan, state: Any = None) -> PrivacyReport:
         calibration = plan.calibration
         return build_report(
             mechanism=f"one-pass DP-SGD with {self.noise.describe()}",
-            event=calibration.event(plan.num_steps, label=self.noise.describe()),
+            event=self.event(plan),
             relation=self.relation,
             epsilon=self.epsilon,
             delta=self.delta,

@@ -38,7 +38,7 @@ from dpstream.algorithms.base import (
 )
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
-from dpstream.privacy import NeighbouringRelation, NoiseCalibration, calibrate_clipped_sum
+from dpstream.privacy import NeighbouringRelation, NoiseCalibration, PrivacyEvent, calibrate_clipped_sum
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AcceleratedDPSRGD", "SRGDPlan", "SRGDState"]
@@ -145,11 +145,15 @@ class AcceleratedDPSRGD(OneRoundTrip):
     def result(self, state: SRGDState) -> np.ndarray:
         return state.y
 
+    def event(self, plan: SRGDPlan) -> PrivacyEvent:
+        """What the run releases: the binary tree's noisy prefix sums as one matrix mechanism."""
+        return plan.calibration.event(plan.num_steps, label="binary tree over T prefix sums")
+
     def report(self, plan: SRGDPlan, state: Any = None) -> PrivacyReport:
         calibration = plan.calibration
         return build_report(
             mechanism="Accelerated-DP-SRGD with binary-tree noise on prefix sums of clipped gradient differences",
-            event=calibration.event(plan.num_steps, label="binary tree over T prefix sums"),
+            event=self.event(plan),
             relation=self.relation,
             epsilon=self.epsilon,
             delta=self.delta,

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
-from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.coordinator import InMemoryExecutor, execute
 from dpstream.pipelines import lake_blocks, read_manifest
 from dpstream.pipelines.generations import COMMITS, GenerationStore
 from dpstream.privacy import Ledger
@@ -119,23 +119,23 @@ def wait_for_step(folder: Path, run_id: str, step: int, process, timeout: float 
 
 
 def replay(config_path: Path, run_id: str, generation: str):
-    """The run's model recomputed in process from its checkpoint's key on the given generation."""
+    """The run's model recomputed in process from its checkpoint's key on the given generation, from the
+    run plan the flow builds (``plan_run``)."""
     from dpstream.flows.config import load_config
-    from dpstream.flows.flows import build_algorithm
+    from dpstream.flows.flows import plan_run
+    from dpstream.pipelines.convert import read_convert_record
 
     config = load_config(config_path)
     store = CheckpointStore(CheckpointPolicy(config.checkpoint.url))
     key = store.load(run_id).key
     manifest = read_manifest(config.lake.shuffled_url, generation=generation)
     training, _ = manifest.split_last_file()
-    model = config.model.build()
-    algorithm = build_algorithm(config, training.num_rows, model.num_params(training.num_features))
-    return run(
-        algorithm,
-        InMemoryExecutor(model, lake_blocks(training)),
-        num_rows=training.num_rows,
-        num_params=model.num_params(training.num_features),
-        initial_params=model.init_params(training.num_features),
+    record = read_convert_record(config.lake.url, config.lake.storage_options)
+    plan = plan_run(config, training, None, record)
+    return execute(
+        plan,
+        InMemoryExecutor(plan.model, lake_blocks(training)),
+        initial_params=plan.model.init_params(training.num_features),
         key=key,
     ).params
 

@@ -14,7 +14,7 @@ from dpstream.algorithms import DPAMBSSGD, DPSGD, AdaSSP
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import KANModel, LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
-from dpstream.pipelines import DaskExecutor, lake_blocks, shuffle_once, train_on_lake
+from dpstream.pipelines import DaskExecutor, lake_blocks, plan_on_lake, shuffle_once, train_on_lake
 
 from .conftest import DIM, W_STAR, feature_spec, write_lake
 
@@ -171,21 +171,26 @@ def test_external_scheduler_equals_in_memory(manifest, external_cluster):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=algorithm_id)
 def test_streaming_mode_equals_in_memory(algorithm, manifest, dask_client):
-    from dpstream.pipelines import train_on_lake
 
     in_memory = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
     result, mode = train_on_lake(
-        manifest, algorithm, LinearRegressionModel(), dask_client, KEY, mode="streaming", prefetch_blocks=1
+        manifest,
+        plan_on_lake(manifest, algorithm, LinearRegressionModel()),
+        dask_client,
+        KEY,
+        mode="streaming",
+        prefetch_blocks=1,
     )
     assert mode == "streaming"
     assert result.params.tobytes() == in_memory.tobytes()
 
 
 def test_auto_mode_picks_by_batch_size(manifest, dask_client):
-    from dpstream.pipelines import train_on_lake
 
     small = DPSGD(1.0, 1e-6, clip_norm=4.0, learning_rate=0.5, batch_size=16)
-    _, mode = train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY)
+    _, mode = train_on_lake(
+        manifest, plan_on_lake(manifest, small, LinearRegressionModel()), dask_client, KEY
+    )
     assert mode == "streaming"
     from dpstream.models import StatsRequest
     from dpstream.pipelines import choose_mode
@@ -195,7 +200,9 @@ def test_auto_mode_picks_by_batch_size(manifest, dask_client):
     request = StatsRequest(np.zeros(DIM), clip_norms=np.ones(31))
     assert choose_mode(dask_client, plan, LinearRegressionModel(), request, DIM) == "scatter"
     with pytest.raises(ValueError, match="mode must be one of"):
-        train_on_lake(manifest, small, LinearRegressionModel(), dask_client, KEY, mode="fast")
+        train_on_lake(
+            manifest, plan_on_lake(manifest, small, LinearRegressionModel()), dask_client, KEY, mode="fast"
+        )
 
 
 def test_connect_owns_its_local_cluster():
@@ -245,7 +252,6 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
 
 def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_client, tmp_path):
     from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
-    from dpstream.pipelines import train_on_lake
     from dpstream.privacy import Ledger, LifetimeBudget
 
     algorithm = ALGORITHMS[1]
@@ -253,11 +259,9 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
     lake = Ledger(str(tmp_path / "ledger")).lake(manifest.fingerprint, LifetimeBudget(5.0, 1e-6))
     first, _ = train_on_lake(
         manifest,
-        algorithm,
-        LinearRegressionModel(),
+        plan_on_lake(manifest, algorithm, LinearRegressionModel(), policy),
         dask_client,
         mode="scatter",
-        checkpoint=policy,
         run_id="lake-run",
         ledger=lake,
     )
@@ -265,11 +269,9 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
     assert saved.step == len(first.training_loss)
     again, _ = train_on_lake(
         manifest,
-        algorithm,
-        LinearRegressionModel(),
+        plan_on_lake(manifest, algorithm, LinearRegressionModel(), policy),
         dask_client,
         mode="streaming",
-        checkpoint=policy,
         run_id="lake-run",
         ledger=lake,
     )  # complete: nothing left to run
@@ -289,16 +291,13 @@ def test_durable_training_on_a_lake_resumes_from_its_checkpoint(manifest, dask_c
 def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifest, dask_client, tmp_path):
     """After a reshuffle, the steps left would read rows the first steps already used: refused."""
     from dpstream.checkpoint import CheckpointError, CheckpointPolicy
-    from dpstream.pipelines import train_on_lake
 
     policy = CheckpointPolicy(str(tmp_path / "ckpt"), every_steps=4)
     train_on_lake(
         manifest,
-        ALGORITHMS[1],
-        LinearRegressionModel(),
+        plan_on_lake(manifest, ALGORITHMS[1], LinearRegressionModel(), policy),
         dask_client,
         mode="streaming",
-        checkpoint=policy,
         run_id="r",
     )
     reshuffled = shuffle_once(lake, manifest.url, rows_per_file=3500, reshuffle=True)
@@ -308,11 +307,9 @@ def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifes
     ):
         train_on_lake(
             reshuffled,
-            ALGORITHMS[1],
-            LinearRegressionModel(),
+            plan_on_lake(reshuffled, ALGORITHMS[1], LinearRegressionModel(), policy),
             dask_client,
             mode="streaming",
-            checkpoint=policy,
             run_id="r",
         )
 
@@ -338,7 +335,9 @@ def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
         initial_params=model.init_params(DIM),
         key=KEY,
     ).params
-    result, used = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode=mode)
+    result, used = train_on_lake(
+        manifest, plan_on_lake(manifest, algorithm, model), dask_client, KEY, mode=mode
+    )
     assert used == mode and result.params.tobytes() == in_memory.tobytes()
     assert not np.array_equal(result.params, model.init_params(DIM))  # it moved
 
@@ -355,7 +354,9 @@ def test_auto_mode_runs_every_model_kind(kind, manifest, dask_client):
         "kan": KANModel(num_hidden=4, grid_size=3, feature_low=-4.0, feature_high=4.0),
     }[kind]
     algorithm = DPSGD(1.0, 1e-6, clip_norm=1.0, learning_rate=0.5, batch_size=500)
-    result, mode = train_on_lake(manifest, algorithm, model, dask_client, KEY, mode="auto")
+    result, mode = train_on_lake(
+        manifest, plan_on_lake(manifest, algorithm, model), dask_client, KEY, mode="auto"
+    )
     assert mode in ("scatter", "streaming")
     assert result.params.shape == (model.num_params(DIM),) and np.isfinite(result.params).all()
 

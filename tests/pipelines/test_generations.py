@@ -82,7 +82,7 @@ TAMPERING = [
 
 @pytest.mark.parametrize("kind", TAMPERING)
 def test_a_changed_shuffled_lake_is_refused_before_anything_is_charged(lake, tmp_path, kind):
-    from dpstream.pipelines import train_on_lake
+    from dpstream.pipelines import plan_on_lake, train_on_lake
 
     from .test_executor import ALGORITHMS, KEY
 
@@ -97,8 +97,7 @@ def test_a_changed_shuffled_lake_is_refused_before_anything_is_charged(lake, tmp
         current = read_manifest(out)  # an edited manifest is refused as it is read
         train_on_lake(
             current,
-            ALGORITHMS[2],
-            LinearRegressionModel(),
+            plan_on_lake(current, ALGORITHMS[2], LinearRegressionModel()),
             None,
             KEY,
             mode="streaming",

@@ -1,0 +1,84 @@
+"""Validate and shuffle a config's lake, as every entry point runs them.
+
+The train and shuffle flows' tasks and the ``dpstream validate`` / ``dpstream shuffle`` commands call
+these two functions, so they refuse the same lakes and layouts, warn alike and protect the same
+locations (``shuffle_protected``: one rule). No Prefect here: the commands that only prepare a lake do
+not load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpstream.flows.config import PipelineConfig
+    from dpstream.pipelines import LakeSummary, Manifest
+
+__all__ = ["ValidatedLake", "validate", "shuffle", "shuffle_protected"]
+
+
+@dataclass(frozen=True)
+class ValidatedLake:
+    """A validated lake and the layout its shuffle will have: ``files`` shuffled files, the last held out."""
+
+    summary: LakeSummary
+    files: int
+    training_rows: int
+    held_out_rows: int
+    warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N
+
+
+def validate(config: PipelineConfig, client: Any = None) -> ValidatedLake:
+    """Validate the lake for the config's model (labels included; one Dask task per file with ``client``)
+    and refuse a layout that leaves no file to hold out, before anything is shuffled."""
+    from dpstream.flows.config import delta_warning
+    from dpstream.pipelines import validate_lake
+
+    summary = validate_lake(
+        config.lake_spec(),
+        labels=config.label_contract,
+        client=client,
+        worker_timeout=config.cluster.worker_timeout,
+    )
+    files, training_rows, held_out_rows = config.training_split(summary.num_rows)
+    notes = (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows))
+    return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
+
+
+def shuffle_protected(config_path: str | Path) -> tuple[str, ...]:
+    """What a shuffle may not write into besides what its config names (checked at load): the config's
+    own folder, which holds the config and the default ``runs/``."""
+    from dpstream.flows.config import config_folder
+
+    return (config_folder(config_path),)
+
+
+def shuffle(
+    config: PipelineConfig,
+    config_path: str | Path,
+    validated: ValidatedLake,
+    *,
+    client: Any = None,
+    on_progress: Callable[[str, int], None] | None = None,
+    reshuffle: bool = False,
+    generation: str | None = None,
+) -> Manifest:
+    """``dpstream.pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with the
+    config's layout: the ``Manifest`` of the generation a run reads (``generation``: a resumed run's)."""
+    from dpstream.pipelines import shuffle_once
+
+    return shuffle_once(
+        config.lake_spec(),
+        config.lake.shuffled_url,
+        rows_per_file=config.lake.rows_per_file,
+        client=client,
+        summary=validated.summary,
+        on_progress=on_progress,
+        protected=shuffle_protected(config_path),
+        reshuffle=reshuffle,
+        worker_timeout=config.cluster.worker_timeout,
+        generation=generation,
+    )

@@ -1,0 +1,77 @@
+"""The run plan: built once, frozen, carrying its own privacy event, checked (never rebuilt) downstream."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
+from dpstream.checkpoint import CheckpointPolicy
+from dpstream.coordinator import InMemoryExecutor, execute
+from dpstream.models import LinearRegressionModel, LogisticRegressionModel
+from dpstream.noise import NoiseKey, make_noise_process
+from dpstream.privacy import GdpAccountant, NeighbouringRelation
+from dpstream.run_plan import PlanMismatchError, RunPlan
+
+ROWS, DIM = 20_000, 5
+ALGORITHMS = {
+    "ssp": AdaSSP(1.0, 1e-6),
+    "dpsgd-lambda": DPSGD(
+        1.0,
+        1e-6,
+        clip_norm=1.0,
+        learning_rate=0.2,
+        batch_size=500,
+        noise=make_noise_process("lambda", correlation=0.5),
+    ),
+    "ambssgd": DPAMBSSGD(1.0, 1e-6, bound=1e4, statistic="gradient_norm"),
+    "srgd": AcceleratedDPSRGD(2.0, 1e-6, clip_norm=1.0, relation="zero-out"),
+}
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_the_plan_carries_the_event_its_report_interprets(name):
+    algorithm = ALGORITHMS[name]
+    plan = RunPlan.build(algorithm, LinearRegressionModel(), ROWS, DIM, CheckpointPolicy("/tmp/unused"))
+    accountant = GdpAccountant(NeighbouringRelation(plan.report.relation)).compose(plan.event)
+    assert accountant.mu == pytest.approx(plan.mu, rel=1e-12)
+    assert plan.report.epsilon <= algorithm.epsilon * (1 + 1e-9)
+    assert (plan.num_rows, plan.num_params) == (ROWS, DIM)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.steps = algorithm.plan(ROWS // 2, DIM)  # type: ignore[misc]
+
+
+def _blocks(rows: int):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (rows, DIM))
+    return [(X, X @ np.linspace(-0.5, 0.5, DIM))]
+
+
+def test_the_coordinator_refuses_an_executor_of_another_model():
+    plan = RunPlan.build(ALGORITHMS["ssp"], LinearRegressionModel(), ROWS, DIM)
+    other = InMemoryExecutor(LogisticRegressionModel(), _blocks(ROWS))
+    with pytest.raises(
+        PlanMismatchError, match="LogisticRegressionModel.*give the executor the plan's model"
+    ):
+        execute(plan, other, initial_params=np.zeros(DIM), key=NoiseKey.generate())
+    fitted = execute(
+        plan, InMemoryExecutor(LinearRegressionModel(), _blocks(ROWS)), initial_params=np.zeros(DIM)
+    )
+    assert fitted.report.mu == pytest.approx(plan.mu)
+
+
+def test_data_plane_refuses_a_plan_built_for_other_rows(tmp_path):
+    from dpstream.pipelines import plan_on_lake, shuffle_once, train_on_lake
+    from tests.pipelines.conftest import feature_spec, local_put, write_lake
+
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    manifest = shuffle_once(feature_spec(str(raw)), str(tmp_path / "shuffled"), rows_per_file=4000)
+    training, _ = manifest.split_last_file()
+    plan = plan_on_lake(training, ALGORITHMS["ssp"], LinearRegressionModel())
+    with pytest.raises(
+        PlanMismatchError, match=rf"{manifest.num_rows:,} rows .* built for {training.num_rows:,} rows"
+    ):
+        train_on_lake(manifest, plan, None, mode="streaming")
