@@ -38,8 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.flows.cluster_config import ClusterConfig
+from dpstream.models import KANModel
 from dpstream.validation import MAX_EPSILON
 
 __all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "config_folder"]
@@ -95,14 +97,15 @@ class ModelConfig(_Section):
     # --label-classes` writes it); None: two classes coded {0, 1} or {−1, +1}.
     classes: list[str] | None = None
     backend: Literal["numpy", "cupy", "auto"] = "numpy"  # "auto": CuPy on workers that have a GPU
-    # KAN only (seed 004): hidden width m, grid size G, activation, public feature bounds, public seed.
-    num_hidden: int = Field(default=64, gt=0)
-    grid_size: int = Field(default=5, gt=0)
-    activation: Literal["tanh", "sigmoid"] = "tanh"
-    feature_low: float | list[float] = -1.0
-    feature_high: float | list[float] = 1.0
-    input_map: Literal["ball", "cube"] = "ball"
-    seed: int = Field(default=0, ge=0)
+    # KAN only (seed 004): hidden width m, grid size G, activation, public feature bounds, input map,
+    # public seed; the defaults are the model's (dpstream.models.KANModel).
+    num_hidden: int = Field(default=KANModel.num_hidden, gt=0)
+    grid_size: int = Field(default=KANModel.grid_size, gt=0)
+    activation: Literal["tanh", "sigmoid"] = KANModel.activation
+    feature_low: float | list[float] = KANModel.feature_low
+    feature_high: float | list[float] = KANModel.feature_high
+    input_map: Literal["ball", "cube"] = KANModel.input_map
+    seed: int = Field(default=KANModel.seed, ge=0)
 
     @field_validator("kind")
     @classmethod
@@ -147,17 +150,20 @@ class AlgorithmConfig(_Section):
     # row_norm_bound's default: from the lake's public schema where `dpstream convert` wrote it (a one-hot
     # group counts 1, a mapped column max(a², b²) of scale_range: dpstream.flows.flows.schema_row_norm_bound), else
     # sqrt(#features), the bound for features on the public scale [-1, 1].
-    name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = "auto"
-    noise: Literal["independent", "lambda", "nu"] = "independent"
-    correlation: float = Field(default=0.5, ge=0.0, lt=1.0)
-    nu: float = Field(default=0.01, gt=0.0, le=1.0)
-    clip_norm: float = Field(default=1.0, gt=0.0)
-    batch_size: int | None = Field(default=None, gt=0)
-    learning_rate: float | None = Field(default=None, gt=0.0)
-    num_steps: int | None = Field(default=None, gt=0)
-    stat_bound: float = Field(default=1e4, gt=0.0)
-    row_norm_bound: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    label_bound: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    # The defaults are the builder's (dpstream.algorithms.builder.AlgorithmSpec); noise, clip_norm and
+    # learning_rate left out are the model kind's (dpstream.models.kinds.TrainingDefaults: independent
+    # noise, 1.0 and the stable step for linear / logistic, the KAN's tuned ones), as in the estimators.
+    name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = AlgorithmSpec.name
+    noise: Literal["independent", "lambda", "nu"] | None = AlgorithmSpec.noise
+    correlation: float = Field(default=AlgorithmSpec.correlation, ge=0.0, lt=1.0)
+    nu: float = Field(default=AlgorithmSpec.nu, gt=0.0, le=1.0)
+    clip_norm: float | None = Field(default=AlgorithmSpec.clip_norm, gt=0.0)
+    batch_size: int | None = Field(default=AlgorithmSpec.batch_size, gt=0)
+    learning_rate: float | None = Field(default=AlgorithmSpec.learning_rate, gt=0.0)
+    num_steps: int | None = Field(default=AlgorithmSpec.num_steps, gt=0)
+    stat_bound: float = Field(default=AlgorithmSpec.stat_bound, gt=0.0)
+    row_norm_bound: float | None = Field(default=AlgorithmSpec.row_norm_bound, gt=0.0, allow_inf_nan=False)
+    label_bound: float = Field(default=AlgorithmSpec.label_bound, gt=0.0, allow_inf_nan=False)
 
 
 # δ is the probability that the guarantee fails outright; at δ ≥ 0.5 a mechanism that publishes one
@@ -225,38 +231,6 @@ class PipelineConfig(_Section):
     def label_contract(self):
         """The label values the lake must hold for this model (``dpstream.models.kinds.LabelContract``)."""
         return self.model.declaration.label_contract(self.model.classes)
-
-    def validate_lake(self, client=None):
-        """Validate the lake for this pipeline's model (labels included): the data plane's ``LakeSummary``;
-        one Dask task per file when ``client`` is given."""
-        from dpstream.pipelines import validate_lake
-
-        return validate_lake(
-            self.lake_spec(),
-            labels=self.label_contract,
-            client=client,
-            worker_timeout=self.cluster.worker_timeout,
-        )
-
-    def shuffle_lake(
-        self, summary, *, client=None, on_progress=None, protected=(), reshuffle=False, generation=None
-    ):
-        """``dpstream.pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with this config's
-        layout: the ``Manifest`` of the generation a run reads (``generation``: a resumed run's)."""
-        from dpstream.pipelines import shuffle_once
-
-        return shuffle_once(
-            self.lake_spec(),
-            self.lake.shuffled_url,
-            rows_per_file=self.lake.rows_per_file,
-            client=client,
-            summary=summary,
-            on_progress=on_progress,
-            protected=protected,
-            reshuffle=reshuffle,
-            worker_timeout=self.cluster.worker_timeout,
-            generation=generation,
-        )
 
     def rows_per_file(self, num_rows: int) -> int:
         """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""

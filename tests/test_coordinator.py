@@ -302,7 +302,7 @@ def test_the_checkpoint_fingerprint_covers_every_model_setting():
             replace(base, seed=1),
             replace(base, grid_size=6),
             replace(base, feature_low=-2.0),
-            replace(base, input_map="cube"),
+            replace(base, input_map="ball"),
         )
     }
     assert len(fingerprints) == 6

@@ -34,9 +34,14 @@ def test_public_import_in_fresh_interpreter(statement):
 
 
 def test_kan_estimator_is_the_same_class_from_both_paths():
+    """One class from either path, a sibling of the GLM estimators on the shared single-pass fit."""
     code = (
         "from dpstream.estimators.kan import DPKANClassifier as A; from dpstream.estimators import DPKANClassifier as B;"
-        "from dpstream.estimators import DPLogisticRegression as L; assert A is B and issubclass(A, L)"
+        "from dpstream.estimators import DPLogisticRegression as L, DPLinearRegression as R;"
+        "from dpstream.estimators.base import SinglePassEstimator as S;"
+        "from dpstream.estimators.support import ClassifierLabels as C;"
+        "assert A is B and not issubclass(A, L) and not issubclass(A, R);"
+        "assert issubclass(A, S) and issubclass(L, S) and issubclass(R, S) and issubclass(A, C) and issubclass(L, C)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

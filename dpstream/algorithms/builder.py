@@ -2,11 +2,14 @@
 flows and the estimators all build through ``build_algorithm``, so their defaults cannot drift apart.
 
 ``AlgorithmSpec`` holds the request: the algorithm's name (``"auto"`` or one of
-``choice.ALGORITHMS``), the budget and the hyperparameters. ``None`` means "the default for this data
-and model", resolved here:
+``choice.ALGORITHMS``), the budget and the hyperparameters. Its field defaults are the one statement of
+the generic defaults (the config's ``[algorithm]`` section and the estimators' signatures read them).
+``None`` means "the default for this data and model", resolved here:
 
-- ``learning_rate``: the stable step 1/(L·R²) of ``choice.stable_learning_rate`` for the GLMs (R² =
-  the number of parameters on the public scale), ``KAN_LEARNING_RATE`` for the KAN;
+- ``clip_norm``, ``noise`` and ``learning_rate``: the model's kind's ``TrainingDefaults``
+  (``dpstream.models.kinds``: 1.0 and independent noise for the GLMs, the KAN's tuned ones), where the
+  learning rate left None there is the stable step 1/(L·R²) of ``choice.stable_learning_rate`` (R² = the
+  number of parameters on the public scale);
 - ``batch_size`` (DP-SGD): max(64, N/1000) rows, at most N;
 - ``row_norm_bound`` (AdaSSP): sqrt(d), the bound of features on the public scale [−1, 1].
 
@@ -16,6 +19,7 @@ does not use is refused (``USES``), naming those it does use, instead of being s
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +28,10 @@ from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
 from dpstream.algorithms.dpsgd import DPSGD
 from dpstream.algorithms.srgd import AcceleratedDPSRGD
 from dpstream.algorithms.ssp import AdaSSP
+from dpstream.models.kinds import training_defaults
 from dpstream.noise import make_noise_process
 
-__all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "KAN_LEARNING_RATE"]
-
-KAN_LEARNING_RATE = 0.5  # the flows' KAN step; the KAN estimator sets its own (learning_rate=2.0)
+__all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "resolve_model_defaults"]
 
 # The hyperparameters each algorithm reads (DP-SGD reads correlation only with noise="lambda", nu only
 # with noise="nu").
@@ -47,12 +50,12 @@ class AlgorithmSpec:
     epsilon: float = 1.0
     delta: float = 1e-6
     relation: str = "replace-one"
-    clip_norm: float = 1.0  # DP-SGD, SRGD
+    clip_norm: float | None = None  # DP-SGD, SRGD; None: the model kind's
     learning_rate: float | None = None  # DP-SGD, DP-AMBSSGD
     batch_size: int | None = None  # DP-SGD, SRGD
     num_steps: int | None = None  # DP-AMBSSGD
     stat_bound: float = 1e4  # DP-AMBSSGD: public upper bound of the per-example gradient norms
-    noise: str = "independent"  # DP-SGD: "independent", "lambda" or "nu"
+    noise: str | None = None  # DP-SGD: "independent", "lambda" or "nu"; None: the model kind's
     correlation: float = 0.5  # DP-SGD with noise="lambda"
     nu: float = 0.01  # DP-SGD with noise="nu"
     projection_radius: float | None = None  # DP-SGD, SRGD
@@ -74,16 +77,28 @@ class AlgorithmSpec:
 
 
 def default_learning_rate(model: Any, num_params: int) -> float:
-    """The step used when none is given: stable for the GLMs (``stable_learning_rate``), a fixed
-    ``KAN_LEARNING_RATE`` for the KAN (whose curvature has no public bound of that form)."""
-    curvature = getattr(model, "curvature", None)  # a public bound on φ'' (the GLMs); the KAN has none
-    inputs = num_params // model.outputs
-    return stable_learning_rate(model, inputs) if curvature is not None else KAN_LEARNING_RATE
+    """The step used when none is given: the model kind's (the KAN's fixed step: its curvature has no
+    public bound), else stable for the GLMs (``stable_learning_rate``, from their public bound on φ'')."""
+    declared = training_defaults(model).learning_rate
+    return declared if declared is not None else stable_learning_rate(model, num_params // model.outputs)
+
+
+def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
+    """``spec`` with the clip norm and noise it leaves None set to the model kind's defaults
+    (``dpstream.models.kinds.TrainingDefaults``); the learning rate, which also depends on the number of
+    parameters, is resolved by ``build_algorithm``."""
+    defaults = training_defaults(model)
+    return dataclasses.replace(
+        spec,
+        clip_norm=spec.clip_norm if spec.clip_norm is not None else defaults.clip_norm,
+        noise=spec.noise if spec.noise is not None else defaults.noise,
+    )
 
 
 def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
     """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``num_params`` parameters
     trained on ``num_rows`` rows."""
+    spec = resolve_model_defaults(spec, model)
     name = choose_algorithm(
         spec.name,
         model,

@@ -1,5 +1,6 @@
 """scikit-learn estimators: DP linear and logistic regression (``glm``) and the B-spline KAN classifier
-(``kan``), with the public-scale handling and fit warnings they share (``support``).
+(``kan``), siblings on one single-pass fit (``base.SinglePassEstimator``), with the public-scale handling,
+classifier labels and fit warnings they share (``support``).
 
 Each fits in one pass over NumPy, pandas or Dask inputs and builds its algorithm through
 ``dpstream.algorithms.builder``; ``algorithm="auto"`` (the default) chooses it.

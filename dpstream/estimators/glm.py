@@ -1,5 +1,5 @@
-"""scikit-learn-style estimators: ``DPLinearRegression``, ``DPLogisticRegression`` and ``DPKANClassifier``
-(the last in ``dpstream.estimators.kan``).
+"""scikit-learn-style estimators: ``DPLinearRegression`` and ``DPLogisticRegression``, siblings of
+``DPKANClassifier`` (``dpstream.estimators.kan``) on one single-pass fit (``dpstream.estimators.base``).
 
 They accept NumPy arrays, pandas objects and Dask arrays or dataframes. Dask inputs are streamed one
 block at a time through a single pass (duck-typed through ``to_delayed``: ``dpstream`` does not import
@@ -22,6 +22,10 @@ rises sharply warns (operator only).
 
 ``backend="cupy"`` computes the batch statistics on a GPU, ``"auto"`` where one is usable.
 
+Defaults. Each default is stated once: the algorithm's in ``dpstream.algorithms.builder.AlgorithmSpec``,
+those a model kind tunes (clip norm, noise, learning rate) in its ``dpstream.models.kinds.TrainingDefaults``;
+the signatures read them, and so does the pipeline config (``dpstream.flows.config``).
+
 Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;
 ``training_loss_`` (mean loss of each step's rows) is **non-private, operator only** and must not be
 shown outside the data owner's trust boundary.
@@ -29,92 +33,43 @@ shown outside the data owner's trust boundary.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import math
 from collections.abc import Iterator
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.algorithms.choice import ALGORITHMS
-from dpstream.backend import BACKENDS
-from dpstream.coordinator import InMemoryExecutor, run
-from dpstream.estimators.support import FitWarnings, PublicScale, is_dask
-from dpstream.models import LinearRegressionModel, LogisticRegressionModel, Model, MultinomialLogisticModel
+from dpstream.estimators.base import BLOCK_ROWS, SinglePassEstimator
+from dpstream.estimators.support import (
+    ClassifierLabels,
+    check_finite,
+)
+from dpstream.models import Model, model_kind
+from dpstream.models.kinds import TrainingDefaults
 from dpstream.noise import NoiseKey
-from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.scaling import unmap_linear
-from dpstream.validation import check_budget
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression"]
 
-
-def _as_2d_float(X: Any, name: str = "X") -> np.ndarray:
-    if hasattr(X, "to_numpy"):
-        X = X.to_numpy()
-    try:
-        array = np.asarray(X)
-    except Exception as error:  # pragma: no cover - exotic containers
-        raise ValueError(f"{name} could not be read as a numeric array: {error}") from None
-    if array.ndim == 1:
-        raise ValueError(
-            f"{name} must be 2-d (rows, features), got a 1-d array; reshape with X.reshape(-1, 1)"
-        )
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be 2-d (rows, features), got shape {array.shape}")
-    if array.dtype.kind not in "fiub":
-        try:
-            array = array.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be numeric, got dtype {array.dtype}") from None
-    if array.dtype not in (np.float32, np.float64):
-        array = array.astype(np.float64)
-    return array
+GLM_TRAINING = TrainingDefaults()  # the linear and logistic kinds tune nothing: the generic defaults
 
 
-def _check_finite(block: np.ndarray, name: str, offset: int) -> None:
-    bad = ~np.isfinite(block)
-    if bad.any():
-        row = int(np.argwhere(bad)[0][0]) + offset
-        raise ValueError(
-            f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit"
-        )
+class _DPGLMEstimator(SinglePassEstimator):
+    """A linear model on [−1, 1]-mapped features (and label), with the algorithm chosen by ``algorithm``:
+    adds ``algorithm``, ``num_steps``, ``stat_bound``, ``fit_intercept``, ``feature_bounds`` and
+    ``label_bounds`` to the shared parameters."""
 
-
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     _parameter_constraints: dict = {
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="neither")],
+        **SinglePassEstimator._parameter_constraints,
         "algorithm": [StrOptions(set(ALGORITHMS))],
-        "noise": [StrOptions({"independent", "lambda", "nu"})],
-        "correlation": [Interval(Real, 0, 1, closed="left")],
-        "nu": [Interval(Real, 0, 1, closed="right")],
-        "clip_norm": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
         "num_steps": [Interval(Integral, 1, None, closed="left"), None],
         "stat_bound": [Interval(Real, 0, None, closed="neither")],
-        "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
-        "relation": [StrOptions({"replace-one", "zero-out"})],
         "fit_intercept": ["boolean"],
-        "noise_key": [NoiseKey, None],
-        "block_rows": [Interval(Integral, 1, None, closed="left")],
-        "backend": [StrOptions(set(BACKENDS))],
         "feature_bounds": [tuple, list, StrOptions({"private"}), None],
         "label_bounds": [tuple, list, StrOptions({"private"}), None],
     }
@@ -122,22 +77,22 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
     def __init__(
         self,
         *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        algorithm: str = "auto",
-        noise: str = "independent",
-        correlation: float = 0.5,
-        nu: float = 0.01,
-        clip_norm: float = 1.0,
+        epsilon: float = AlgorithmSpec.epsilon,
+        delta: float = AlgorithmSpec.delta,
+        algorithm: str = AlgorithmSpec.name,
+        noise: str = GLM_TRAINING.noise,
+        correlation: float = AlgorithmSpec.correlation,
+        nu: float = AlgorithmSpec.nu,
+        clip_norm: float = GLM_TRAINING.clip_norm,
         batch_size: int | None = None,
-        learning_rate: float | None = None,
+        learning_rate: float | None = GLM_TRAINING.learning_rate,
         num_steps: int | None = None,
-        stat_bound: float = 1e4,
+        stat_bound: float = AlgorithmSpec.stat_bound,
         projection_radius: float | None = None,
-        relation: str = "replace-one",
+        relation: str = AlgorithmSpec.relation,
         fit_intercept: bool = True,
         noise_key: NoiseKey | None = None,
-        block_rows: int = 65536,
+        block_rows: int = BLOCK_ROWS,
         backend: str = "numpy",
         feature_bounds: tuple | None = None,
         label_bounds: tuple | None = None,
@@ -162,176 +117,36 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
         self.feature_bounds = feature_bounds
         self.label_bounds = label_bounds
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = True  # fresh DP noise on every fit
-        return tags
-
-    _model: Model  # a GLM here; the KAN classifier trains a KANModel
-
-    def _stable_learning_rate(self) -> float:
-        model = getattr(self, "_trained_model", self._model)
-        return default_learning_rate(model, model.num_params(self.n_features_in_ + int(self.fit_intercept)))
-
-    def _given_hyperparameters(self) -> frozenset[str]:
-        """The hyperparameters set to other than their default: the builder refuses those the chosen
-        algorithm ignores."""
-        defaults = {
-            name: parameter.default
-            for name, parameter in inspect.signature(type(self).__init__).parameters.items()
-        }
-        return frozenset(
-            name for name in HYPERPARAMETERS if name in defaults and getattr(self, name) != defaults[name]
-        )
-
-    def _known_hyperparameters(self) -> frozenset[str]:
-        return frozenset(self.get_params()) & HYPERPARAMETERS
-
-    def _build_algorithm(self, model: Any, num_rows: int, dim: int, epsilon: float):
-        spec = AlgorithmSpec(
+    def _algorithm_request(self, model: Model, dim: int) -> dict[str, Any]:
+        return dict(
             name=self.algorithm,
-            epsilon=epsilon,
-            delta=self.delta,
-            relation=self.relation,
             clip_norm=self.clip_norm,
             learning_rate=self.learning_rate,
             batch_size=self.batch_size,
-            num_steps=getattr(self, "num_steps", None),
-            stat_bound=getattr(self, "stat_bound", AlgorithmSpec.stat_bound),
+            num_steps=self.num_steps,
+            stat_bound=self.stat_bound,
             noise=self.noise,
             correlation=self.correlation,
             nu=self.nu,
             projection_radius=self.projection_radius,
             intercept_index=dim // model.outputs - 1 if self.fit_intercept else None,
-            given=self._given_hyperparameters(),
-            known=self._known_hyperparameters(),
         )
-        self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
-        return algorithm
 
-    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
-        """Numeric float64 targets for the model (regression: y itself, checked finite)."""
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}") from None
-        _check_finite(y, "y", offset)
-        return y
+    def _requested_bounds(self) -> tuple[Any, Any]:
+        return self.feature_bounds, self.label_bounds
 
-    def _raw_blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The rows in blocks of ``block_rows`` (a Dask collection's partitions), checked, before scaling."""
-        offset = 0
-        if is_dask(X):
-            X_parts, y_parts = _dask_partitions(X), _dask_partitions(y)
-        else:
-            X_all, y_all = X, y
-            X_parts = (X_all[i : i + self.block_rows] for i in range(0, X_all.shape[0], self.block_rows))
-            y_parts = (y_all[i : i + self.block_rows] for i in range(0, y_all.shape[0], self.block_rows))
-        for X_part, y_part in zip(X_parts, y_parts, strict=True):
-            block = _as_2d_float(X_part.compute() if hasattr(X_part, "compute") else X_part)
-            labels = np.asarray(y_part.compute() if hasattr(y_part, "compute") else y_part).ravel()
-            _check_finite(block, "X", offset)
-            labels = self._prepare_targets(labels, offset)
-            if block.shape[1] != self.n_features_in_:
-                raise ValueError(
-                    f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}"
-                )
-            offset += block.shape[0]
-            yield block, labels
+    def _symmetric_map(self) -> bool:
+        return not self.fit_intercept  # without an intercept to absorb a shift, map by scale alone
+
+    def _model_inputs(self) -> int:
+        return self.n_features_in_ + int(self.fit_intercept)
 
     def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The training pass: each block clipped and mapped onto [−1, 1], with the intercept column."""
-        for block, labels in self._raw_blocks(X, y):
-            block, labels = self._to_public_scale(block, labels)
+        """The training pass: each block on [−1, 1], with the intercept column."""
+        for block, labels in super()._blocks(X, y):
             if self.fit_intercept:
                 block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
             yield block, labels
-
-    def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
-        if is_dask(X):
-            if len(getattr(X, "shape", ())) == 2 and hasattr(X, "rechunk"):
-                X = X.rechunk({1: -1})
-                y = y.rechunk((X.chunks[0],)) if hasattr(y, "rechunk") else y
-                num_rows = int(X.compute_chunk_sizes().shape[0]) if np.isnan(X.shape[0]) else int(X.shape[0])
-            else:
-                num_rows = int(len(X))
-            self.n_features_in_ = int(X.shape[1])
-            return X, y, num_rows
-        early = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y) if y is not None else None
-        if isinstance(self, RegressorMixin) and early is not None and early.dtype.kind in "fiu":
-            _check_finite(early.astype(np.float64).reshape(early.shape[0], -1), "y", 0)  # names the row
-        if isinstance(self, RegressorMixin) and early is not None and early.dtype.kind in "OUS":
-            try:
-                early.astype(np.float64)
-            except (TypeError, ValueError):
-                sample = next(value for value in early.ravel() if not _is_number(value))
-                raise ValueError(
-                    f"y must be numeric for a regressor; it holds {str(sample)!r}. For class labels use "
-                    "DPLogisticRegression; for numbers stored as text convert y with pandas.to_numeric"
-                ) from None
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=[np.float64, np.float32],  # float32 stays float32: no copy
-            ensure_all_finite=False,  # checked below, with the offending row named
-            y_numeric=isinstance(self, RegressorMixin),
-        )
-        _check_finite(X, "X", 0)
-        self._check_targets(y)
-        return X, y, X.shape[0]
-
-    def _check_targets(self, y: np.ndarray) -> None:
-        _check_finite(np.asarray(y, dtype=np.float64), "y", 0)
-
-    def fit(self, X: Any, y: Any) -> _DPGLMEstimator:
-        self._validate_params()
-        check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
-        X, y, num_rows = self._validate_input(X, y)
-        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
-        self._parse_bounds()
-        self._prepare_classes(y)
-        mu = mu_for_epsilon_delta(self.epsilon, self.delta)
-        bounds = self._private_bounds(lambda: self._raw_blocks(X, y), num_rows, key, mu)
-        # Private bounds take a share of μ²; training gets the rest, so the two compose to (ε, δ).
-        epsilon = (
-            self.epsilon
-            if bounds is None
-            else epsilon_for_delta(self.delta, math.sqrt(1 - bounds.share) * mu)
-        )
-        inputs = self.n_features_in_ + int(self.fit_intercept)
-        model = self._trained_model = self._fit_model()
-        dim = model.num_params(inputs)
-        self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
-        algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
-        result = run(
-            algorithm,
-            InMemoryExecutor(model, self._blocks(X, y)),
-            num_rows=num_rows,
-            num_params=dim,
-            initial_params=model.init_params(inputs),
-            key=key,
-        )
-        report = result.report if bounds is None else bounds.combine(result.report, self.delta)
-        self.privacy_report_ = self._describe(report, num_rows)
-        self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
-        self.n_steps_ = len(result.training_loss)
-        self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
-        self._warn_if_clipped()
-        self._warn_if_label_mean_only(result.state)
-        self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
-        self._warn_if_diverging()
-        self._store(result.params)
-        self._warn_if_one_class(X)
-        return self
-
-    def _fit_model(self) -> Any:
-        """The model this fit trains (a GLM here; subclasses may validate against the data first)."""
-        return dataclasses.replace(self._model, backend=self.backend)
-
-    def _describe(self, report: Any, num_rows: int) -> Any:
-        """The fitted ``privacy_report_`` (subclasses may add notes)."""
-        return report
 
     def _store(self, params: np.ndarray) -> None:
         intercept = float(params[-1]) if self.fit_intercept else 0.0
@@ -339,20 +154,12 @@ class _DPGLMEstimator(PublicScale, FitWarnings, BaseEstimator):
             params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_
         )
 
-    def _prepare_classes(self, y: Any) -> None:
-        pass
-
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         if self.feature_bounds_ is not None:
             X = self.feature_bounds_.clip(X)  # the model was trained on clipped features
         return X @ self.coef_.T.astype(X.dtype) + self.intercept_  # (rows,) or (rows, K) for K classes
-
-
-def _dask_partitions(collection: Any) -> Iterator[Any]:
-    delayed = collection.to_delayed()
-    return iter(np.asarray(delayed, dtype=object).ravel())
 
 
 _PARAMETERS = """
@@ -408,13 +215,28 @@ class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
     then ridge regression with the privately chosen λ (Wang 2018); see ``algorithm`` for the others.
     """
 
-    _model = LinearRegressionModel()
+    _kind = model_kind("linear")
+
+    def _fit_model(self) -> Model:
+        return self._kind.build(self.backend)
+
+    def _check_targets(self, y: np.ndarray) -> None:
+        check_finite(np.asarray(y, dtype=np.float64), "y", 0)
+
+    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
+        """Numeric float64 targets for the model (y itself, checked finite)."""
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}") from None
+        check_finite(y, "y", offset)
+        return y
 
     def predict(self, X: Any) -> np.ndarray:
         return self._decision(X)
 
 
-class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
+class DPLogisticRegression(ClassifierLabels, _DPGLMEstimator):
     """Differentially private logistic regression, binary or multinomial, trained in one pass.
 
     With the defaults, AdaSSP on the degree-2 approximation of the logistic loss (PASS-GLM); with K ≥ 3
@@ -430,40 +252,10 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
     ``predict_proba`` rows sum to 1; ``coef_`` is (n_features,) for two classes and (K, n_features) for K.
     """
 
-    _model = LogisticRegressionModel()
-    _max_classes: int | None = None  # None: any number ≥ 2
+    _kind = model_kind("logistic")  # any number of classes ≥ 2
 
-    def _check_targets(self, y: np.ndarray) -> None:
-        check_classification_targets(y)
-
-    def _prepare_classes(self, y: Any) -> None:
-        values = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
-        limit = self._max_classes
-        if values.size < 2 or (limit is not None and values.size > limit):
-            expected = "at least 2 classes" if limit is None else f"exactly {limit} classes"
-            raise ValueError(
-                ("Only binary classification is supported: " if limit == 2 else "")
-                + f"{type(self).__name__} needs y with {expected}, got {values.size} "
-                f"class{'es' if values.size != 1 else ''} ({values[:5].tolist()})"
-                + ("; DPLogisticRegression takes any number of classes" if limit is not None else "")
-            )
-        self.classes_ = values
-
-    def _fit_model(self) -> Any:
-        if len(self.classes_) > 2:
-            return MultinomialLogisticModel(num_classes=len(self.classes_), backend=self.backend)
-        return super()._fit_model()
-
-    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
-        unknown = ~np.isin(y, self.classes_)
-        if unknown.any():
-            row = int(np.argmax(unknown)) + offset
-            raise ValueError(
-                f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}"
-            )
-        if len(self.classes_) > 2:
-            return np.searchsorted(self.classes_, y).astype(np.float64)  # class indices (the model's targets)
-        return np.where(y == self.classes_[1], 1.0, -1.0)
+    def _fit_model(self) -> Model:
+        return self._kind.build(self.backend, self.classes_.tolist())  # K ≥ 3: the softmax model
 
     def _store(self, params: np.ndarray) -> None:
         if len(self.classes_) == 2:
@@ -481,20 +273,6 @@ class DPLogisticRegression(ClassifierMixin, _DPGLMEstimator):
         ]
         self.coef_ = np.vstack([coef for coef, _ in unmapped])
         self.intercept_ = np.array([intercept for _, intercept in unmapped])
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        return self._decision(X)
-
-    def predict_proba(self, X: Any) -> np.ndarray:
-        from dpstream.models.kinds import probabilities
-
-        return probabilities(self._decision(X).astype(np.float64))
-
-    def predict(self, X: Any) -> np.ndarray:
-        margins = self._decision(X)  # checks fitted before classes_ is read
-        if margins.ndim == 2:
-            return self.classes_[np.argmax(margins, axis=1)]
-        return self.classes_[(margins > 0).astype(int)]
 
 
 DPLinearRegression.__doc__ += _PARAMETERS

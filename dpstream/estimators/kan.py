@@ -7,15 +7,17 @@ Every row participates once, so the privacy is the exact single-participation ma
 guarantee (the encoder's largest column, ``sqrt((1 − λ^{2T})/(1 − λ²))``), reported in
 ``privacy_report_`` with seed 004's Theorem F.12 noise multiplier beside it for comparison.
 
-Same conventions as ``DPLogisticRegression``: NumPy, pandas or Dask inputs, any two labels (the larger
-is +1), a fresh noise key from OS entropy on each fit, ``training_loss_`` non-private (operator only).
-Features are mapped with the public bounds ``feature_low``/``feature_high``; W₀ and the fixed second
-layer come from the public ``random_state``.
+A sibling of ``DPLinearRegression`` and ``DPLogisticRegression``: the same single-pass fit
+(``dpstream.estimators.base.SinglePassEstimator``) and classifier labels (``ClassifierLabels``), so the
+same conventions: NumPy, pandas or Dask inputs, any two labels (the larger is +1), a fresh noise key
+from OS entropy on each fit, ``training_loss_`` non-private (operator only). Features are mapped with
+the public bounds ``feature_low``/``feature_high``, or (left out) bounds estimated with DP within the
+fit's budget; W₀ and the fixed second layer come from the public ``random_state``.
 
-Defaults (``input_map="cube"``, ``clip_norm=0.5``, ``learning_rate=2.0``) were chosen on two real
-datasets together, California-as-classification and scikit-learn's breast cancer, at ε ∈ {1, 4}
-(BENCHMARKS.md, "Defaults on real data"): the cube map beat the ball map on both, and the smaller
-clip norm (a nearly normalised step) beat 1.0 on both at the same η·C.
+Defaults are the KAN's, stated once: the model's settings in ``dpstream.models.KANModel`` (``input_map``
+"cube"), the training's in the kind's ``TrainingDefaults`` (``dpstream.models.kinds.kan``: λ-correlated
+noise, ``clip_norm`` 0.5, ``learning_rate`` 2.0, chosen on real data, BENCHMARKS.md "Defaults on real
+data"); a pipeline with ``[model] kind = "kan"`` trains with the same.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpstream.estimators.glm import DPLogisticRegression
+from dpstream.algorithms.builder import AlgorithmSpec
+from dpstream.estimators.base import BLOCK_ROWS, SinglePassEstimator
+from dpstream.estimators.support import ClassifierLabels
 from dpstream.models import KANModel
+from dpstream.models.kinds.kan import KAN
 from dpstream.noise import NoiseKey
 
 __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
@@ -53,67 +58,50 @@ def theorem_f12_noise_multiplier(
     )
 
 
-class DPKANClassifier(DPLogisticRegression):
-    """Differentially private binary classifier: a two-layer B-spline KAN (``dpstream.models.KANModel``)."""
+class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
+    """Differentially private binary classifier: a two-layer B-spline KAN (``dpstream.models.KANModel``),
+    trained by one-pass DP-SGD (``noise``, ``correlation``, ``nu``, ``clip_norm``, ``batch_size``,
+    ``learning_rate`` and ``projection_radius`` as in ``DPLogisticRegression(algorithm="dpsgd")``; the
+    model's ``num_hidden``, ``grid_size``, ``activation``, ``input_map`` and ``random_state`` (its seed)
+    as in ``KANModel``). ``feature_low`` / ``feature_high``: public bounds (one for all features or one
+    per feature), or both None (the default) to estimate them with DP within (epsilon, delta)."""
 
+    _kind = KAN  # binary only: the kind's class limit
     _parameter_constraints: dict = {
-        **{
-            name: DPLogisticRegression._parameter_constraints[name]
-            for name in (
-                "epsilon",
-                "delta",
-                "noise",
-                "correlation",
-                "nu",
-                "clip_norm",
-                "batch_size",
-                "projection_radius",
-                "relation",
-                "noise_key",
-                "block_rows",
-                "backend",
-            )
-        },
+        **SinglePassEstimator._parameter_constraints,
         "num_hidden": [Interval(Integral, 1, None, closed="left")],
         "grid_size": [Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions({"tanh", "sigmoid"})],
         "feature_low": [Real, "array-like", None],
         "feature_high": [Real, "array-like", None],
         "input_map": [StrOptions({"ball", "cube"})],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],  # no stable step to default to
         "random_state": [Interval(Integral, 0, None, closed="left")],
     }
-    _max_classes = 2  # binary only (a multi-class KAN is not built)
-    algorithm = "dpsgd"  # the shared DP-SGD construction of the GLM estimators, with the noise chosen here
-    fit_intercept = False  # the spline basis is a partition of unity: constants are representable
-    feature_bounds = (
-        None  # feature_low / feature_high, or (left out) private bounds: see _estimates_feature_bounds
-    )
-    label_bounds = None
 
     def __init__(
         self,
         *,
-        epsilon: float = 1.0,
-        delta: float = 1e-6,
-        num_hidden: int = 64,
-        grid_size: int = 5,
-        activation: str = "tanh",
+        epsilon: float = AlgorithmSpec.epsilon,
+        delta: float = AlgorithmSpec.delta,
+        num_hidden: int = KANModel.num_hidden,
+        grid_size: int = KANModel.grid_size,
+        activation: str = KANModel.activation,
         feature_low: float | Any | None = None,
         feature_high: float | Any | None = None,
-        input_map: str = "cube",
-        noise: str = "lambda",
-        correlation: float = 0.5,
-        nu: float = 0.01,
-        clip_norm: float = 0.5,
+        input_map: str = KANModel.input_map,
+        noise: str = KAN.training.noise,
+        correlation: float = AlgorithmSpec.correlation,
+        nu: float = AlgorithmSpec.nu,
+        clip_norm: float = KAN.training.clip_norm,
         batch_size: int | None = None,
-        learning_rate: float = 2.0,
+        learning_rate: float = KAN.training.learning_rate,
         projection_radius: float | None = None,
-        relation: str = "replace-one",
-        random_state: int = 0,
+        relation: str = AlgorithmSpec.relation,
+        random_state: int = KANModel.seed,
         backend: str = "numpy",
         noise_key: NoiseKey | None = None,
-        block_rows: int = 65536,
+        block_rows: int = BLOCK_ROWS,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -140,6 +128,23 @@ class DPKANClassifier(DPLogisticRegression):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
+
+    def _algorithm_request(self, model: KANModel, dim: int) -> dict[str, Any]:
+        """DP-SGD with the noise chosen here; no intercept (the spline basis is a partition of unity:
+        constants are representable)."""
+        return dict(
+            name="dpsgd",
+            clip_norm=self.clip_norm,
+            learning_rate=self.learning_rate,
+            batch_size=self.batch_size,
+            noise=self.noise,
+            correlation=self.correlation,
+            nu=self.nu,
+            projection_radius=self.projection_radius,
+        )
+
+    def _requested_bounds(self) -> tuple[Any, Any]:
+        return None, None  # feature_low / feature_high are the KAN's own map; see _estimates_feature_bounds
 
     def _estimates_feature_bounds(self) -> bool:
         """Without ``feature_low`` / ``feature_high`` the features' bounds are estimated with DP within the
@@ -196,6 +201,6 @@ class DPKANClassifier(DPLogisticRegression):
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "weights_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        if getattr(self, "feature_bounds_", None) is not None:  # the private bounds the fit estimated
+        if self.feature_bounds_ is not None:  # the private bounds the fit estimated
             X = self.feature_bounds_.to_unit(X)
         return self.model_.predict_margin(X, self.weights_.ravel())

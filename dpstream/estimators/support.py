@@ -1,12 +1,14 @@
-"""What the GLM estimators add around the algorithms: the scale of the data and the fit's warnings.
+"""What the estimators share around the single-pass fit (``dpstream.estimators.base.SinglePassEstimator``):
+reading the rows, the scale of the data, a classifier's labels and the fit's warnings.
 
 ``PublicScale`` clips every block into its bounds and maps it onto [−1, 1] (``dpstream.scaling``). The
 bounds are public pairs where the user gives them (``feature_bounds``, ``label_bounds``); otherwise, by
 default, they are estimated with DP inside the fit's own (ε, δ) (``dpstream.bounds``: two rounds of
 noisy histograms over every row, a share s of μ² from ``bounds_share``, the rest for training; the two
-compose to the requested guarantee). ``FitWarnings`` says when a fit did not learn: AdaSSP's private
-ridge above N (a DP output) and a diverging training loss (operator only). Both are mixins of
-``dpstream.estimators._DPGLMEstimator`` and read its parameters.
+compose to the requested guarantee). ``ClassifierLabels`` reads a classifier's ``classes_`` from ``y``
+and gives the scikit-learn outputs from the model's margins. ``FitWarnings`` says when a fit did not
+learn: AdaSSP's private ridge above N (a DP output) and a diverging training loss (operator only). All
+are mixins of ``SinglePassEstimator`` and read its parameters.
 """
 
 from __future__ import annotations
@@ -16,21 +18,81 @@ import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import is_regressor
+from sklearn.base import ClassifierMixin, is_regressor
+from sklearn.utils.multiclass import check_classification_targets
 
 from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
+from dpstream.models.kinds import ModelKind, probabilities
 from dpstream.noise import NoiseKey
 from dpstream.privacy import PrivacyEvent, compose_mu, epsilon_for_delta, event_mu
 from dpstream.scaling import PublicBounds
 
-__all__ = ["PublicScale", "FitWarnings", "BoundsRelease", "is_dask"]
+__all__ = [
+    "PublicScale",
+    "ClassifierLabels",
+    "FitWarnings",
+    "BoundsRelease",
+    "is_dask",
+    "dask_partitions",
+    "as_2d_float",
+    "check_finite",
+    "is_number",
+]
 
 
 def is_dask(obj: Any) -> bool:
     return hasattr(obj, "__dask_graph__") and hasattr(obj, "to_delayed")
+
+
+def dask_partitions(collection: Any) -> Iterator[Any]:
+    """A Dask collection's blocks in row order, each still lazy (duck-typed: ``to_delayed``)."""
+    delayed = collection.to_delayed()
+    return iter(np.asarray(delayed, dtype=object).ravel())
+
+
+def as_2d_float(X: Any, name: str = "X") -> np.ndarray:
+    """``X`` as a 2-d float32 or float64 array (float32 stays float32: no copy)."""
+    if hasattr(X, "to_numpy"):
+        X = X.to_numpy()
+    try:
+        array = np.asarray(X)
+    except Exception as error:  # pragma: no cover - exotic containers
+        raise ValueError(f"{name} could not be read as a numeric array: {error}") from None
+    if array.ndim == 1:
+        raise ValueError(
+            f"{name} must be 2-d (rows, features), got a 1-d array; reshape with X.reshape(-1, 1)"
+        )
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-d (rows, features), got shape {array.shape}")
+    if array.dtype.kind not in "fiub":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be numeric, got dtype {array.dtype}") from None
+    if array.dtype not in (np.float32, np.float64):
+        array = array.astype(np.float64)
+    return array
+
+
+def check_finite(block: np.ndarray, name: str, offset: int) -> None:
+    """A ValueError naming the first row (counted from ``offset``) that holds NaN or infinity."""
+    bad = ~np.isfinite(block)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0]) + offset
+        raise ValueError(
+            f"{name} contains NaN or infinity (first at row {row}); remove or impute such rows before fit"
+        )
+
+
+def is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -54,6 +116,18 @@ class BoundsRelease:
 
 
 class PublicScale:
+    """The estimator states ``_requested_bounds`` (the user's public bounds, or None to estimate) and
+    ``_symmetric_map``; ``_estimates_feature_bounds`` says whether missing feature bounds are estimated."""
+
+    def _requested_bounds(self) -> tuple[Any, Any]:
+        """(feature bounds, label bounds) as the user gave them: public (low, high) pairs, or None or
+        "private" for bounds estimated with DP."""
+        raise NotImplementedError(f"{type(self).__name__} must state the bounds it was given")
+
+    def _symmetric_map(self) -> bool:
+        """Map by scale alone, not shift: for a linear model without an intercept to absorb the shift."""
+        raise NotImplementedError(f"{type(self).__name__} must state whether its map may shift")
+
     def _to_public_scale(self, block: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Clip and map onto [−1, 1] with the fit's bounds (public, or released by ``_private_bounds``)."""
         outside = self._outside_public
@@ -75,20 +149,21 @@ class PublicScale:
     def _parse_bounds(self) -> None:
         """Public pairs are parsed here; ``None`` (the default) and ``"private"`` are estimated by
         ``_private_bounds`` once the rows are known."""
-        if self.label_bounds is not None and not is_regressor(self):
+        feature_bounds, label_bounds = self._requested_bounds()
+        if label_bounds is not None and not is_regressor(self):
             raise ValueError(
                 "label_bounds applies to regression; a classifier's labels are its classes (leave label_bounds=None)"
             )
         symmetric = self._symmetric_map()
         self.feature_bounds_ = (
             None
-            if _estimated(self.feature_bounds)
-            else PublicBounds.parse(self.feature_bounds, self.n_features_in_, "feature_bounds", symmetric)
+            if _estimated(feature_bounds)
+            else PublicBounds.parse(feature_bounds, self.n_features_in_, "feature_bounds", symmetric)
         )
         self.label_bounds_ = (
             None
-            if _estimated(self.label_bounds) or not is_regressor(self)
-            else PublicBounds.parse(self.label_bounds, 1, "label_bounds", symmetric)
+            if _estimated(label_bounds) or not is_regressor(self)
+            else PublicBounds.parse(label_bounds, 1, "label_bounds", symmetric)
         )
         self._estimate_features = self.feature_bounds_ is None and self._estimates_feature_bounds()
         self._estimate_label = self.label_bounds_ is None and is_regressor(self)
@@ -96,12 +171,8 @@ class PublicScale:
         self._outside_public = [np.zeros(self.n_features_in_, dtype=np.int64), 0, 0]
 
     def _estimates_feature_bounds(self) -> bool:
-        """Whether missing feature bounds are estimated (subclasses that map features themselves: no)."""
+        """Whether missing feature bounds are estimated (an estimator whose model maps features itself: no)."""
         return True
-
-    def _symmetric_map(self) -> bool:
-        """Map by scale alone, not shift: for a linear model without an intercept to absorb the shift."""
-        return not self.fit_intercept
 
     def _private_bounds(
         self,
@@ -175,6 +246,54 @@ class PublicScale:
             "the guarantee above composes them with training. Public bounds, where known, save that share"
         )
         return BoundsRelease(share, event, note)
+
+
+class ClassifierLabels(ClassifierMixin):
+    """A classifier's labels: ``classes_`` read from ``y`` (sorted; with two classes the larger is the
+    positive class, trained as +1), the targets the model trains on (±1, or class indices for K ≥ 3) and
+    the scikit-learn outputs from the estimator's margins (``_decision``). The most classes it takes is its
+    model kind's (``_kind.max_classes``, ``dpstream.models.kinds``): the one statement of that limit."""
+
+    _kind: ClassVar[ModelKind]
+
+    def _check_targets(self, y: np.ndarray) -> None:
+        check_classification_targets(y)
+
+    def _prepare_classes(self, y: Any) -> None:
+        values = np.unique(np.asarray(y.compute() if hasattr(y, "compute") else y))
+        limit = self._kind.max_classes
+        if values.size < 2 or (limit is not None and values.size > limit):
+            expected = "at least 2 classes" if limit is None else f"exactly {limit} classes"
+            raise ValueError(
+                ("Only binary classification is supported: " if limit == 2 else "")
+                + f"{type(self).__name__} needs y with {expected}, got {values.size} "
+                f"class{'es' if values.size != 1 else ''} ({values[:5].tolist()})"
+                + ("; DPLogisticRegression takes any number of classes" if limit is not None else "")
+            )
+        self.classes_ = values
+
+    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            row = int(np.argmax(unknown)) + offset
+            raise ValueError(
+                f"y has a label {y[row - offset]!r} at row {row} outside the classes {self.classes_.tolist()}"
+            )
+        if len(self.classes_) > 2:
+            return np.searchsorted(self.classes_, y).astype(np.float64)  # class indices (the model's targets)
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        return self._decision(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        return probabilities(self._decision(X).astype(np.float64))
+
+    def predict(self, X: Any) -> np.ndarray:
+        margins = self._decision(X)  # checks fitted before classes_ is read
+        if margins.ndim == 2:
+            return self.classes_[np.argmax(margins, axis=1)]
+        return self.classes_[(margins > 0).astype(int)]
 
 
 def _estimated(bounds: Any) -> bool:

@@ -9,9 +9,9 @@ with labels y ∈ {−1, +1} (a label > 0 is +1, anything else −1, so {0, 1} l
 come from the public ``seed``: they are data-independent.
 
 Inputs are mapped with public bounds, never with bounds measured on the data: each feature is clipped
-to [low, high] and scaled to [−1, 1]; with ``input_map="ball"`` (the paper's X ⊆ unit ball) the
-result is divided by √d, with ``"cube"`` it is used as is (more of the spline grid; privacy does not
-depend on the map, only on the clipping below).
+to [low, high] and scaled to [−1, 1]; with ``input_map="cube"`` (the default) it is used as is, with
+``"ball"`` (the paper's X ⊆ unit ball) it is divided by √d (the cube uses more of the spline grid;
+privacy does not depend on the map, only on the clipping below).
 
 Per-example gradients are rank one (spec §5.2, seed 004 Lemma B.6): with z = (1/√d) W h(x),
 u = σ(z), a_j = σ'(z_j)⟨c_j, h'(u_j)⟩ and β = ℓ'(y f)·y = −y/(1 + e^{y f}),
@@ -94,7 +94,8 @@ class KANModel:
     activation: str = "tanh"  # "tanh" | "sigmoid"
     feature_low: float | tuple[float, ...] = -1.0  # public per-feature bounds (or one for all)
     feature_high: float | tuple[float, ...] = 1.0
-    input_map: str = "ball"  # "ball" | "cube"
+    # "cube" | "ball": "cube" beat the paper's ball on both real datasets (BENCHMARKS.md, "Defaults on real data")
+    input_map: str = "cube"
     seed: int = 0  # public: W₀ and c
     backend: str = "numpy"  # "numpy" | "cupy" | "auto"
     name: ClassVar[str] = "kan"

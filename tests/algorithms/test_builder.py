@@ -3,11 +3,11 @@
 import pytest
 
 from dpstream.algorithms import DPSGD, AdaSSP
-from dpstream.algorithms.builder import KAN_LEARNING_RATE, AlgorithmSpec, build_algorithm
+from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPLinearRegression
 from dpstream.flows.config import PipelineConfig
 from dpstream.flows.flows import build_algorithm as build_for_config
-from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, model_kind
 
 DIM, ROWS = 13, 16_512
 
@@ -62,8 +62,11 @@ def test_defaults_resolved_in_one_place():
     assert (
         build_algorithm(AlgorithmSpec(name="dpsgd"), LinearRegressionModel(), 10, DIM)[1].batch_size == 10
     )  # ≤ N
+    assert sgd.clip_norm == 1.0 and sgd.noise.name == "independent"  # the GLMs' defaults
     name, kan = build_algorithm(AlgorithmSpec(), KANModel(num_hidden=4, grid_size=3), ROWS, 100)
-    assert name == "dpsgd" and isinstance(kan, DPSGD) and kan.learning_rate == KAN_LEARNING_RATE
+    tuned = model_kind("kan").training  # the KAN's own defaults, read from its kind
+    assert name == "dpsgd" and isinstance(kan, DPSGD) and kan.learning_rate == tuned.learning_rate
+    assert kan.clip_norm == tuned.clip_norm and kan.noise.name == tuned.noise
     with pytest.raises(ValueError, match="algorithm='ssp' has no steps; learning_rate"):
         build_algorithm(AlgorithmSpec(name="ssp", learning_rate=0.1), LinearRegressionModel(), ROWS, DIM)
 

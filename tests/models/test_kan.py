@@ -151,7 +151,13 @@ def test_cupy_backend_without_a_gpu_says_why():
         KANModel(backend="cupy")
     model, X, y, W = small_problem()
     auto = KANModel(
-        num_hidden=6, grid_size=4, feature_low=-2.0, feature_high=(2.0, 3.0, 2.5), seed=1, backend="auto"
+        num_hidden=6,
+        grid_size=4,
+        feature_low=-2.0,
+        feature_high=(2.0, 3.0, 2.5),
+        input_map="ball",
+        seed=1,
+        backend="auto",
     )
     np.testing.assert_array_equal(
         auto.block_stats(X, y, StatsRequest(params=W)).clipped_sums,

@@ -2,7 +2,9 @@
 
 A ``ModelKind`` states the kind's name, its task (regression or classification), how many classes it
 takes (its label contract), the settings it reads from a config's ``[model]`` section or a model.json,
-the algorithms it trains with, and how to build its ``dpstream.models`` model; the task gives the
+the algorithms it trains with and the defaults of the training settings it tunes (``TrainingDefaults``,
+read by ``dpstream.algorithms.builder``, the config and the estimators), and how to build its
+``dpstream.models`` model; the task gives the
 evaluation metric beside its baseline (RMSE beside the label mean, accuracy beside the majority class)
 and the prediction output (the label in its units; the class in its original spelling and one
 probability per class). The config (``dpstream.flows.config``), validation (``dpstream.pipelines.validate``), the flow's
@@ -21,7 +23,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Task", "LabelContract", "ModelKind", "register", "model_kind", "kind_names", "summarise"]
+__all__ = [
+    "Task",
+    "LabelContract",
+    "TrainingDefaults",
+    "ModelKind",
+    "register",
+    "model_kind",
+    "kind_names",
+    "training_defaults",
+    "summarise",
+]
 
 
 class Task(enum.Enum):
@@ -125,6 +137,18 @@ def probabilities(outputs: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class TrainingDefaults:
+    """The training settings a kind may tune, at their defaults: the one statement of each. The builder
+    (``dpstream.algorithms.builder``) resolves a request's None to them; the pipeline config leaves them
+    None and the estimators' signatures read them, so a ``[model]`` section and the estimator of a kind
+    train alike. The field defaults are the generic ones, for inputs on the public scale [−1, 1]."""
+
+    learning_rate: float | None = None  # None: the stable step 1/(L·R²) (``dpstream.algorithms.choice``)
+    clip_norm: float = 1.0  # per-example gradient clip norm (DP-SGD, Accelerated-DP-SRGD)
+    noise: str = "independent"  # DP-SGD's increment noise process: "independent", "lambda" or "nu"
+
+
+@dataclass(frozen=True)
 class ModelKind:
     name: str
     task: Task
@@ -133,6 +157,7 @@ class ModelKind:
     build_model: Callable[..., Any]  # (backend, num_classes, **settings) -> a dpstream.models model
     max_classes: int | None = None  # classification: the most classes it takes (None: any)
     algorithms: tuple[str, ...] | None = None  # the algorithms it trains with (None: every one)
+    training: TrainingDefaults = TrainingDefaults()  # its defaults of the settings a kind may tune
 
     @property
     def classifies(self) -> bool:
@@ -218,6 +243,13 @@ def model_kind(name: Any) -> ModelKind:
     if not isinstance(name, str) or name not in _KINDS:
         raise ValueError(f"unknown model kind {name!r}; expected one of {', '.join(map(repr, _KINDS))}")
     return _KINDS[name]
+
+
+def training_defaults(model: Any) -> TrainingDefaults:
+    """The training defaults of the kind ``model`` belongs to (by its ``name``, the kind recorded in
+    model.json); the generic ones for a model of no declared kind (the ``GLM`` base)."""
+    kind = _KINDS.get(model.name)
+    return kind.training if kind is not None else TrainingDefaults()
 
 
 from dpstream.models.kinds import kan, linear, logistic  # noqa: E402,F401  (each registers its kind)

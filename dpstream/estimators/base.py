@@ -1,0 +1,239 @@
+"""``SinglePassEstimator``: the fit every dpstream estimator shares (``DPLinearRegression``,
+``DPLogisticRegression`` in ``dpstream.estimators.glm``, ``DPKANClassifier`` in
+``dpstream.estimators.kan``, siblings on this base).
+
+A fit validates its input, reads the rows in blocks of ``block_rows`` (NumPy, pandas or a Dask
+collection's partitions, one pass), maps them onto the public scale with public or private bounds
+(``PublicScale``), draws a fresh noise key from OS entropy unless ``noise_key`` is given, builds the
+algorithm the estimator asks for (``dpstream.algorithms.builder``) and runs its one plan
+(``dpstream.coordinator.run`` builds the ``RunPlan`` once), then states ``privacy_report_`` and warns
+when the fit did not learn (``FitWarnings``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterator
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, is_regressor
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
+
+from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.backend import BACKENDS
+from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.estimators.support import (
+    FitWarnings,
+    PublicScale,
+    as_2d_float,
+    check_finite,
+    dask_partitions,
+    is_dask,
+    is_number,
+)
+from dpstream.models import Model, ModelKind
+from dpstream.noise import NoiseKey
+from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
+from dpstream.validation import check_budget
+
+__all__ = ["SinglePassEstimator", "BLOCK_ROWS"]
+
+BLOCK_ROWS = 65536  # rows per block of the single pass (the ``block_rows`` default)
+
+
+class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
+    """The fit every dpstream estimator shares: input checks, blocks of ``block_rows``, public or private
+    bounds, the noise key, one run of the algorithm over the rows, the fit's warnings and
+    ``privacy_report_``. Each estimator states its own parameters and defaults (``__init__``), the model it
+    trains (``_fit_model``), the algorithm it asks for (``_algorithm_request``), its targets
+    (``_check_targets``, ``_prepare_classes``, ``_prepare_targets``: ``ClassifierLabels`` for a
+    classifier) and its fitted attributes (``_store``, ``_decision``)."""
+
+    _kind: ClassVar[ModelKind]  # the model kind it trains (``dpstream.models.kinds``)
+    _parameter_constraints: dict = {  # the parameters every estimator has; each adds its own
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="neither")],
+        "noise": [StrOptions({"independent", "lambda", "nu"})],
+        "correlation": [Interval(Real, 0, 1, closed="left")],
+        "nu": [Interval(Real, 0, 1, closed="right")],
+        "clip_norm": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
+        "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
+        "relation": [StrOptions({"replace-one", "zero-out"})],
+        "noise_key": [NoiseKey, None],
+        "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "backend": [StrOptions(set(BACKENDS))],
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # fresh DP noise on every fit
+        return tags
+
+    # What each estimator states.
+
+    def _fit_model(self) -> Model:
+        """The model this fit trains (after ``_prepare_classes``)."""
+        raise NotImplementedError(f"{type(self).__name__} must state the model it trains")
+
+    def _algorithm_request(self, model: Model, dim: int) -> dict[str, Any]:
+        """The ``AlgorithmSpec`` fields of the algorithm it trains with, besides the budget."""
+        raise NotImplementedError(f"{type(self).__name__} must state the algorithm it asks for")
+
+    def _check_targets(self, y: np.ndarray) -> None:
+        """Check an in-memory ``y`` before the pass."""
+        raise NotImplementedError(f"{type(self).__name__} must state its targets")
+
+    def _prepare_classes(self, y: Any) -> None:
+        """Read what the labels define before the pass (a classifier's ``classes_``)."""
+
+    def _prepare_targets(self, y: np.ndarray, offset: int) -> np.ndarray:
+        """A block's labels as the model's float64 targets (``offset``: its first row, for errors)."""
+        raise NotImplementedError(f"{type(self).__name__} must state its targets")
+
+    def _store(self, params: np.ndarray) -> None:
+        """Set the fitted attributes from the released parameters."""
+        raise NotImplementedError(f"{type(self).__name__} must state its fitted attributes")
+
+    def _describe(self, report: Any, num_rows: int) -> Any:
+        """The fitted ``privacy_report_`` (an estimator may add notes)."""
+        return report
+
+    def _model_inputs(self) -> int:
+        """The model's inputs per row: the features (a GLM adds its intercept column)."""
+        return self.n_features_in_
+
+    # The shared fit.
+
+    def _stable_learning_rate(self) -> float:
+        model = self._trained_model
+        return default_learning_rate(model, model.num_params(self._model_inputs()))
+
+    def _given_hyperparameters(self) -> frozenset[str]:
+        """The hyperparameters set to other than their default: the builder refuses those the chosen
+        algorithm ignores. The defaults are the signature's, as scikit-learn reads them (the signatures
+        take them from ``AlgorithmSpec`` and the kinds' ``TrainingDefaults``)."""
+        signature = inspect.signature(type(self).__init__).parameters
+        return frozenset(
+            name for name in self._known_hyperparameters() if getattr(self, name) != signature[name].default
+        )
+
+    def _known_hyperparameters(self) -> frozenset[str]:
+        return frozenset(self.get_params()) & HYPERPARAMETERS
+
+    def _build_algorithm(self, model: Model, num_rows: int, dim: int, epsilon: float) -> Any:
+        spec = AlgorithmSpec(
+            epsilon=epsilon,
+            delta=self.delta,
+            relation=self.relation,
+            given=self._given_hyperparameters(),
+            known=self._known_hyperparameters(),
+            **self._algorithm_request(model, dim),
+        )
+        self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
+        return algorithm
+
+    def _raw_blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The rows in blocks of ``block_rows`` (a Dask collection's partitions), checked, before scaling."""
+        offset = 0
+        if is_dask(X):
+            X_parts, y_parts = dask_partitions(X), dask_partitions(y)
+        else:
+            X_parts = (X[i : i + self.block_rows] for i in range(0, X.shape[0], self.block_rows))
+            y_parts = (y[i : i + self.block_rows] for i in range(0, y.shape[0], self.block_rows))
+        for X_part, y_part in zip(X_parts, y_parts, strict=True):
+            block = as_2d_float(X_part.compute() if hasattr(X_part, "compute") else X_part)
+            labels = np.asarray(y_part.compute() if hasattr(y_part, "compute") else y_part).ravel()
+            check_finite(block, "X", offset)
+            labels = self._prepare_targets(labels, offset)
+            if block.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}"
+                )
+            offset += block.shape[0]
+            yield block, labels
+
+    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The training pass: each block clipped and mapped with the fit's bounds (``PublicScale``)."""
+        for block, labels in self._raw_blocks(X, y):
+            yield self._to_public_scale(block, labels)
+
+    def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
+        if is_dask(X):
+            if len(getattr(X, "shape", ())) == 2 and hasattr(X, "rechunk"):
+                X = X.rechunk({1: -1})
+                y = y.rechunk((X.chunks[0],)) if hasattr(y, "rechunk") else y
+                num_rows = int(X.compute_chunk_sizes().shape[0]) if np.isnan(X.shape[0]) else int(X.shape[0])
+            else:
+                num_rows = int(len(X))
+            self.n_features_in_ = int(X.shape[1])
+            return X, y, num_rows
+        early = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y) if y is not None else None
+        if is_regressor(self) and early is not None and early.dtype.kind in "fiu":
+            check_finite(early.astype(np.float64).reshape(early.shape[0], -1), "y", 0)  # names the row
+        if is_regressor(self) and early is not None and early.dtype.kind in "OUS":
+            try:
+                early.astype(np.float64)
+            except (TypeError, ValueError):
+                sample = next(value for value in early.ravel() if not is_number(value))
+                raise ValueError(
+                    f"y must be numeric for a regressor; it holds {str(sample)!r}. For class labels use "
+                    "DPLogisticRegression; for numbers stored as text convert y with pandas.to_numeric"
+                ) from None
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            dtype=[np.float64, np.float32],  # float32 stays float32: no copy
+            ensure_all_finite=False,  # checked below, with the offending row named
+            y_numeric=is_regressor(self),
+        )
+        check_finite(X, "X", 0)
+        self._check_targets(y)
+        return X, y, X.shape[0]
+
+    def fit(self, X: Any, y: Any) -> SinglePassEstimator:
+        self._validate_params()
+        check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
+        X, y, num_rows = self._validate_input(X, y)
+        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
+        self._parse_bounds()
+        self._prepare_classes(y)
+        mu = mu_for_epsilon_delta(self.epsilon, self.delta)
+        bounds = self._private_bounds(lambda: self._raw_blocks(X, y), num_rows, key, mu)
+        # Private bounds take a share of μ²; training gets the rest, so the two compose to (ε, δ).
+        epsilon = (
+            self.epsilon
+            if bounds is None
+            else epsilon_for_delta(self.delta, math.sqrt(1 - bounds.share) * mu)
+        )
+        inputs = self._model_inputs()
+        model = self._trained_model = self._fit_model()
+        dim = model.num_params(inputs)
+        self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
+        algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
+        result = run(
+            algorithm,
+            InMemoryExecutor(model, self._blocks(X, y)),
+            num_rows=num_rows,
+            num_params=dim,
+            initial_params=model.init_params(inputs),
+            key=key,
+        )
+        report = result.report if bounds is None else bounds.combine(result.report, self.delta)
+        self.privacy_report_ = self._describe(report, num_rows)
+        self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
+        self.n_steps_ = len(result.training_loss)
+        self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
+        self._warn_if_clipped()
+        self._warn_if_label_mean_only(result.state)
+        self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
+        self._warn_if_diverging()
+        self._store(result.params)
+        self._warn_if_one_class(X)
+        return self
