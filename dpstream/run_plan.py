@@ -11,7 +11,7 @@ the coordinator check it against the lake and the executor and never rebuild it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dpstream.algorithms.base import Algorithm, Plan, PrivacyReport
@@ -28,12 +28,21 @@ class PlanMismatchError(ValueError):
 
 @dataclass(frozen=True)
 class RunPlan:
+    """``event`` and ``report`` are derived from ``algorithm`` and ``steps`` when the plan is made (also by
+    ``dataclasses.replace``), never passed in: the ledger's charge and the noise come from one plan."""
+
     algorithm: Algorithm
     model: Model
     steps: Plan  # the algorithm's plan: the row span and noise scales of every step
-    event: PrivacyEvent  # what the steps release, for the accountant and the ledger
-    report: PrivacyReport  # the planned guarantee (the final report adds what the run chose, e.g. clip norms)
     checkpoint: CheckpointPolicy | None = None
+    event: PrivacyEvent = field(init=False)  # what the steps release, for the accountant and the ledger
+    report: PrivacyReport = field(init=False)  # the planned guarantee (the final report adds what the run
+    # chose, e.g. DP-AMBSSGD's clip norms)
+
+    def __post_init__(self) -> None:
+        # algorithm.report refuses steps that spend more than the algorithm's (ε, δ)
+        object.__setattr__(self, "event", self.algorithm.event(self.steps))
+        object.__setattr__(self, "report", self.algorithm.report(self.steps))
 
     @classmethod
     def build(
@@ -47,8 +56,7 @@ class RunPlan:
         """Plan ``algorithm`` for ``model`` on ``num_rows`` rows and ``num_params`` parameters (the model's
         ``num_params(num_features)``). Raises ``ValueError`` when the plan spends more than the
         algorithm's (ε, δ) (``build_report``) or the rows cannot carry it."""
-        steps = algorithm.plan(num_rows, num_params)
-        return cls(algorithm, model, steps, algorithm.event(steps), algorithm.report(steps), checkpoint)
+        return cls(algorithm, model, algorithm.plan(num_rows, num_params), checkpoint)
 
     @property
     def num_rows(self) -> int:

@@ -182,8 +182,10 @@ def write_json_atomic(
 
 
 def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
-    with fs.open(path, "rb") as handle:
-        raw = handle.read()
+    # One whole-object read: a file opened and then read in ranges fails on object stores when another
+    # process replaces it in between (s3fs's FileExpired, a concurrent ledger update); an atomic
+    # replacement then gives this read either the old or the new document.
+    raw = fs.cat_file(path)
     try:
         return json.loads(raw)
     except json.JSONDecodeError as error:

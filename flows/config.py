@@ -148,7 +148,7 @@ class AlgorithmConfig(_Section):
     # "auto": AdaSSP for linear / logistic models up to 256 parameters, DP-SGD otherwise
     # (dpstream.algorithms.choice); "ssp" clips rows to row_norm_bound and labels to label_bound.
     # row_norm_bound's default: from the lake's public schema where `dpstream convert` wrote it (a one-hot
-    # group counts 1, a mapped column max(a², b²) of scale_range: dpstream.flows.flows.schema_row_norm_bound), else
+    # group counts 1, a mapped column max(a², b²) of scale_range: dpstream.flows.planning.schema_row_norm_bound), else
     # sqrt(#features), the bound for features on the public scale [-1, 1].
     # The defaults are the builder's (dpstream.algorithms.builder.AlgorithmSpec); noise, clip_norm and
     # learning_rate left out are the model kind's (dpstream.models.kinds.TrainingDefaults: independent

@@ -18,129 +18,28 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote
 
-from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
-from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
 from dpstream.flows.config import PipelineConfig, load_config
 from dpstream.flows.locations import RunLocations, run_locations
+from dpstream.flows.planning import PlannedRun, evaluate_holdout, lake_ledger, plan_run
 from dpstream.flows.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.progress import RunProgress
-from dpstream.models import Model
-from dpstream.pipelines import Manifest, NoWorkersError, plan_on_lake, train_on_lake
-from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
-from dpstream.pipelines.executor import lake_blocks
-from dpstream.privacy import BudgetExceededError, Ledger, LifetimeBudget, RunIdReusedError
-from dpstream.run_plan import PlanMismatchError, RunPlan
+from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
+from dpstream.pipelines.convert import read_convert_record
+from dpstream.privacy import BudgetExceededError, RunIdReusedError
+from dpstream.run_plan import PlanMismatchError
 from dpstream.validation import check_name
 
-__all__ = ["train_flow", "shuffle_flow", "build_algorithm", "plan_run", "PlannedRun"]
-
-
-def build_algorithm(
-    config: PipelineConfig,
-    num_rows: int,
-    dim: int,
-    record: dict[str, Any] | None = None,
-    model: Model | None = None,
-) -> Any:
-    """The algorithm the config's [algorithm] section names, built as the estimators build theirs. AdaSSP's
-    row-norm bound, when the config leaves it out, comes from the lake's public schema where
-    ``dpstream convert`` wrote the lake (its conversion ``record``, ``schema_row_norm_bound``), else sqrt(d).
-    ``model``: the config's model when the caller built it already."""
-    a, b = config.algorithm, config.budget
-    features = config.lake.features
-    spec = AlgorithmSpec(
-        name=a.name,
-        epsilon=b.epsilon,
-        delta=b.delta,
-        relation=b.relation,
-        clip_norm=a.clip_norm,
-        learning_rate=a.learning_rate,
-        batch_size=a.batch_size,
-        num_steps=a.num_steps,
-        stat_bound=a.stat_bound,
-        noise=a.noise,
-        correlation=a.correlation,
-        nu=a.nu,
-        row_norm_bound=a.row_norm_bound
-        if a.row_norm_bound is not None
-        else schema_row_norm_bound(record, features),
-        label_bound=a.label_bound,
-        intercept_index=intercept_index(record, features),
-        given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
-    )
-    return build_spec(spec, model if model is not None else config.model.build(), num_rows, dim)[1]
-
-
-def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:
-    """The public bound on ‖x‖ that the lake's conversion record implies for the selected ``features``
-    (``ConvertSpec.row_norm_bound``: a one-hot group counts 1, not its size), or None for a lake ``dpstream
-    convert`` did not write. Public: it reads the recorded preprocessing, never the rows."""
-    if record is None or isinstance(features, str):
-        return None
-    return ConvertSpec.from_record(record).row_norm_bound(features)
-
-
-def intercept_index(record: dict[str, Any] | None, features: Any) -> int | None:
-    """The position among ``features`` of the public constant column ``dpstream convert`` writes
-    (``INTERCEPT_COLUMN``), or None: AdaSSP then leaves it unpenalised in a regression and a K-class fit
-    can read class counts from it (``dpstream.algorithms.ssp``)."""
-    if (
-        not record
-        or not record.get("intercept")
-        or isinstance(features, str)
-        or INTERCEPT_COLUMN not in features
-    ):
-        return None
-    return list(features).index(INTERCEPT_COLUMN)
-
-
-def plan_run(
-    config: PipelineConfig, training: Manifest, checkpoint_url: str | None, record: dict[str, Any] | None
-) -> RunPlan:
-    """The run plan of the config's model and algorithm on the ``training`` rows (``plan_on_lake``), with
-    the config's checkpoint policy at ``checkpoint_url`` (None: not durable); ``record`` is the lake's
-    conversion record (``read_convert_record``)."""
-    model = config.model.build()
-    dim = model.num_params(training.num_features)
-    algorithm = build_algorithm(config, training.num_rows, dim, record, model)
-    policy = checkpoint_policy(config, checkpoint_url) if checkpoint_url is not None else None
-    return plan_on_lake(training, algorithm, model, policy)
-
-
-@dataclass(frozen=True)
-class PlannedRun:
-    """What the plan task fixes before any release, handed to every later task: the run id, where the run
-    writes, the run plan (the privacy argument), the lake it was planned on (training rows, held-out file
-    and the whole manifest the ledger is keyed by) and the lake's conversion record (read once)."""
-
-    run_id: str
-    locations: RunLocations
-    plan: RunPlan
-    lake: Manifest
-    training: Manifest
-    holdout: Manifest
-    preprocessing: dict[str, Any] | None
-
-
-def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
-    """The run's checkpoint policy: the whole [checkpoint] section (every_steps and every_seconds), or the
-    library's defaults without one."""
-    section = config.checkpoint
-    if section is None:
-        return CheckpointPolicy(checkpoint_url)
-    return CheckpointPolicy(
-        checkpoint_url, every_steps=section.every_steps, every_seconds=section.every_seconds
-    )
+__all__ = ["train_flow", "shuffle_flow"]
 
 
 def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
@@ -205,7 +104,7 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
     preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
     checkpoint_url = locations.checkpoints
     plan = plan_run(config, training, checkpoint_url, preprocessing)
-    lake = _ledger(config, manifest)
+    lake = lake_ledger(config, manifest)
     entry = lake.entry(run_id)
     if entry is not None and not CheckpointStore(plan.checkpoint).exists(run_id):
         raise RunIdReusedError(
@@ -215,15 +114,6 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
         )
     lake.check(run_id, plan.mu)
     return PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
-
-
-def _ledger(config: PipelineConfig, manifest: Manifest):
-    b = config.budget
-    return Ledger(b.ledger_url).lake(
-        manifest.fingerprint,
-        LifetimeBudget(b.lifetime_epsilon, b.delta, b.relation),
-        files=manifest.source_files or None,
-    )
 
 
 @task(
@@ -244,7 +134,7 @@ def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool 
             mode=config.cluster.mode,
             worker_timeout=config.cluster.worker_timeout,
             run_id=planned.run_id,
-            ledger=_ledger(config, planned.lake),
+            ledger=lake_ledger(config, planned.lake),
             on_step=progress.training(plan.algorithm, plan.steps),
         )
     return result.params, result.report, result.training_loss, mode, plan.algorithm.name
@@ -252,19 +142,7 @@ def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool 
 
 @task(name="evaluate (non-private)", cache_policy=NO_CACHE)
 def evaluate_task(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
-    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``). A regression on a lake
-    ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
-    the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
-    preprocessing = planned.preprocessing
-    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(planned.holdout), strict=True)]
-    outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
-    y = np.asarray(y, dtype=np.float64)
-    if preprocessing and not config.model.declaration.classifies:
-        spec = ConvertSpec.from_record(preprocessing)
-        outputs, y = (
-            np.asarray(spec.original_units(config.lake.label, v), dtype=np.float64) for v in (outputs, y)
-        )
-    return config.model.declaration.evaluate(outputs, y)
+    return evaluate_holdout(config, planned, params)
 
 
 def _link(url: str) -> str:
@@ -344,8 +222,9 @@ def train_flow(
         validated = validate_task(config, client)
         manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
     planned = plan_task(config, manifest, run_id, locations)
-    params, report, losses, mode, algorithm = train_task(config, planned, show_progress)
-    metrics = evaluate_task(config, planned, params)
+    # quote: Prefect would otherwise walk every step span of the plan at each task call
+    params, report, losses, mode, algorithm = train_task(config, quote(planned), show_progress)
+    metrics = evaluate_task(config, quote(planned), params)
     section = config.model.model_dump(exclude={"backend", "classes"})
     document = model_document(
         model={

@@ -5,9 +5,11 @@ imports neither (DESIGN.md's layers)."""
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import zipfile
 from pathlib import Path
@@ -41,10 +43,10 @@ def test_the_package_list_covers_every_folder_and_installs_one_top_level_name():
     assert {name.split(".")[0] for name in listed} == {"dpstream"}
 
 
-def test_the_wheel_holds_dpstream_only(tmp_path):
-    source = tmp_path / "source"  # a copy: setuptools writes build/ beside the sources it builds
-    for folder in ("dpstream", "pipelines", "flows"):
-        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+def _build_wheel(folder: Path) -> Path:
+    source = folder / "source"  # a copy: setuptools writes build/ beside the sources it builds
+    for name in ("dpstream", "pipelines", "flows"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     built = subprocess.run(
@@ -57,16 +59,21 @@ def test_the_wheel_holds_dpstream_only(tmp_path):
             "--no-deps",
             "--no-build-isolation",
             "-w",
-            str(tmp_path),
+            str(folder),
             str(source),
         ],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=tmp_path,
+        cwd=folder,
     )
     assert built.returncode == 0, built.stderr[-2000:]
-    (wheel,) = tmp_path.glob("dpstream-*.whl")
+    (wheel,) = folder.glob("dpstream-*.whl")
+    return wheel
+
+
+def test_the_wheel_holds_dpstream_only_and_the_image_loads_the_deployment_entrypoint(tmp_path):
+    wheel = _build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"dpstream"}, tops
@@ -75,6 +82,33 @@ def test_the_wheel_holds_dpstream_only(tmp_path):
     )
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "dpstream = dpstream.flows.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+    # The image (infra/docker/Dockerfile) installs the wheel and keeps flows/ in /app, where the Docker and
+    # Kubernetes deployments load `flows/flows.py:train_flow` with /app first on sys.path; the package's
+    # own folders are removed there, or `import dpstream` would find the bare source folder.
+    dockerfile = (ROOT / "infra" / "docker" / "Dockerfile").read_text()
+    assert "rm -rf /app/dpstream /app/pipelines" in dockerfile
+    installed, app = tmp_path / "site", tmp_path / "app"
+    zipfile.ZipFile(wheel).extractall(installed)
+    shutil.copytree(ROOT / "flows", app / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    loader = (
+        "from prefect.utilities.importtools import load_script_as_module\n"
+        "module = load_script_as_module('flows/flows.py')\n"
+        "import dpstream\n"
+        f"assert dpstream.__file__.startswith({str(installed)!r}), dpstream.__file__\n"
+        "print(module.train_flow.name)"
+    )
+    # -S: no .pth files, so this checkout's editable install cannot rescue a broken layout, as in the image
+    libraries = sysconfig.get_paths()["purelib"]
+    loaded = subprocess.run(
+        [sys.executable, "-S", "-c", loader],
+        cwd=app,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(installed), libraries])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "train", loaded.stderr[-3000:]
 
 
 def _imports(path: Path) -> set[str]:

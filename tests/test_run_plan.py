@@ -75,3 +75,13 @@ def test_data_plane_refuses_a_plan_built_for_other_rows(tmp_path):
         PlanMismatchError, match=rf"{manifest.num_rows:,} rows .* built for {training.num_rows:,} rows"
     ):
         train_on_lake(manifest, plan, None, mode="streaming")
+
+
+def test_event_and_report_follow_the_steps_they_are_made_from():
+    """A plan cannot carry a charge of other steps than the ones whose noise it draws."""
+    plan = RunPlan.build(ALGORITHMS["dpsgd-lambda"], LinearRegressionModel(), ROWS, DIM)
+    with pytest.raises(TypeError):
+        RunPlan(plan.algorithm, plan.model, plan.steps, None, plan.event, plan.report)  # type: ignore[call-arg]
+    smaller = dataclasses.replace(plan, steps=plan.algorithm.plan(ROWS // 10, DIM))
+    assert smaller.event == plan.algorithm.event(smaller.steps) and smaller.event != plan.event
+    assert smaller.report == plan.algorithm.report(smaller.steps)

@@ -42,6 +42,7 @@ USES: dict[str, tuple[str, ...]] = {
     "srgd": ("clip_norm", "batch_size", "projection_radius"),
 }
 HYPERPARAMETERS = frozenset(name for names in USES.values() for name in names)
+NOISE_OF = {"correlation": "lambda", "nu": "nu"}  # DP-SGD's settings that only one noise process reads
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,14 @@ def default_learning_rate(model: Any, num_params: int) -> float:
     """The step used when none is given: the model kind's (the KAN's fixed step: its curvature has no
     public bound), else stable for the GLMs (``stable_learning_rate``, from their public bound on φ'')."""
     declared = training_defaults(model).learning_rate
-    return declared if declared is not None else stable_learning_rate(model, num_params // model.outputs)
+    if declared is not None:
+        return declared
+    if getattr(model, "curvature", None) is None:  # a model of no declared kind, without a public φ'' bound
+        raise ValueError(
+            f"{type(model).__name__} states no curvature bound and belongs to no declared model kind, so "
+            "there is no default step size; pass learning_rate"
+        )
+    return stable_learning_rate(model, num_params // model.outputs)
 
 
 def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
@@ -170,8 +178,15 @@ def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
         uses = f"which uses {', '.join(shown)}" if shown else "which has none of these settings"
         users = sorted(other for other, names in USES.items() if set(ignored) & set(names) and other != name)
         one = len(ignored) == 1
+        # correlation and nu belong to a noise process of DP-SGD: the fix is the noise, not another algorithm
+        noises = [f'noise="{NOISE_OF[setting]}" for {setting}' for setting in ignored if setting in NOISE_OF]
+        fixes = (
+            [f"name an algorithm that uses {'it' if one else 'them'} ({', '.join(map(repr, users))})"]
+            if users
+            else []
+        )
+        fixes += [f"set {', '.join(noises)}"] if name == "dpsgd" and noises else []
         raise ValueError(
             f"{', '.join(ignored)} {'is' if one else 'are'} not used by algorithm {chosen}, {uses}; "
-            f"remove {'it' if one else 'them'}, or name an algorithm that uses {'it' if one else 'them'} "
-            f"({', '.join(map(repr, users))})"
+            f"remove {'it' if one else 'them'}" + "".join(f", or {fix}" for fix in fixes)
         )

@@ -64,4 +64,4 @@ def choose_algorithm(
 
 def stable_learning_rate(model: Any, row_norm_squared: float) -> float:
     """1/(L·R²) with L = ``model.curvature`` (1 for the squared loss, 1/4 for the logistic loss)."""
-    return 1.0 / (getattr(model, "curvature", 1.0) * row_norm_squared)
+    return 1.0 / (model.curvature * row_norm_squared)

@@ -50,13 +50,13 @@ from dpstream.estimators.support import (
     check_finite,
 )
 from dpstream.models import Model, model_kind
-from dpstream.models.kinds import TrainingDefaults
 from dpstream.noise import NoiseKey
 from dpstream.scaling import unmap_linear
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression"]
 
-GLM_TRAINING = TrainingDefaults()  # the linear and logistic kinds tune nothing: the generic defaults
+# One __init__ serves both GLM kinds, which share their training defaults (tests/test_defaults.py)
+GLM_TRAINING = model_kind("linear").training
 
 
 class _DPGLMEstimator(SinglePassEstimator):

@@ -6,7 +6,7 @@ from dpstream.algorithms import DPSGD, AdaSSP
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPLinearRegression
 from dpstream.flows.config import PipelineConfig
-from dpstream.flows.flows import build_algorithm as build_for_config
+from dpstream.flows.planning import build_algorithm as build_for_config
 from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, model_kind
 
 DIM, ROWS = 13, 16_512
@@ -87,9 +87,10 @@ def test_a_parameter_the_algorithm_ignores_is_refused():
         match=r"^clip_norm is not used by algorithm 'ssp' \(what \"auto\" chose\), which has none ",
     ):
         DPLinearRegression(clip_norm=2.0).fit(*_data())
-    with pytest.raises(
-        ValueError, match=r"^correlation is not used by algorithm 'dpsgd'"
-    ):  # only with noise="lambda"
+    with pytest.raises(  # only with noise="lambda": the fix names the noise, not another algorithm
+        ValueError,
+        match=r"^correlation is not used by algorithm 'dpsgd'.*; remove it, or set noise=\"lambda\" for correlation$",
+    ):
         DPLinearRegression(algorithm="dpsgd", noise="nu", correlation=0.3).fit(*_data())
     with pytest.raises(ValueError, match=r"^stat_bound is not used by algorithm 'dpsgd'"):
         build_for_config(config(name="dpsgd", stat_bound=10.0), ROWS, DIM)
@@ -109,3 +110,13 @@ def _data():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (2_000, 3))
     return X, X @ np.array([0.3, -0.2, 0.1])
+
+
+def test_a_model_of_no_kind_without_a_curvature_bound_needs_a_learning_rate():
+    class CustomModel:  # a user's model: no declared kind, no public bound on φ''
+        outputs = 1
+
+    with pytest.raises(ValueError, match="CustomModel states no curvature bound .* pass learning_rate$"):
+        build_algorithm(AlgorithmSpec(name="dpsgd"), CustomModel(), ROWS, DIM)
+    name, sgd = build_algorithm(AlgorithmSpec(name="dpsgd", learning_rate=0.1), CustomModel(), ROWS, DIM)
+    assert name == "dpsgd" and sgd.learning_rate == 0.1

@@ -314,7 +314,7 @@ def test_training_split_exists_for_every_lake_that_validates(tmp_path):
 
 def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
     from dpstream.checkpoint import DEFAULT_EVERY_STEPS
-    from dpstream.flows.flows import checkpoint_policy
+    from dpstream.flows.planning import checkpoint_policy
 
     timed = load_config(
         write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\nevery_steps = 7\nevery_seconds = 30.0\n')

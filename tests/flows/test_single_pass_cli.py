@@ -122,7 +122,7 @@ def replay(config_path: Path, run_id: str, generation: str):
     """The run's model recomputed in process from its checkpoint's key on the given generation, from the
     run plan the flow builds (``plan_run``)."""
     from dpstream.flows.config import load_config
-    from dpstream.flows.flows import plan_run
+    from dpstream.flows.planning import plan_run
     from dpstream.pipelines.convert import read_convert_record
 
     config = load_config(config_path)

@@ -248,7 +248,7 @@ def model_kind(name: Any) -> ModelKind:
 def training_defaults(model: Any) -> TrainingDefaults:
     """The training defaults of the kind ``model`` belongs to (by its ``name``, the kind recorded in
     model.json); the generic ones for a model of no declared kind (the ``GLM`` base)."""
-    kind = _KINDS.get(model.name)
+    kind = _KINDS.get(getattr(model, "name", None))
     return kind.training if kind is not None else TrainingDefaults()
 
 

@@ -1,0 +1,163 @@
+"""The train flow's planning and evaluation, as library calls (no Prefect): the config becomes one run
+plan, and the trained parameters one held-out score.
+
+``plan_run`` turns a config and the training rows into the run's ``RunPlan`` (``dpstream.run_plan``:
+algorithm, model, steps, privacy event and report, checkpoint policy), through ``build_algorithm``, the
+same builder the estimators use (``dpstream.algorithms.builder``); ``PlannedRun`` is what the flow's plan
+task hands to every later task. ``evaluate_holdout`` scores the released parameters on the held-out file
+(non-private, operator only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
+from dpstream.algorithms.builder import build_algorithm as build_spec
+from dpstream.checkpoint import CheckpointPolicy
+from dpstream.flows.config import PipelineConfig
+from dpstream.flows.locations import RunLocations
+from dpstream.models import Model
+from dpstream.pipelines import Manifest, plan_on_lake
+from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec
+from dpstream.pipelines.executor import lake_blocks
+from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget
+from dpstream.run_plan import RunPlan
+
+__all__ = [
+    "build_algorithm",
+    "plan_run",
+    "PlannedRun",
+    "checkpoint_policy",
+    "lake_ledger",
+    "evaluate_holdout",
+    "schema_row_norm_bound",
+    "intercept_index",
+]
+
+
+def build_algorithm(
+    config: PipelineConfig,
+    num_rows: int,
+    dim: int,
+    record: dict[str, Any] | None = None,
+    model: Model | None = None,
+) -> Any:
+    """The algorithm the config's [algorithm] section names, built as the estimators build theirs. AdaSSP's
+    row-norm bound, when the config leaves it out, comes from the lake's public schema where
+    ``dpstream convert`` wrote the lake (its conversion ``record``, ``schema_row_norm_bound``), else sqrt(d).
+    ``model``: the config's model when the caller built it already."""
+    a, b = config.algorithm, config.budget
+    features = config.lake.features
+    spec = AlgorithmSpec(
+        name=a.name,
+        epsilon=b.epsilon,
+        delta=b.delta,
+        relation=b.relation,
+        clip_norm=a.clip_norm,
+        learning_rate=a.learning_rate,
+        batch_size=a.batch_size,
+        num_steps=a.num_steps,
+        stat_bound=a.stat_bound,
+        noise=a.noise,
+        correlation=a.correlation,
+        nu=a.nu,
+        row_norm_bound=a.row_norm_bound
+        if a.row_norm_bound is not None
+        else schema_row_norm_bound(record, features),
+        label_bound=a.label_bound,
+        intercept_index=intercept_index(record, features),
+        given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
+    )
+    return build_spec(spec, model if model is not None else config.model.build(), num_rows, dim)[1]
+
+
+def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:
+    """The public bound on ‖x‖ that the lake's conversion record implies for the selected ``features``
+    (``ConvertSpec.row_norm_bound``: a one-hot group counts 1, not its size), or None for a lake ``dpstream
+    convert`` did not write. Public: it reads the recorded preprocessing, never the rows."""
+    if record is None or isinstance(features, str):
+        return None
+    return ConvertSpec.from_record(record).row_norm_bound(features)
+
+
+def intercept_index(record: dict[str, Any] | None, features: Any) -> int | None:
+    """The position among ``features`` of the public constant column ``dpstream convert`` writes
+    (``INTERCEPT_COLUMN``), or None: AdaSSP then leaves it unpenalised in a regression and a K-class fit
+    can read class counts from it (``dpstream.algorithms.ssp``)."""
+    if (
+        not record
+        or not record.get("intercept")
+        or isinstance(features, str)
+        or INTERCEPT_COLUMN not in features
+    ):
+        return None
+    return list(features).index(INTERCEPT_COLUMN)
+
+
+def plan_run(
+    config: PipelineConfig, training: Manifest, checkpoint_url: str | None, record: dict[str, Any] | None
+) -> RunPlan:
+    """The run plan of the config's model and algorithm on the ``training`` rows (``plan_on_lake``), with
+    the config's checkpoint policy at ``checkpoint_url`` (None: not durable); ``record`` is the lake's
+    conversion record (``read_convert_record``)."""
+    model = config.model.build()
+    dim = model.num_params(training.num_features)
+    algorithm = build_algorithm(config, training.num_rows, dim, record, model)
+    policy = checkpoint_policy(config, checkpoint_url) if checkpoint_url is not None else None
+    return plan_on_lake(training, algorithm, model, policy)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What the plan task fixes before any release, handed to every later task: the run id, where the run
+    writes, the run plan (the privacy argument), the lake it was planned on (training rows, held-out file
+    and the whole manifest the ledger is keyed by) and the lake's conversion record (read once)."""
+
+    run_id: str
+    locations: RunLocations
+    plan: RunPlan
+    lake: Manifest
+    training: Manifest
+    holdout: Manifest
+    preprocessing: dict[str, Any] | None
+
+
+def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
+    """The run's checkpoint policy: the whole [checkpoint] section (every_steps and every_seconds), or the
+    library's defaults without one."""
+    section = config.checkpoint
+    if section is None:
+        return CheckpointPolicy(checkpoint_url)
+    return CheckpointPolicy(
+        checkpoint_url, every_steps=section.every_steps, every_seconds=section.every_seconds
+    )
+
+
+def lake_ledger(config: PipelineConfig, manifest: Manifest) -> LakeLedger:
+    """The ledger of the lake ``manifest`` was shuffled from (keyed by its fingerprint, its files recorded)."""
+    budget = config.budget
+    return Ledger(budget.ledger_url).lake(
+        manifest.fingerprint,
+        LifetimeBudget(budget.lifetime_epsilon, budget.delta, budget.relation),
+        files=manifest.source_files or None,
+    )
+
+
+def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
+    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``). A regression on a lake
+    ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
+    the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
+    preprocessing = planned.preprocessing
+    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(planned.holdout), strict=True)]
+    outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
+    y = np.asarray(y, dtype=np.float64)
+    if preprocessing and not config.model.declaration.classifies:
+        spec = ConvertSpec.from_record(preprocessing)
+        outputs, y = (
+            np.asarray(spec.original_units(config.lake.label, v), dtype=np.float64) for v in (outputs, y)
+        )
+    return config.model.declaration.evaluate(outputs, y)
