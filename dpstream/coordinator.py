@@ -114,6 +114,7 @@ class FitResult:
     report: PrivacyReport
     state: Any
     training_loss: list[float] = field(default_factory=list)  # per step, non-private: operator only
+    resumed_at: int = 0  # the step a checkpoint resumed the run at (0: a fresh run; the plan's steps: complete)
 
 
 def run(
@@ -258,7 +259,7 @@ def execute(
     report = algorithm.report(plan, state)
     if ledger is not None:
         ledger.commit(run_id, claim)
-    return FitResult(algorithm.result(state), report, state, losses)
+    return FitResult(algorithm.result(state), report, state, losses, resumed_at=start)
 
 
 def _claim(

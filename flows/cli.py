@@ -152,6 +152,16 @@ def _train(args, console: Console) -> int:
     from dpstream.models.kinds import summarise
 
     console.print(summarise(result["metrics"]), soft_wrap=True)  # one line, whatever the terminal's width
+    resumed, steps = result["resumed_at"], result["steps"]
+    if resumed == steps:
+        console.print(
+            f"run {run_id} was already complete: its model was recomputed from the final checkpoint, bit for bit the "
+            "model it released before; nothing was trained or charged again"
+        )
+    elif resumed:
+        console.print(
+            f"run {run_id} resumed from its checkpoint at step {resumed} of {steps}; it is charged once"
+        )
     console.print(
         f"run {result['run_id']}: the release (model, privacy report, plots) under {locations.output}; "
         f"operator-only metrics and loss plot under {locations.operator}; log {args.log_file}"

@@ -137,7 +137,7 @@ def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool 
             ledger=lake_ledger(config, planned.lake),
             on_step=progress.training(plan.algorithm, plan.steps),
         )
-    return result.params, result.report, result.training_loss, mode, plan.algorithm.name
+    return result, mode
 
 
 @task(name="evaluate (non-private)", cache_policy=NO_CACHE)
@@ -223,7 +223,8 @@ def train_flow(
         manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
     planned = plan_task(config, manifest, run_id, locations)
     # quote: Prefect would otherwise walk every step span of the plan at each task call
-    params, report, losses, mode, algorithm = train_task(config, quote(planned), show_progress)
+    fit, mode = train_task(config, quote(planned), show_progress)
+    params, report = fit.params, fit.report
     metrics = evaluate_task(config, quote(planned), params)
     section = config.model.model_dump(exclude={"backend", "classes"})
     document = model_document(
@@ -235,12 +236,12 @@ def train_flow(
         label=config.lake.label,
         run_id=run_id,
         lake_fingerprint=manifest.fingerprint,
-        algorithm=algorithm,
+        algorithm=planned.plan.algorithm.name,
         params=params,
         report=report,
         preprocessing=planned.preprocessing,
     )
-    paths = publish_task(locations, document, report, losses, metrics)
+    paths = publish_task(locations, document, report, fit.training_loss, metrics)
     return {
         "run_id": run_id,
         "report": report,
@@ -249,6 +250,8 @@ def train_flow(
         "mode": mode,
         "params": params,
         "generation": manifest.generation,
+        "resumed_at": fit.resumed_at,  # the step its checkpoint resumed it at (0: a fresh run)
+        "steps": planned.plan.steps.num_steps,
     }
 
 

@@ -118,6 +118,7 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((tmp_path / "out2" / "model.json").read_text())["params"] == model["params"]
     assert ledger_runs(tmp_path / "ledger") == {"r1": "committed"}
+    assert "run r1 was already complete" in again.stdout and "already complete" not in first.stdout
     # Finding 2: without its checkpoint the id would get a fresh key: refused, nothing published.
     shutil.rmtree(tmp_path / "ledger" / "_checkpoints" / "r1")
     lost = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out3", "--quiet")
