@@ -75,12 +75,15 @@ class TooFewRows(ValueError):
         )
 
 
+ZERO_EDGE = np.nextafter(0.0, -1.0)  # the lower edge of the bin that holds exactly 0
+
+
 def default_edges() -> np.ndarray:
     """0 and ±10^{k/2} for k = −6..18: half-decades from 10⁻³ to 10⁹ on both signs, and the negative float
     next to 0 (52 edges). The bin (−5e−324, 0] holds exactly 0: an indicator column or a non-negative
     count gets the lower bound 0 itself (mapped onto −1 exactly), not the −0.001 of the next edge."""
     positive = 10.0 ** (np.arange(-6, 19) / 2)
-    return np.concatenate([-positive[::-1], [np.nextafter(0.0, -1.0), 0.0], positive])
+    return np.concatenate([-positive[::-1], [ZERO_EDGE, 0.0], positive])
 
 
 def tail_fraction(num_rows: int, label: bool = False) -> float:
@@ -188,7 +191,10 @@ class PrivateBounds:
                 # The bin of 0 alone has no width: an all-zero column is read as an indicator that never
                 # fires, [0, 1], so its weight in the user's units stays on an indicator's scale.
                 upper = min(int(np.searchsorted(self.edges, 1.0)), last)
-            low[column], high[column] = self.edges[lower], self.edges[upper]
+            # The bin of 0 is (−5e−324, 0]: from there the range starts at 0 itself, which clips the same
+            # doubles and is what a user reads (not −4.94066e-324)
+            low[column] = 0.0 if self.edges[lower] == ZERO_EDGE else self.edges[lower]
+            high[column] = self.edges[upper]
         return low, high
 
     # --- round 2 ----------------------------------------------------------------------------------

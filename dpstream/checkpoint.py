@@ -59,6 +59,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint could not be written or does not belong to this run's configuration."""
 
 
+class CheckpointMismatchError(CheckpointError, ValueError):
+    """The run id's checkpoint was computed for another configuration, lake or shuffle: a bad input
+    (the CLI's exit 2), never resumed."""
+
+
 DEFAULT_EVERY_STEPS = 10  # the one default: the pipeline config's [checkpoint] reads it too
 
 

@@ -20,7 +20,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
-from dpstream.checkpoint import Checkpoint, CheckpointError, CheckpointPolicy, CheckpointStore, new_checkpoint
+from dpstream.checkpoint import (
+    Checkpoint,
+    CheckpointMismatchError,
+    CheckpointPolicy,
+    CheckpointStore,
+    new_checkpoint,
+)
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger, RunIdReusedError
@@ -114,7 +120,9 @@ class FitResult:
     report: PrivacyReport
     state: Any
     training_loss: list[float] = field(default_factory=list)  # per step, non-private: operator only
-    resumed_at: int = 0  # the step a checkpoint resumed the run at (0: a fresh run; the plan's steps: complete)
+    resumed_at: int = (
+        0  # the step a checkpoint resumed the run at (0: a fresh run; the plan's steps: complete)
+    )
 
 
 def run(
@@ -194,10 +202,16 @@ def execute(
         saved = store.load(run_id)
         if saved is not None:
             if saved.fingerprint != fingerprint:
-                raise CheckpointError(
-                    f"the checkpoint of run {run_id!r} was written for another configuration, lake, shuffle of "
-                    "the lake or code version; resume with the original settings and shuffled lake, or start a new "
-                    "run id"
+                other_data = bool(saved.data_version) and saved.data_version != lake
+                what = (
+                    f"another lake or shuffle of it (it read {saved.data_version}, this run reads {lake})"
+                    if other_data
+                    else "another configuration (algorithm, budget or model settings) or dpstream/NumPy version"
+                )
+                raise CheckpointMismatchError(
+                    f"the checkpoint of run {run_id!r} was written for {what}: another configuration, lake, shuffle "
+                    "of the lake or code version than this run's; resume with the original settings and shuffled "
+                    "lake, or start a new run id"
                 )
             if key is not None and key != saved.key:
                 raise ValueError(

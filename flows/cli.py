@@ -47,6 +47,7 @@ def _validate(args, console: Console) -> int:
     with config.cluster.preparation_client() as client:  # cluster.prepare_on: workers or this process
         validated = validate(config, client)
     summary = validated.summary
+    _check_trainable(config, validated)
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}: {summary.num_rows:,} rows in {len(summary.files)} files, "
         f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use "
@@ -55,6 +56,21 @@ def _validate(args, console: Console) -> int:
     )
     _warn(validated.warnings)
     return EXIT_OK
+
+
+def _check_trainable(config, validated) -> None:
+    """What `train` would refuse before reading a row, refused here too: a hyperparameter the chosen
+    algorithm ignores, a plan over its budget, too few rows for the algorithm. The plan built here is a
+    check only (public: the row counts of the layout and the config); `train` builds its own."""
+    from dpstream.flows.planning import build_algorithm
+    from dpstream.pipelines.convert import read_convert_record
+    from dpstream.run_plan import RunPlan
+
+    model = config.model.build()
+    dim = model.num_params(validated.summary.num_features)
+    record = read_convert_record(config.lake.url, config.lake.storage_options)
+    algorithm = build_algorithm(config, validated.training_rows, dim, record, model)
+    RunPlan.build(algorithm, model, validated.training_rows, dim)
 
 
 def _warn(warnings: Sequence[str]) -> None:
@@ -136,8 +152,8 @@ def _train(args, console: Console) -> int:
     )
     with (
         exit_on_interrupt(
-            f"run {run_id} stopped (log: {args.log_file}); a ledger charge it made stays reserved, and it "
-            f"resumes from its checkpoint with: {resume}"
+            f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved once a step was "
+            f"released (before that it is given back), and it resumes from its checkpoint with: {resume}"
         ),
         prefect_api(args.log_file),
     ):

@@ -226,10 +226,11 @@ def train_flow(
     fit, mode = train_task(config, quote(planned), show_progress)
     params, report = fit.params, fit.report
     metrics = evaluate_task(config, quote(planned), params)
-    section = config.model.model_dump(exclude={"backend", "classes"})
+    section = config.model.model_dump()
     document = model_document(
-        model={
-            **section,
+        model={  # the kind and the settings it reads (a linear model.json carries no KAN settings)
+            "kind": config.model.kind,
+            **{name: section[name] for name in config.model.declaration.settings},
             **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
         },
         features=config.lake.features,

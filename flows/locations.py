@@ -11,6 +11,7 @@ the per-run ones.
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,9 +126,40 @@ def run_locations(
             "--operator-output (the operator folder)",
             protected + [Protected(output, "the publish folder (--output)")],
         )
+        _check_own_folder(output, "--output (the publish folder)", "model.json", run_id)
+        _check_own_folder(operator, "--operator-output (the operator folder)", "metrics.json", run_id)
     except ValueError as error:
         raise _refused(error) from None
     return RunLocations(output=output, operator=operator, checkpoints=checkpoints)
+
+
+def _check_own_folder(url: str, setting: str, record: str, run_id: str) -> None:
+    """A run writes into a new or empty folder, or into its own: one that holds this run id's ``record``
+    (a repeated or resumed run republishes the same model). Another run's release, or anything else, is
+    never overwritten."""
+    from dpstream.storage import open_url, read_json
+
+    fs, root = open_url(url)
+    if not fs.exists(root):
+        return
+    if not fs.isdir(root):
+        raise ValueError(f"{setting} {url} is a file; choose a folder")
+    names = sorted(posixpath.basename(path.rstrip("/")) for path in fs.ls(root, detail=False))
+    if not names:
+        return
+    owner = None
+    if record in names:
+        try:
+            owner = read_json(fs, f"{root}/{record}").get("run_id")
+        except (ValueError, AttributeError, OSError):
+            owner = None
+    if owner == run_id:
+        return
+    holds = f"the release of run {owner!r}" if owner is not None else f"other files ({', '.join(names[:3])})"
+    raise ValueError(
+        f"{setting} {url} holds {holds}; a run writes only into a new or empty folder or its own, so nothing "
+        "was written. Choose another location (the default is runs/<run id> beside the config)"
+    )
 
 
 def protected_locations(config: PipelineConfig, config_path: str | Path) -> list[Protected]:

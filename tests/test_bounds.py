@@ -86,7 +86,7 @@ def test_indicator_and_zero_columns_keep_zero_as_their_lower_bound():
         float
     )
     low, high = PrivateBounds(1.0).estimate(columns, KEY)
-    assert np.all(low < 0.0) and np.all(low > -1e-300)  # the float just below 0: 0 maps onto −1 exactly
+    assert np.all(low == 0.0)  # 0 itself (printed as 0, not the float just below it): 0 maps onto −1 exactly
     # An all-zero column gets an indicator's range, narrowed by the fine round by at most 15 of 16 bins.
     assert high[0] == 1.0 and 1 / 16 <= high[1] <= 1.0 and high[2] > 5
     mapped = PublicBounds(low, high).to_unit(columns)

@@ -309,3 +309,30 @@ def test_the_checkpoint_fingerprint_covers_every_model_setting():
     assert config_fingerprint(
         algorithm, MultinomialLogisticModel(num_classes=3), 1000, 30
     ) != config_fingerprint(algorithm, MultinomialLogisticModel(num_classes=4), 1000, 30)
+
+
+def test_a_checkpoint_of_another_configuration_is_refused_as_bad_input(tmp_path):
+    """A changed budget under a run id that was checkpointed: refused (a ValueError: the CLI's exit 2),
+    saying it is the configuration and not the lake that differs."""
+    from dpstream.checkpoint import CheckpointMismatchError, CheckpointPolicy
+
+    X, y = data(rows=5_000)
+    policy = CheckpointPolicy(str(tmp_path / "ckpt"))
+
+    def fit_with(epsilon):
+        return run(
+            AdaSSP(epsilon, 1e-6),
+            InMemoryExecutor(LinearRegressionModel(), [(X, y)]),
+            num_rows=len(y),
+            num_params=X.shape[1],
+            initial_params=np.zeros(X.shape[1]),
+            checkpoint=policy,
+            run_id="changed",
+        )
+
+    fit_with(1.0)
+    with pytest.raises(
+        CheckpointMismatchError, match=r"another configuration \(algorithm, budget or model settings\)"
+    ) as refused:
+        fit_with(2.0)
+    assert isinstance(refused.value, ValueError)

@@ -50,3 +50,23 @@ def test_validate_and_shuffle_commands_warn_as_the_flow_does(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         assert "dpstream: warning: 1 file(s) in" in done.stderr and "notes.csv" in done.stderr, command
     assert (raw / "notes.csv").read_text() == "a,b\n1,2\n"  # the source is never modified
+
+
+def test_validate_refuses_what_train_would_refuse(tmp_path):
+    """`validate` says "valid" only for a config `train` accepts: a hyperparameter the chosen algorithm
+    ignores is refused by both, with the same line (the walk of issue 30 found validate passed it)."""
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw, algorithm="auto")
+    text = config.read_text()
+    config.write_text(text.replace(text[text.index("learning_rate = ") :].splitlines()[0], "clip_norm = 0.5"))
+    done = subprocess.run(
+        [sys.executable, "-m", "dpstream.flows.cli", "validate", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr[-2000:]
+    assert "clip_norm is not used by algorithm 'ssp'" in done.stderr.strip().splitlines()[-1]
+    assert "valid" not in done.stdout

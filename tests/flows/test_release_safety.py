@@ -103,6 +103,9 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     first = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet")
     assert first.returncode == 0, first.stderr[-2000:]
     model = json.loads((tmp_path / "out1" / "model.json").read_text())
+    assert (
+        model["model"]["kind"] == "linear" and "num_hidden" not in model["model"]
+    )  # its kind's settings only
     # Finding 7: the publish folder holds releases only (issue 27: the non-private loss and metrics go to
     # the operator folder); the checkpoint (noise key) is beside the ledger.
     assert sorted(os.listdir(tmp_path / "out1")) == [
@@ -119,6 +122,23 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert json.loads((tmp_path / "out2" / "model.json").read_text())["params"] == model["params"]
     assert ledger_runs(tmp_path / "ledger") == {"r1": "committed"}
     assert "run r1 was already complete" in again.stdout and "already complete" not in first.stdout
+    # Another run id never overwrites r1's release (the walk of issue 30 found it did), nor a folder of
+    # other files; r1 itself may republish its own model into its own folder.
+    published = (tmp_path / "out1" / "model.json").read_bytes()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    for folder, holds in (
+        (tmp_path / "out1", "the release of run 'r1'"),
+        (tmp_path / "notes", "other files"),
+    ):
+        other = dpstream("train", config, "--run-id", "r9", "--output", folder, "--quiet")
+        assert other.returncode == 2, other.stderr[-2000:]
+        assert f"{folder} holds {holds}" in other.stderr and "nothing was written" in other.stderr
+    assert (tmp_path / "out1" / "model.json").read_bytes() == published
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "mine"
+    assert (
+        dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet").returncode == 0
+    )
     # Finding 2: without its checkpoint the id would get a fresh key: refused, nothing published.
     shutil.rmtree(tmp_path / "ledger" / "_checkpoints" / "r1")
     lost = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out3", "--quiet")
@@ -215,8 +235,8 @@ every_steps = 50
         time.sleep(0.2)
     assert leftovers == []
     expected = re.compile(
-        r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); a ledger charge it made "
-        r"stays reserved, and it resumes from its checkpoint with: "
+        r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge stays "
+        r"reserved once a step was released \(before that it is given back\), and it resumes from its checkpoint with: "
         + re.escape(f"dpstream train {config} --run-id ctrl-c")
         + "$"
     )
