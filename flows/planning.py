@@ -21,6 +21,7 @@ from dpstream.checkpoint import CheckpointPolicy
 from dpstream.flows.config import PipelineConfig
 from dpstream.flows.locations import RunLocations
 from dpstream.models import Model
+from dpstream.models.kinds import CLIPPED_LABELS
 from dpstream.pipelines import Manifest, plan_on_lake
 from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec
 from dpstream.pipelines.executor import lake_blocks
@@ -155,9 +156,18 @@ def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.nda
     X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(planned.holdout), strict=True)]
     outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
     y = np.asarray(y, dtype=np.float64)
+    clipped = None
     if preprocessing and not config.model.declaration.classifies:
         spec = ConvertSpec.from_record(preprocessing)
         outputs, y = (
             np.asarray(spec.original_units(config.lake.label, v), dtype=np.float64) for v in (outputs, y)
         )
-    return config.model.declaration.evaluate(outputs, y)
+        if config.lake.label in spec.bounds:  # labels the conversion clipped sit at its bounds
+            bounds = spec.bounds[config.lake.label]
+            clipped = float(
+                np.mean(np.isclose(y[:, None], np.asarray(bounds)[None, :], rtol=1e-9).any(axis=1))
+            )
+    metrics = config.model.declaration.evaluate(outputs, y)
+    if clipped is not None:
+        metrics[CLIPPED_LABELS] = clipped
+    return metrics

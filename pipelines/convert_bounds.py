@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds
+from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds, TooFewRows
 from dpstream.noise import NoiseKey
 from dpstream.pipelines.lake import LakeError
-from dpstream.privacy import NeighbouringRelation, event_mu
+from dpstream.privacy import NeighbouringRelation, epsilon_for_delta, event_mu
 
 __all__ = ["PrivateBoundsRequest", "sample_mask"]
 
@@ -60,6 +60,15 @@ class PrivateBoundsRequest:
     def mechanism(self) -> PrivateBounds:
         return PrivateBounds.for_budget(self.epsilon, self.delta, NeighbouringRelation.parse(self.relation))
 
+    def _needed_epsilon(self, error: ValueError, mechanism: PrivateBounds, sample_rows: int) -> str:
+        """The least --private-epsilon at which the threshold τ ∝ 1/μ fits in the sample at all (more is
+        needed where a column spreads over several bins): μ·τ/rows, as ε at this δ. Public: τ and the
+        sample size are."""
+        if not isinstance(error, TooFewRows) or sample_rows <= 0:
+            return ""
+        needed = mechanism.mu * error.threshold / sample_rows
+        return f" (at least {epsilon_for_delta(self.delta, needed):.3g} for this sample)"
+
     def release(self, sample: dict[str, np.ndarray], sample_rows: int) -> tuple[dict, dict[str, Any]]:
         """({column: (low, high)}, the provenance for the record) from the sample's raw column values.
         ``sample_rows`` is the number of sampled positions, public (every ``sample_every``-th CSV row): the
@@ -70,11 +79,11 @@ class PrivateBoundsRequest:
         label = self.columns.index(self.label) if self.label in self.columns else None
         try:
             low, high = mechanism.estimate(values, NoiseKey.generate(), self.columns, label, sample_rows)
-        except ValueError as error:  # too few rows: say which flag to change
+        except ValueError as error:  # too few rows: say which flag to change, and by how much
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
                 f"{self.sample_every}th row: {sample_rows:,} rows here). Flags: --bounds COLUMN=LOW,HIGH for public "
-                "ranges, or a larger --private-epsilon"
+                f"ranges, or a larger --private-epsilon{self._needed_epsilon(error, mechanism, sample_rows)}"
             ) from None
         bounds = {
             column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)

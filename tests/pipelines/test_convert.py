@@ -1,6 +1,7 @@
 """CSV → Parquet with explicit column, missing-value and categorical policies; real California data."""
 
 import os
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -255,9 +256,16 @@ def test_private_bounds_refusals_write_nothing(tmp_path):
     tiny = housing_spec(private_bounds=PrivateBoundsRequest(("median_income",), epsilon=0.001))
     with pytest.raises(
         LakeError, match=r"no half-decade bin of column 'median_income'.*every 10th row: 2,064 rows"
-    ):
+    ) as refused:
         csv_to_parquet(str(HOUSING), str(out), tiny)
     assert not out.exists() or not any(out.iterdir())
+    # The message says how much epsilon the sample needs at least, and that much is not refused for it.
+    needed = float(
+        re.search(r"--private-epsilon \(at least ([0-9.e+-]+) for this sample\)$", str(refused.value))[1]
+    )
+    assert 0.001 < needed < 1.0
+    enough = housing_spec(private_bounds=PrivateBoundsRequest(("median_income",), epsilon=needed * 4))
+    csv_to_parquet(str(HOUSING), str(out), enough)
 
 
 def test_label_classes_id_and_intercept_round_trip_through_the_record(tmp_path):

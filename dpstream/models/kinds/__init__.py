@@ -98,6 +98,11 @@ def _classification_metrics(outputs: np.ndarray, y: np.ndarray) -> dict[str, flo
     }
 
 
+# A regression on a converted lake: the share of held-out labels at the conversion's label bounds (the
+# RMSE is against those clipped values; dpstream.flows.planning.evaluate_holdout).
+CLIPPED_LABELS = "held-out labels at the conversion's bounds (share)"
+
+
 def summarise(metrics: Mapping[str, float]) -> str:
     """One line: the held-out metric beside its baseline (``ModelKind.evaluate``'s keys)."""
     rows = int(metrics.get("held-out rows", 0))
@@ -117,6 +122,12 @@ def summarise(metrics: Mapping[str, float]) -> str:
             name = metric.split(" (")[0]
             against = f" against {metrics[baseline]:.6g} for {what}" if baseline in metrics else ""
             line = f"{name} {metrics[metric]:.6g}{against} on {rows:,} rows (non-private, operator only)"
+            clipped = metrics.get(CLIPPED_LABELS, 0.0)
+            if clipped >= 0.01:
+                line += (
+                    f"; {clipped:.1%} of the held-out labels sit at the conversion's label bounds, so this RMSE is "
+                    "against clipped labels (wider --bounds for the label, or more --private-epsilon, keep more)"
+                )
             if metrics.get("held-out classes predicted") == 1.0:
                 line += (
                     "; warning: the model predicts one class for every held-out row, no better than the majority "
