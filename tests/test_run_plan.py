@@ -85,3 +85,24 @@ def test_event_and_report_follow_the_steps_they_are_made_from():
     smaller = dataclasses.replace(plan, steps=plan.algorithm.plan(ROWS // 10, DIM))
     assert smaller.event == plan.algorithm.event(smaller.steps) and smaller.event != plan.event
     assert smaller.report == plan.algorithm.report(smaller.steps)
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities(name):
+    """A user unit (a user's rows combined into one contribution, ``dpstream.models.users``) keeps one
+    row's sensitivities, so the noise is the row unit's; the report says whose data it protects."""
+    from dpstream.privacy import PrivacyUnit
+
+    row_algorithm = ALGORITHMS[name]
+    user_algorithm = dataclasses.replace(
+        row_algorithm, unit=PrivacyUnit.user("customer_id", 8, relation=row_algorithm.relation)
+    )
+    row_plan = RunPlan.build(row_algorithm, LinearRegressionModel(), ROWS, DIM)
+    user_plan = RunPlan.build(user_algorithm, LinearRegressionModel(), ROWS, DIM)
+    assert user_plan.mu == pytest.approx(row_plan.mu, rel=1e-12) and user_plan.event == row_plan.event
+    assert (
+        row_plan.report.unit.startswith("one row")
+        and "privacy unit | one row" in row_plan.report.to_markdown()
+    )
+    assert "one value of 'customer_id' (at most 8 rows" in user_plan.report.unit
+    assert row_algorithm != user_algorithm  # the unit is part of what a checkpoint's fingerprint covers

@@ -52,6 +52,7 @@ from dpstream.algorithms.base import (
     PrivacyReport,
     StepSpan,
     build_report,
+    resolve_unit,
     tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
@@ -61,6 +62,7 @@ from dpstream.privacy import (
     DisjointUnionEvent,
     GaussianEvent,
     NeighbouringRelation,
+    PrivacyUnit,
     SelfComposedEvent,
     mu_for_epsilon_delta,
 )
@@ -122,12 +124,14 @@ class DPAMBSSGD:
     hessian_norm: float | None = None  # L_H ≥ ‖E[xxᵀ]‖; None: R², always stable
     candidate_window: int | None = 2  # w: clip norms ζ_{t−1}·2^−w .. ζ_{t−1}·2^w per step; None: all
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     disjoint_accounting: bool = True
     name: str = "ambssgd"
 
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
-        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
+        object.__setattr__(self, "relation", self.unit.relation)
         if self.statistic not in ("residual", "gradient_norm"):
             raise ValueError(f"statistic must be 'residual' or 'gradient_norm', got {self.statistic!r}")
         if self.statistic == "residual" and (self.feature_norm is None or not self.feature_norm > 0):
@@ -281,7 +285,7 @@ class DPAMBSSGD:
         else:
             clipped_sum = followup_stats.clipped_sums[0]
         clip_norm = float(plan.clip_norms[index])
-        noise_std = plan.alpha * self.relation.clipped_sum_sensitivity(clip_norm)
+        noise_std = plan.alpha * self.unit.clipped_sum_sensitivity(clip_norm)
         noise = plan.gradient_noise.draw(key, span.step, state.params.size)
         released = clipped_sum + noise_std * noise
         params = state.params - plan.learning_rate * released / plan.gradient_rows
@@ -305,7 +309,7 @@ class DPAMBSSGD:
             GaussianEvent(1.0, plan.count_noise_std, self.relation, "DP-STAT count"), self.levels
         )
         # Gradient step: sensitivity Δ(ζ), std αΔ(ζ) whatever ζ_t is; stated for ζ = 1.
-        unit = self.relation.clipped_sum_sensitivity(1.0)
+        unit = self.unit.clipped_sum_sensitivity(1.0)
         gradient = GaussianEvent(unit, alpha * unit, self.relation, "clipped gradient sum")
         if self.disjoint_accounting:
             return DisjointUnionEvent((counts, gradient))
@@ -326,9 +330,10 @@ class DPAMBSSGD:
             mechanism=f"DP-AMBSSGD with per-batch DP-STAT on the {self.statistic.replace('_', ' ')} ({self.levels} levels)",
             event=event,
             relation=self.relation,
+            unit=self.unit,
             epsilon=self.epsilon,
             delta=self.delta,
-            noise_multiplier=plan.alpha * self.relation.clipped_sum_sensitivity(1.0),
+            noise_multiplier=plan.alpha * self.unit.clipped_sum_sensitivity(1.0),
             sensitivity=1.0,
             plan=plan,
             clip_norms=tuple(state.clip_history) if state is not None else (),

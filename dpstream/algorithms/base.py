@@ -26,7 +26,7 @@ import numpy as np
 
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
-from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent
+from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent, PrivacyUnit
 
 __all__ = [
     "StepSpan",
@@ -38,6 +38,7 @@ __all__ = [
     "tail_average",
     "build_report",
     "report_after",
+    "resolve_unit",
 ]
 
 
@@ -97,6 +98,7 @@ class PrivacyReport:
     events: str
     clip_norms: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
+    unit: str = "one row"  # whose data the guarantee protects (``PrivacyUnit.describe``)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +115,7 @@ class PrivacyReport:
         )
         rows = [
             ("mechanism", self.mechanism),
+            ("privacy unit", self.unit),
             ("neighbouring relation", self.relation),
             ("guarantee", f"({self.epsilon:.6g}, {self.delta:g})-DP; {self.mu:.6g}-GDP"),
             ("noise multiplier (noise std / clip norm)", f"{self.noise_multiplier:.6g}"),
@@ -184,6 +187,16 @@ def tail_average(
     return average_sum, average_count
 
 
+def resolve_unit(unit: PrivacyUnit | None, relation: NeighbouringRelation | str) -> PrivacyUnit:
+    """An algorithm's privacy unit: ``unit`` when given (its relation is then the algorithm's), else the
+    row under ``relation``. The unit owns the sensitivities the algorithm calibrates its noise with."""
+    if unit is None:
+        return PrivacyUnit.row(relation)
+    if not isinstance(unit, PrivacyUnit):
+        raise ValueError(f"unit must be a dpstream.privacy.PrivacyUnit, got {type(unit).__name__}")
+    return unit
+
+
 def build_report(
     *,
     mechanism: str,
@@ -196,6 +209,7 @@ def build_report(
     plan: Plan,
     clip_norms: tuple[float, ...] = (),
     notes: tuple[str, ...] = (),
+    unit: PrivacyUnit | None = None,
 ) -> PrivacyReport:
     """Interpret the run's event with the exact accountant; refuse if it exceeds the requested ε."""
     accountant = GdpAccountant(relation).compose(event)
@@ -219,6 +233,7 @@ def build_report(
         events=event.describe(),
         clip_norms=clip_norms,
         notes=notes,
+        unit=(unit if unit is not None else PrivacyUnit.row(relation)).describe(),
     )
 
 

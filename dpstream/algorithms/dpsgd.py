@@ -25,11 +25,18 @@ from dpstream.algorithms.base import (
     StepSpan,
     build_report,
     project_to_ball,
+    resolve_unit,
     tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
-from dpstream.privacy import NeighbouringRelation, NoiseCalibration, PrivacyEvent, calibrate_clipped_sum
+from dpstream.privacy import (
+    NeighbouringRelation,
+    NoiseCalibration,
+    PrivacyEvent,
+    PrivacyUnit,
+    calibrate_gaussian,
+)
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["DPSGD", "DPSGDPlan", "DPSGDState"]
@@ -69,13 +76,15 @@ class DPSGD(OneRoundTrip):
     batch_size: int
     noise: NoiseProcess = make_noise_process("independent")
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     projection_radius: float | None = None
     averaging: str = "last"  # "last" | "tail" (mean of the last half of the iterates)
     name: str = "dpsgd"
 
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
-        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
+        object.__setattr__(self, "relation", self.unit.relation)
         check_positive("clip_norm", self.clip_norm)
         check_positive("learning_rate", self.learning_rate)
         check_positive("batch_size", self.batch_size, integer=True)
@@ -95,10 +104,10 @@ class DPSGD(OneRoundTrip):
             )
         steps = num_rows // batch
         spans = tuple(StepSpan(t, (t * batch, (t + 1) * batch)) for t in range(steps))
-        calibration = calibrate_clipped_sum(
+        calibration = calibrate_gaussian(  # sums of contributions clipped to C: the unit's sensitivity
             self.epsilon,
             self.delta,
-            self.clip_norm,
+            self.unit.clipped_sum_sensitivity(self.clip_norm),
             max_column_norm=self.noise.sensitivity(steps),
             relation=self.relation,
         )
@@ -145,6 +154,7 @@ class DPSGD(OneRoundTrip):
             mechanism=f"one-pass DP-SGD with {self.noise.describe()}",
             event=self.event(plan),
             relation=self.relation,
+            unit=self.unit,
             epsilon=self.epsilon,
             delta=self.delta,
             noise_multiplier=calibration.noise_std / self.clip_norm,

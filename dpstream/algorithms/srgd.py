@@ -35,10 +35,17 @@ from dpstream.algorithms.base import (
     StepSpan,
     build_report,
     project_to_ball,
+    resolve_unit,
 )
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
-from dpstream.privacy import NeighbouringRelation, NoiseCalibration, PrivacyEvent, calibrate_clipped_sum
+from dpstream.privacy import (
+    NeighbouringRelation,
+    NoiseCalibration,
+    PrivacyEvent,
+    PrivacyUnit,
+    calibrate_gaussian,
+)
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AcceleratedDPSRGD", "SRGDPlan", "SRGDState"]
@@ -76,12 +83,14 @@ class AcceleratedDPSRGD(OneRoundTrip):
     smoothness: float = 1.0
     radius: float | None = None  # projection ball B(0, R); None = unconstrained
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     noise: TreeNoise = TreeNoise()  # binary-tree noise on the prefix sums (seed 003 §5)
     name: str = "srgd"
 
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
-        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
+        object.__setattr__(self, "relation", self.unit.relation)
         check_positive("clip_norm", self.clip_norm)
         check_positive("batch_size", self.batch_size, optional=True, integer=True)
         check_positive("beta", self.beta, optional=True)
@@ -95,10 +104,10 @@ class AcceleratedDPSRGD(OneRoundTrip):
                 f"batch_size={batch} is larger than the number of rows N={num_rows}; use batch_size <= N"
             )
         steps = num_rows // batch
-        calibration = calibrate_clipped_sum(
+        calibration = calibrate_gaussian(  # sums of contributions clipped to C: the unit's sensitivity
             self.epsilon,
             self.delta,
-            self.clip_norm,
+            self.unit.clipped_sum_sensitivity(self.clip_norm),
             max_column_norm=self.noise.sensitivity(steps),
             relation=self.relation,
         )
@@ -155,6 +164,7 @@ class AcceleratedDPSRGD(OneRoundTrip):
             mechanism="Accelerated-DP-SRGD with binary-tree noise on prefix sums of clipped gradient differences",
             event=self.event(plan),
             relation=self.relation,
+            unit=self.unit,
             epsilon=self.epsilon,
             delta=self.delta,
             noise_multiplier=calibration.noise_std / self.clip_norm,

@@ -69,11 +69,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report
+from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report, resolve_unit
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.models.multinomial import contrast_basis
 from dpstream.noise import IndependentNoise, NoiseKey
-from dpstream.privacy import ComposedEvent, GaussianEvent, NeighbouringRelation, mu_for_epsilon_delta
+from dpstream.privacy import (
+    ComposedEvent,
+    GaussianEvent,
+    NeighbouringRelation,
+    PrivacyUnit,
+    mu_for_epsilon_delta,
+)
 from dpstream.validation import check_budget, check_positive
 
 __all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
@@ -137,6 +143,7 @@ class AdaSSP(OneRoundTrip):
     )
     label_bound: float = 1.0  # B_y ≥ |y| (labels clipped to it)
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
+    unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     failure_probability: float = 0.05  # ρ of the ridge rule
     budget_split: tuple[float, float, float] = (0.1, 0.6, 0.3)  # shares of μ² for λ_min, XᵀX, Xᵀy
     link: str = (
@@ -148,7 +155,8 @@ class AdaSSP(OneRoundTrip):
 
     def __post_init__(self) -> None:
         check_budget(self.epsilon, self.delta)
-        object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
+        object.__setattr__(self, "relation", self.unit.relation)
         check_positive("row_norm_bound", self.row_norm_bound, optional=True)
         check_positive("label_bound", self.label_bound)
         if not 0.0 < self.failure_probability < 1.0:
@@ -186,9 +194,9 @@ class AdaSSP(OneRoundTrip):
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
         bound = self.bound(dim)
         sensitivities = (
-            self.relation.eigenvalue_sensitivity(bound),
-            self.relation.gram_sensitivity(bound),
-            self.relation.moment_sensitivity(bound, self.target_bound),
+            self.unit.eigenvalue_sensitivity(bound),
+            self.unit.gram_sensitivity(bound),
+            self.unit.moment_sensitivity(bound, self.target_bound),
         )
         return tuple(
             s / (mu * math.sqrt(share)) for s, share in zip(sensitivities, self.budget_split, strict=True)
@@ -229,7 +237,7 @@ class AdaSSP(OneRoundTrip):
     def label_sum_sensitivity(self) -> float:
         """Σ clip(y_i, ±B_y), summed on its own (``BatchStats.label_sum``; nothing read from the rows' columns,
         so a lake whose constant column holds other values cannot exceed it): 2·B_y replace-one, B_y zero-out."""
-        return self.relation.moment_sensitivity(1.0, self.label_bound)
+        return self.unit.moment_sensitivity(1.0, self.label_bound)
 
     def init(self, plan: SSPPlan, params: np.ndarray) -> SSPState:
         return SSPState(np.zeros(plan.num_params))
@@ -362,16 +370,16 @@ class AdaSSP(OneRoundTrip):
         return ComposedEvent(
             (
                 GaussianEvent(
-                    self.relation.eigenvalue_sensitivity(bound),
+                    self.unit.eigenvalue_sensitivity(bound),
                     plan.eigenvalue_std,
                     self.relation,
                     "λ_min(XᵀX)",
                 ),
                 GaussianEvent(
-                    self.relation.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"
+                    self.unit.gram_sensitivity(bound), plan.gram_std, self.relation, "XᵀX upper triangle"
                 ),
                 GaussianEvent(
-                    self.relation.moment_sensitivity(bound, self.target_bound),
+                    self.unit.moment_sensitivity(bound, self.target_bound),
                     plan.moment_std,
                     self.relation,
                     "Xᵀy"
@@ -397,6 +405,7 @@ class AdaSSP(OneRoundTrip):
             mechanism=mechanism,
             event=event,
             relation=self.relation,
+            unit=self.unit,
             epsilon=self.epsilon,
             delta=self.delta,
             noise_multiplier=1.0

@@ -33,9 +33,12 @@ from dpstream.privacy.ledger import (
     RunIdReusedError,
 )
 from dpstream.privacy.relation import NeighbouringRelation
+from dpstream.privacy.unit import PrivacyUnit, group_mu
 
 __all__ = [
     "NeighbouringRelation",
+    "PrivacyUnit",
+    "group_mu",
     "PrivacyEvent",
     "GaussianEvent",
     "MatrixMechanismEvent",

@@ -1,0 +1,118 @@
+"""A user's rows as one contribution (user-level DP, ``dpstream.privacy.unit.PrivacyUnit.user``).
+
+Two steps, each a pure function of public parameters and the rows:
+
+1. **Contribution bounding** (``bound_contributions``): at most k rows per user, chosen uniformly at
+   random, the users in a uniformly random order and each user's rows contiguous, so that a user's rows
+   can be combined where they are read (one block, one step). The users are returned as dense codes
+   0..U−1 in that random order, never as their ids.
+
+2. **Combination** into one contribution with the row unit's bound, so that every release keeps the
+   row unit's sensitivity (``PrivacyUnit``): for AdaSSP's sufficient statistics, a weight w_u on each of
+   user u's rows (``ssp_user_weights``). With rows clipped to ‖x_i‖ ≤ B and targets to ‖t_i‖ ≤ B_t, the
+   user's weighted contributions
+
+       G_u = w_u Σ_i x_i x_iᵀ   (PSD)        and        m_u = w_u Σ_i x_i t_iᵀ
+
+   satisfy tr G_u = w_u Q_u and ‖m_u‖ ≤ w_u Σ_i ‖x_i‖ ‖t_i‖ ≤ w_u S_u B_t, with S_u = Σ_i ‖x_i‖ and
+   Q_u = Σ_i ‖x_i‖². So
+
+       w_u = min(1, B / S_u, B² / Q_u)
+
+   is the largest weight, whatever the labels, with tr G_u ≤ B² (hence ‖G_u‖_F ≤ B² and ‖G_u‖_op ≤ B²)
+   and ‖m_u‖ ≤ B·B_t: exactly one row's bounds, so XᵀX, Xᵀy and λ_min(XᵀX) keep the sensitivities of
+   ``NeighbouringRelation`` (for two PSD G, G' of trace ≤ B², ‖G − G'‖²_F ≤ ‖G‖²_F + ‖G'‖²_F ≤ 2B⁴;
+   Weyl for λ_min). A one-row user gets w = 1: the row unit is the case k = 1. The weight reads only the
+   (clipped) rows, never the labels, so it does not bias the fit towards some labels; it is at least
+   1/k_u (B/S_u ≥ B/(k_u B), B²/Q_u ≥ 1/k_u), so a user's rows are never worth less than their mean.
+   The label sum of a label-mean-only plan takes the user's mean label (weight 1/k_u: |Σ| ≤ B_y).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BoundedUsers", "bound_contributions", "ssp_user_weights", "user_counts"]
+
+
+class BoundedUsers:
+    """The rows a user-level pass reads: ``rows`` (indices into the input, each user's rows contiguous,
+    users in random order), ``users`` (the dense code 0..U−1 of each kept row, non-decreasing) and
+    ``rows_per_user`` (k_u, length U)."""
+
+    def __init__(self, rows: np.ndarray, users: np.ndarray, rows_per_user: np.ndarray):
+        self.rows, self.users, self.rows_per_user = rows, users, rows_per_user
+
+    @property
+    def num_users(self) -> int:
+        return int(self.rows_per_user.size)
+
+    @property
+    def starts(self) -> np.ndarray:
+        """The position of each user's first row in ``rows`` (for ``np.add.reduceat``)."""
+        return np.concatenate([[0], np.cumsum(self.rows_per_user)[:-1]]).astype(np.int64)
+
+
+def bound_contributions(
+    user_ids: Any, max_rows_per_user: int | None, rng: np.random.Generator | None = None
+) -> BoundedUsers:
+    """At most ``max_rows_per_user`` rows per distinct id (all with None), chosen uniformly at random;
+    the users in a uniformly random order, each user's kept rows contiguous (in random order too).
+    ``rng`` defaults to a generator seeded from OS entropy: which rows are dropped is not reproducible
+    from anything a run publishes."""
+    if max_rows_per_user is not None and (
+        isinstance(max_rows_per_user, bool) or not isinstance(max_rows_per_user, int) or max_rows_per_user < 1
+    ):
+        raise ValueError(
+            f"max_rows_per_user must be a whole number ≥ 1 (or None: all), got {max_rows_per_user!r}"
+        )
+    ids = np.asarray(user_ids)
+    if ids.ndim != 1:
+        raise ValueError(f"the user ids must be one value per row, got shape {ids.shape}")
+    if ids.size and ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):
+        row = int(np.argmax(~np.isfinite(ids)))
+        raise ValueError(f"the user ids hold a missing value (row {row}); every row needs its user's id")
+    if ids.dtype == object and any(value is None for value in ids):
+        row = next(i for i, value in enumerate(ids) if value is None)
+        raise ValueError(f"the user ids hold a missing value (row {row}); every row needs its user's id")
+    rng = rng if rng is not None else np.random.default_rng()  # OS entropy
+    _, codes = np.unique(ids, return_inverse=True)
+    codes = codes.ravel()
+    num_users = int(codes.max()) + 1 if codes.size else 0
+    order = rng.permutation(num_users)  # user code → its position in the pass
+    # A random key per row breaks ties uniformly: sorting by (position of the user, key) lists each
+    # user's rows in uniformly random order, and its first k are a uniform k-subset.
+    keys = rng.random(codes.size)
+    by_user = np.lexsort((keys, order[codes]))
+    positions = order[codes][by_user]
+    counts = np.bincount(positions, minlength=num_users)
+    rank = np.arange(by_user.size) - np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    keep = rank < (max_rows_per_user if max_rows_per_user is not None else by_user.size)
+    kept_users = positions[keep]
+    return BoundedUsers(by_user[keep], kept_users, np.bincount(kept_users, minlength=num_users))
+
+
+def user_counts(users: np.ndarray) -> np.ndarray:
+    """k_u of every row's user, for rows listed user by user (``BoundedUsers.users``)."""
+    counts = np.bincount(users)
+    return counts[users]
+
+
+def ssp_user_weights(
+    row_norms: np.ndarray, users: np.ndarray, row_norm_bound: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(w per row for XᵀX and XᵀT, v per row for the label sum): w_u = min(1, B/S_u, B²/Q_u) from the
+    norms of the *clipped* rows (‖x_i‖ ≤ B), v_u = 1/k_u (module docstring). ``users`` are the rows' user
+    codes, each user's rows contiguous."""
+    norms = np.asarray(row_norms, dtype=np.float64)
+    if norms.size and norms.max() > row_norm_bound * (1 + 1e-12):
+        raise ValueError("ssp_user_weights needs the norms of rows already clipped to the row-norm bound")
+    users = np.asarray(users, dtype=np.int64)
+    sums = np.bincount(users, weights=norms)
+    squares = np.bincount(users, weights=norms * norms)
+    with np.errstate(divide="ignore"):
+        per_user = np.minimum(1.0, np.minimum(row_norm_bound / sums, row_norm_bound**2 / squares))
+    per_user = np.where(sums > 0, per_user, 1.0)  # a user of zero rows contributes nothing at any weight
+    return per_user[users], 1.0 / user_counts(users)
