@@ -25,6 +25,7 @@ MODULES = [
     "benchmarks.kan_california",
     "benchmarks.real_data",
     "benchmarks.multiclass",
+    "benchmarks.user_level",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",

@@ -163,11 +163,13 @@ class PrivateBounds:
         )
 
     # --- round 1 ----------------------------------------------------------------------------------
-    def coarse_histogram(self, columns: np.ndarray) -> np.ndarray:
-        """(d, m + 1) int64 counts of each column's values per grid bin; sums over disjoint rows merge."""
+    def coarse_histogram(self, columns: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """(d, m + 1) counts of each column's values per grid bin; sums over disjoint rows merge.
+        ``weights`` (the user unit: 1/k_u on each of user u's rows) make a user's rows weigh 1 in each
+        column, so one user moves a column's histogram as one row does: the sensitivity is unchanged."""
         columns = _as_columns(columns)
         bins = np.searchsorted(self.edges, columns, side="left")  # value v in bin b iff e_{b−1} < v ≤ e_b
-        return _counts(bins, self.edges.size + 1)
+        return _counts(bins, self.edges.size + 1, weights)
 
     def coarse_release(
         self, counts: np.ndarray, key: NoiseKey, names: tuple[str, ...] | None = None
@@ -198,12 +200,15 @@ class PrivateBounds:
         return low, high
 
     # --- round 2 ----------------------------------------------------------------------------------
-    def fine_histogram(self, columns: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-        """(d, fine_bins) int64 counts on equal bins of each column's coarse range (ends included)."""
+    def fine_histogram(
+        self, columns: np.ndarray, low: np.ndarray, high: np.ndarray, weights: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(d, fine_bins) counts on equal bins of each column's coarse range (ends included); ``weights``
+        as in ``coarse_histogram``."""
         columns = _as_columns(columns)
         position = (columns - low) / (high - low)
         bins = np.clip(np.floor(position * self.fine_bins), 0, self.fine_bins - 1).astype(np.int64)
-        return _counts(bins, self.fine_bins)
+        return _counts(bins, self.fine_bins, weights)
 
     def fine_release(
         self,
@@ -274,9 +279,11 @@ def _as_columns(columns: np.ndarray) -> np.ndarray:
     return columns
 
 
-def _counts(bins: np.ndarray, width: int) -> np.ndarray:
+def _counts(bins: np.ndarray, width: int, weights: np.ndarray | None = None) -> np.ndarray:
     offsets = bins + width * np.arange(bins.shape[1])[None, :]
-    return np.bincount(offsets.ravel(), minlength=width * bins.shape[1]).reshape(bins.shape[1], width)
+    repeated = None if weights is None else np.repeat(np.asarray(weights, dtype=np.float64), bins.shape[1])
+    counts = np.bincount(offsets.ravel(), weights=repeated, minlength=width * bins.shape[1])
+    return counts.reshape(bins.shape[1], width)
 
 
 def _occupied(noisy: np.ndarray, threshold: float) -> tuple[int, int] | None:

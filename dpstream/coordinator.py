@@ -33,7 +33,7 @@ from dpstream.privacy import LakeLedger, RunIdReusedError
 from dpstream.run_plan import RunPlan
 from dpstream.validation import check_name
 
-__all__ = ["Executor", "InMemoryExecutor", "RowStream", "FitResult", "run", "execute"]
+__all__ = ["Executor", "InMemoryExecutor", "RowStream", "UserStream", "FitResult", "run", "execute"]
 
 
 class Executor(Protocol):
@@ -99,18 +99,78 @@ class RowStream:
         self._last_range, self._last_views = (start, stop), views
 
 
+class UserStream:
+    """Consecutive ranges of *users* from an iterator of (X, y, users) blocks: each row's user code, the
+    codes ascending through the stream and every user's rows in one block (``dpstream.models.users.
+    bound_contributions`` lays them out so). Under the user unit a plan's rows are users: span [a, b)
+    is every row of users a..b−1. Read once and in order, like ``RowStream``."""
+
+    def __init__(self, blocks: Iterable[tuple[Any, Any, Any]]):
+        self._blocks = iter(blocks)
+        self._block: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._position = 0  # the next unread user
+        self._last_range: tuple[int, int] | None = None
+        self._last_views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def _next_block(self) -> bool:
+        try:
+            X, y, users = next(self._blocks)
+        except StopIteration:
+            return False
+        X, y, users = np.asarray(X), np.asarray(y), np.asarray(users, dtype=np.int64)
+        if users.shape != (X.shape[0],) or (users.size and np.any(np.diff(users) < 0)):
+            raise ValueError("each block's user codes must be one per row, ascending through the stream")
+        if self._block is not None and users.size and self._block[2].size and users[0] <= self._block[2][-1]:
+            raise ValueError(
+                f"user {int(users[0])} continues into a second block: each user's rows must be in one"
+            )
+        self._block = (X, y, users)
+        return True
+
+    def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        if (start, stop) == self._last_range:
+            yield from self._last_views
+            return
+        if start < self._position:
+            raise ValueError(f"users {start}..{stop} were already consumed: the stream is single-pass")
+        self._position, views = start, []
+        while self._position < stop:
+            block = self._block
+            if block is None or not block[2].size or self._position > block[2][-1]:
+                if not self._next_block():
+                    raise ValueError(
+                        f"the data ended at user {self._position}, before user {stop} the plan needs"
+                    )
+                continue
+            X, y, users = block
+            lo, hi = np.searchsorted(users, [self._position, stop], side="left")
+            if hi > lo:
+                views.append((X[lo:hi], y[lo:hi], users[lo:hi]))
+                yield views[-1]
+            self._position = min(stop, int(users[-1]) + 1)
+        self._last_range, self._last_views = (start, stop), views
+
+
 class InMemoryExecutor:
-    def __init__(self, model: Model, blocks: Iterable[tuple[Any, Any]]):
+    """Statistics of an iterator of (X, y) blocks, or of (X, y, users) blocks with ``by_user`` (the user
+    unit: spans count users, and the model combines each user's rows, ``Model.block_stats(users=...)``)."""
+
+    def __init__(self, model: Model, blocks: Iterable[tuple[Any, ...]], by_user: bool = False):
         self.model = model
-        self.stream = RowStream(blocks)
+        self.by_user = by_user
+        self.stream = UserStream(blocks) if by_user else RowStream(blocks)
+
+    def _pieces(self, span: tuple[int, int]) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+        for piece in self.stream.take(*span):
+            yield piece[0], piece[1], ({"users": piece[2]} if self.by_user else {})
 
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
         stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
         if span.stat_rows is not None and request.thresholds is not None:
-            for X, y in self.stream.take(*span.stat_rows):
-                stats = stats + self.model.block_stats(X, y, request, role="stat")
-        for X, y in self.stream.take(*span.gradient_rows):
-            stats = stats + self.model.block_stats(X, y, request, role="gradient")
+            for X, y, users in self._pieces(span.stat_rows):
+                stats = stats + self.model.block_stats(X, y, request, role="stat", **users)
+        for X, y, users in self._pieces(span.gradient_rows):
+            stats = stats + self.model.block_stats(X, y, request, role="gradient", **users)
         return stats
 
 

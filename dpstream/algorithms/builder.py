@@ -29,7 +29,9 @@ from dpstream.algorithms.dpsgd import DPSGD
 from dpstream.algorithms.srgd import AcceleratedDPSRGD
 from dpstream.algorithms.ssp import AdaSSP
 from dpstream.models.kinds import training_defaults
+from dpstream.models.users import USER_LEVEL_SSP_ONLY
 from dpstream.noise import make_noise_process
+from dpstream.privacy import PrivacyUnit
 
 __all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "resolve_model_defaults"]
 
@@ -63,6 +65,7 @@ class AlgorithmSpec:
     row_norm_bound: float | None = None  # AdaSSP
     label_bound: float = 1.0  # AdaSSP
     intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
+    unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     given: frozenset[str] = (
         frozenset()
     )  # hyperparameters set explicitly: refused where the algorithm ignores them
@@ -116,10 +119,12 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
         learning_rate=spec.learning_rate,
     )
     _refuse_ignored(spec, name)
+    if spec.unit is not None and spec.unit.is_user and name != "ssp":
+        raise ValueError(USER_LEVEL_SSP_ONLY)
     learning_rate = (
         spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, num_params)
     )
-    common = dict(relation=spec.relation)
+    common = dict(relation=spec.relation, unit=spec.unit)
     if name == "ssp":
         return name, AdaSSP(
             spec.epsilon,

@@ -312,7 +312,15 @@ class AdaSSP(OneRoundTrip):
             return np.arange(dim), np.zeros(dim), gram
         rest = np.delete(np.arange(dim), k)
         sums = gram[rest, k]
-        return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / float(plan.num_rows)
+        return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / self.count(gram, plan)
+
+    def count(self, gram: np.ndarray, plan: SSPPlan) -> float:
+        """Σ_i 1 over the rows, as the intercept column sees it: N itself, public, under the row unit; under
+        the user unit the rows carry the users' weights (``dpstream.models.users``), so the weighted count
+        is the noisy (XᵀX)_{kk} (post-processing of the release), floored at 1."""
+        if self.intercept_index is None or not self.unit.is_user:
+            return float(plan.num_rows)
+        return max(1.0, float(gram[self.intercept_index, self.intercept_index]))
 
     def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: SSPPlan) -> np.ndarray:
         """The ridge solution from the noisy statistics; in regression the intercept unpenalised (module
@@ -320,10 +328,10 @@ class AdaSSP(OneRoundTrip):
         rest, sums, matrix = self._penalised(gram, plan)
         if not self.centres:
             return _ridge_solve(matrix, moment, ridge, plan.gram_std)
-        label_sum = moment[self.intercept_index]
-        weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / plan.num_rows, ridge, plan.gram_std)
+        label_sum, count = moment[self.intercept_index], self.count(gram, plan)
+        weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / count, ridge, plan.gram_std)
         params = np.empty(plan.num_params)
-        params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / plan.num_rows
+        params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / count
         return params
 
     def uses_discriminants(self, plan: SSPPlan) -> bool:
@@ -345,7 +353,7 @@ class AdaSSP(OneRoundTrip):
         class c is N·xᵀ(NΣ_W + λI)⁻¹μ_c − ½N·μ_cᵀ(NΣ_W + λI)⁻¹μ_c + log(N_c/ΣN), AdaSSP's ridge λ and the
         PSD projection applied as in ``solve``. Unlike the quadratic surrogate it does not mask classes
         whose mean lies between others' (an ordinal grade's middle levels)."""
-        k, classes, rows = self.intercept_index, self.num_classes, float(plan.num_rows)
+        k, classes, rows = self.intercept_index, self.num_classes, self.count(gram, plan)
         moment = contrasts @ contrast_basis(classes).T + np.outer(gram[:, k], np.ones(classes)) / classes
         rest = np.delete(np.arange(gram.shape[0]), k)
         counts = np.maximum(moment[k], max(1.0, plan.moment_std))

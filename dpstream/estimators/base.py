@@ -36,11 +36,26 @@ from dpstream.estimators.support import (
     is_number,
 )
 from dpstream.models import Model, ModelKind
+from dpstream.models.users import bound_contributions
 from dpstream.noise import NoiseKey
-from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
+from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
 
 __all__ = ["SinglePassEstimator", "BLOCK_ROWS"]
+
+
+def _block_cuts(num_rows: int, block_rows: int, users: np.ndarray | None) -> list[tuple[int, int]]:
+    """[start, stop) of each block: every ``block_rows`` rows, or with ``users`` (non-decreasing codes) at
+    the first user boundary at or after that, so no user spans two blocks."""
+    cuts, start = [], 0
+    while start < num_rows:
+        stop = min(start + block_rows, num_rows)
+        if users is not None and stop < num_rows:
+            stop = int(np.searchsorted(users, users[stop - 1], side="right"))  # the end of that user's rows
+        cuts.append((start, stop))
+        start = stop
+    return cuts
+
 
 BLOCK_ROWS = 65536  # rows per block of the single pass (the ``block_rows`` default)
 
@@ -67,6 +82,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         "relation": [StrOptions({"replace-one", "zero-out"})],
         "noise_key": [NoiseKey, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
+        "max_rows_per_user": [Interval(Integral, 1, None, closed="left"), None],
         "backend": [StrOptions(set(BACKENDS))],
     }
 
@@ -126,11 +142,31 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _known_hyperparameters(self) -> frozenset[str]:
         return frozenset(self.get_params()) & HYPERPARAMETERS
 
+    def _bound_users(
+        self, X: Any, y: Any, groups: Any, num_rows: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, PrivacyUnit]:
+        """(X, y listed user by user with at most k rows each, each row's user code, the number of users
+        U, the user unit). Under the user unit the plan counts users: U is its public size."""
+        if is_dask(X):
+            raise ValueError(
+                "groups (user-level DP) takes in-memory X and y (NumPy or pandas); compute the Dask collection first"
+            )
+        ids = np.asarray(groups.to_numpy() if hasattr(groups, "to_numpy") else groups)
+        if ids.ndim != 1 or ids.shape[0] != num_rows:
+            raise ValueError(
+                f"groups must hold one id per row of X ({num_rows:,}), got shape {ids.shape}; pass the user "
+                "(customer, patient, device) column"
+            )
+        bounded = bound_contributions(ids, self.max_rows_per_user)  # OS entropy: not reproducible
+        unit = PrivacyUnit.user("groups", self.max_rows_per_user, self.relation)
+        return X[bounded.rows], np.asarray(y)[bounded.rows], bounded.users, bounded.num_users, unit
+
     def _build_algorithm(self, model: Model, num_rows: int, dim: int, epsilon: float) -> Any:
         spec = AlgorithmSpec(
             epsilon=epsilon,
             delta=self.delta,
             relation=self.relation,
+            unit=getattr(self, "_unit", None),
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
             **self._algorithm_request(model, dim),
@@ -138,15 +174,22 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
         return algorithm
 
-    def _raw_blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The rows in blocks of ``block_rows`` (a Dask collection's partitions), checked, before scaling."""
+    def _raw_blocks(
+        self, X: Any, y: Any, users: np.ndarray | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(rows, labels, their user codes or None) in blocks of ``block_rows`` (a Dask collection's
+        partitions), checked, before scaling; with ``users`` (rows listed user by user) a block ends at a
+        user's last row, so every user's rows are in one block."""
         offset = 0
         if is_dask(X):
-            X_parts, y_parts = dask_partitions(X), dask_partitions(y)
+            X_parts, y_parts = list(dask_partitions(X)), list(dask_partitions(y))
+            user_parts: Any = [None] * len(X_parts)  # groups take in-memory inputs only
         else:
-            X_parts = (X[i : i + self.block_rows] for i in range(0, X.shape[0], self.block_rows))
-            y_parts = (y[i : i + self.block_rows] for i in range(0, y.shape[0], self.block_rows))
-        for X_part, y_part in zip(X_parts, y_parts, strict=True):
+            cuts = _block_cuts(X.shape[0], self.block_rows, users)
+            X_parts = (X[a:b] for a, b in cuts)
+            y_parts = (y[a:b] for a, b in cuts)
+            user_parts = (None if users is None else users[a:b] for a, b in cuts)
+        for X_part, y_part, block_users in zip(X_parts, y_parts, user_parts, strict=True):
             block = as_2d_float(X_part.compute() if hasattr(X_part, "compute") else X_part)
             labels = np.asarray(y_part.compute() if hasattr(y_part, "compute") else y_part).ravel()
             check_finite(block, "X", offset)
@@ -156,12 +199,19 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
                     f"X has {block.shape[1]} features in a block starting at row {offset}, expected {self.n_features_in_}"
                 )
             offset += block.shape[0]
-            yield block, labels
+            yield block, labels, block_users
 
-    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The training pass: each block clipped and mapped with the fit's bounds (``PublicScale``)."""
-        for block, labels in self._raw_blocks(X, y):
-            yield self._to_public_scale(block, labels)
+    def _model_rows(self, block: np.ndarray) -> np.ndarray:
+        """A block on the public scale as the model reads it (a GLM appends its intercept column)."""
+        return block
+
+    def _blocks(self, X: Any, y: Any, users: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, ...]]:
+        """The training pass: each block clipped and mapped with the fit's bounds (``PublicScale``), with
+        its user codes under the user unit."""
+        for block, labels, block_users in self._raw_blocks(X, y, users):
+            block, labels = self._to_public_scale(block, labels)
+            block = self._model_rows(block)
+            yield (block, labels) if users is None else (block, labels, block_users)
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
         if is_dask(X):
@@ -197,15 +247,24 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self._check_targets(y)
         return X, y, X.shape[0]
 
-    def fit(self, X: Any, y: Any) -> SinglePassEstimator:
+    def fit(self, X: Any, y: Any, groups: Any = None) -> SinglePassEstimator:
+        """Fit in one pass. ``groups`` (scikit-learn's convention: one id per row, e.g. a customer) makes
+        the privacy unit the user: at most ``max_rows_per_user`` rows per id are kept (chosen uniformly
+        at random), each id's rows are combined into one contribution, and the guarantee protects every
+        row of one id together (``dpstream.privacy.PrivacyUnit``; AdaSSP only so far). The ids themselves
+        are read once and never kept."""
         self._validate_params()
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
+        users, unit = None, None
+        if groups is not None:
+            X, y, users, num_rows, unit = self._bound_users(X, y, groups, num_rows)
+        self._unit = unit
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._parse_bounds()
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
-        bounds = self._private_bounds(lambda: self._raw_blocks(X, y), num_rows, key, mu)
+        bounds = self._private_bounds(lambda: self._raw_blocks(X, y, users), num_rows, key, mu)
         # Private bounds take a share of μ²; training gets the rest, so the two compose to (ε, δ).
         epsilon = (
             self.epsilon
@@ -219,7 +278,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
         result = run(
             algorithm,
-            InMemoryExecutor(model, self._blocks(X, y)),
+            InMemoryExecutor(model, self._blocks(X, y, users), by_user=users is not None),
             num_rows=num_rows,
             num_params=dim,
             initial_params=model.init_params(inputs),

@@ -33,7 +33,6 @@ shown outside the data owner's trust boundary.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from numbers import Integral, Real
 from typing import Any
 
@@ -93,6 +92,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         fit_intercept: bool = True,
         noise_key: NoiseKey | None = None,
         block_rows: int = BLOCK_ROWS,
+        max_rows_per_user: int | None = None,
         backend: str = "numpy",
         feature_bounds: tuple | None = None,
         label_bounds: tuple | None = None,
@@ -113,6 +113,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         self.fit_intercept = fit_intercept
         self.noise_key = noise_key
         self.block_rows = block_rows
+        self.max_rows_per_user = max_rows_per_user
         self.backend = backend
         self.feature_bounds = feature_bounds
         self.label_bounds = label_bounds
@@ -141,12 +142,11 @@ class _DPGLMEstimator(SinglePassEstimator):
     def _model_inputs(self) -> int:
         return self.n_features_in_ + int(self.fit_intercept)
 
-    def _blocks(self, X: Any, y: Any) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The training pass: each block on [−1, 1], with the intercept column."""
-        for block, labels in super()._blocks(X, y):
-            if self.fit_intercept:
-                block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
-            yield block, labels
+    def _model_rows(self, block: np.ndarray) -> np.ndarray:
+        """A block on [−1, 1] with the intercept column."""
+        if self.fit_intercept:
+            block = np.hstack([block, np.ones((block.shape[0], 1), dtype=block.dtype)])
+        return block
 
     def _store(self, params: np.ndarray) -> None:
         intercept = float(params[-1]) if self.fit_intercept else 0.0
@@ -201,6 +201,11 @@ _PARAMETERS = """
         None draws a fresh key from OS entropy at each fit; a key reproduces a fit bit for bit.
     block_rows : int, default 65536
         Rows per block streamed through the single pass.
+    max_rows_per_user : int or None, default None
+        With ``fit(X, y, groups=ids)`` (user-level DP): at most this many rows per id are kept, chosen
+        uniformly at random (None: all). Each id's rows are combined into one contribution with one
+        row's bounds, so the guarantee protects all of a person's rows at the stated epsilon
+        (``dpstream.models.users``; AdaSSP only so far).
     backend : {"numpy", "cupy", "auto"}, default "numpy"
         Where the batch statistics are computed.
 

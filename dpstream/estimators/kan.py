@@ -102,6 +102,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         backend: str = "numpy",
         noise_key: NoiseKey | None = None,
         block_rows: int = BLOCK_ROWS,
+        max_rows_per_user: int | None = None,
     ):
         self.epsilon = epsilon
         self.delta = delta
@@ -123,6 +124,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         self.backend = backend
         self.noise_key = noise_key
         self.block_rows = block_rows
+        self.max_rows_per_user = max_rows_per_user
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -205,7 +205,9 @@ class PublicScale:
 
         try:
             low, high = mechanism.coarse_release(
-                sum(mechanism.coarse_histogram(columns(X, y)) for X, y in raw_blocks()), key, tuple(names)
+                sum(mechanism.coarse_histogram(columns(X, y), _user_weights(u)) for X, y, u in raw_blocks()),
+                key,
+                tuple(names),
             )
         except TooFewRows as error:
             # The fewest rows with which any column could be bounded: one bin holding τ + 2σ at the largest share.
@@ -222,7 +224,9 @@ class PublicScale:
                 f"a retry on the same rows spends it again. Pass {given} from "
                 "public knowledge, such as the data's documentation, or use a larger epsilon"
             ) from None
-        fine = sum(mechanism.fine_histogram(columns(X, y), low, high) for X, y in raw_blocks())
+        fine = sum(
+            mechanism.fine_histogram(columns(X, y), low, high, _user_weights(u)) for X, y, u in raw_blocks()
+        )
         tail = mechanism.tails(num_rows, len(names), len(names) - 1 if self._estimate_label else None)
         low, high = mechanism.fine_release(fine, key, low, high, num_rows, tail)
         symmetric = self._symmetric_map()
@@ -294,6 +298,16 @@ class ClassifierLabels(ClassifierMixin):
         if margins.ndim == 2:
             return self.classes_[np.argmax(margins, axis=1)]
         return self.classes_[(margins > 0).astype(int)]
+
+
+def _user_weights(users: np.ndarray | None) -> np.ndarray | None:
+    """1/k_u per row under the user unit: a user's rows weigh 1 in every column's histogram, one row's
+    contribution (``dpstream.bounds``); None under the row unit."""
+    if users is None:
+        return None
+    from dpstream.models.users import user_counts
+
+    return 1.0 / user_counts(np.unique(users, return_inverse=True)[1].ravel())
 
 
 def _estimated(bounds: Any) -> bool:

@@ -32,8 +32,9 @@ from threadpoolctl import ThreadpoolController
 from dpstream.backend import array_module, to_device, to_host
 from dpstream.models import glm_cpu, glm_cuda
 from dpstream.models.clipping import clip_factors, clip_labels
-from dpstream.models.moments import moment_sums
+from dpstream.models.moments import moment_sums, user_weights
 from dpstream.models.stats import BatchStats, StatsRequest
+from dpstream.models.users import USER_LEVEL_SSP_ONLY
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
@@ -84,13 +85,17 @@ class GLM:
         return np.asarray(X) @ params.astype(X.dtype, copy=False)
 
     def block_stats(
-        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient", users: Any = None
     ) -> BatchStats:
         """Statistics of one block of rows.
 
         ``role="gradient"`` fills the clipped sums (one per candidate clip norm); ``role="stat"``
-        fills the DP-STAT histogram of the requested statistic over ``request.thresholds``.
+        fills the DP-STAT histogram of the requested statistic over ``request.thresholds``. ``users``
+        (the user unit: each row's user, whole users per block) combines a user's rows into one
+        contribution; so far for AdaSSP's sufficient statistics (``dpstream.models.users``).
         """
+        if users is not None and request.kind != "moments":
+            raise ValueError(USER_LEVEL_SSP_ONLY)
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(X)
@@ -103,7 +108,7 @@ class GLM:
         X = X.astype(dtype, copy=False)
         xp = array_module(self.backend)
         if request.kind == "moments":
-            return self._moment_stats(X, y, request, xp)
+            return self._moment_stats(X, y, request, xp, users)
         stats = BatchStats.zeros(
             len(request.clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
         )
@@ -130,14 +135,22 @@ class GLM:
             stats.clipped_rows += clipped_rows
         return stats
 
-    def _moment_stats(self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any) -> BatchStats:
+    def _moment_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any, users: Any = None
+    ) -> BatchStats:
         """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
         X = to_device(X, xp)
         labels = self.targets(xp.asarray(y, dtype=xp.float64))
         with _BLAS.limit(limits=1, user_api="blas"):
-            gram, moment, clipped = moment_sums(X, labels, request.row_norm_bound, request.label_bound, xp)
-        # Σ clip(y) on its own: what a label-mean-only plan releases, whatever the rows' columns hold
-        label_sum = float(to_host(clip_labels(labels, request.label_bound, xp).sum()))
+            gram, moment, clipped = moment_sums(
+                X, labels, request.row_norm_bound, request.label_bound, xp, users
+            )
+        # Σ clip(y) on its own: what a label-mean-only plan releases, whatever the rows' columns hold (a
+        # user's mean label under the user unit: |Σ| ≤ B_y per user)
+        clipped_labels = clip_labels(labels, request.label_bound, xp)
+        if users is not None:
+            clipped_labels = clipped_labels * user_weights(X, users, request.row_norm_bound)[1]
+        label_sum = float(to_host(clipped_labels.sum()))
         return BatchStats(
             clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),
             row_count=X.shape[0],

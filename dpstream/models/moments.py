@@ -10,6 +10,10 @@ The clipping (``dpstream.models.clipping``) is what bounds one record's contribu
 disjoint blocks add, in any grouping (``BatchStats`` is a monoid), so the whole lake is one map-reduce.
 
 Chunks of ``CHUNK_ROWS`` rows are multiplied in the block's dtype and accumulated in float64.
+
+Under the user unit (``users``: each row's user, every user's rows in the block) each user's clipped rows
+and targets are weighted by √w_u so that the user adds w_u Σ x̄ x̄ᵀ and w_u Σ x̄ ȳ, one row's bounds
+(``dpstream.models.users.ssp_user_weights``).
 """
 
 from __future__ import annotations
@@ -20,23 +24,38 @@ import numpy as np
 
 from dpstream.backend import to_host
 from dpstream.models.clipping import clip_labels, clip_rows
+from dpstream.models.users import ssp_user_weights
 
-__all__ = ["moment_sums"]
+__all__ = ["moment_sums", "user_weights"]
 
 CHUNK_ROWS = 16384
 
 
+def user_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.ndarray, np.ndarray]:
+    """(w, v) per row of a block holding whole users (``ssp_user_weights`` of the clipped rows' norms)."""
+    if not isinstance(X, np.ndarray):
+        raise ValueError("user-level sufficient statistics run on the NumPy backend: use backend='numpy'")
+    _, local = np.unique(np.asarray(users), return_inverse=True)
+    norms = np.minimum(np.linalg.norm(np.asarray(X, dtype=np.float64), axis=1), row_norm_bound)
+    return ssp_user_weights(norms, local.ravel(), row_norm_bound)
+
+
 def moment_sums(
-    X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np
+    X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np, users: Any = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]; for
     vector targets (rows, K) (a K-class model's contrast vectors) each target row is clipped to norm B_y
-    and Xᵀy is (d, K)."""
+    and Xᵀy is (d, K). With ``users`` (the user unit) each user's rows are weighted (module docstring)."""
     dim = X.shape[1]
     gram, moment, clipped = np.zeros((dim, dim)), np.zeros((dim, *labels.shape[1:])), 0
+    roots = None if users is None else np.sqrt(user_weights(X, users, row_norm_bound)[0])
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
         targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)
+        if roots is not None:  # √w_u on a user's rows and on its targets: w_u on each product
+            root = roots[start : start + CHUNK_ROWS].astype(rows.dtype)
+            rows = rows * root[:, None]
+            targets = targets * (root if targets.ndim == 1 else root[:, None])
         gram += to_host(rows.T @ rows).astype(np.float64)
         moment += to_host(rows.T @ targets).astype(np.float64)
         clipped += count

@@ -45,6 +45,7 @@ from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _cumulative_counts
 from dpstream.models.moments import moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
+from dpstream.models.users import USER_LEVEL_SSP_ONLY
 
 __all__ = ["MultinomialLogisticModel", "contrast_basis"]
 
@@ -133,9 +134,12 @@ class MultinomialLogisticModel:
         return derivatives
 
     def block_stats(
-        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient", users: Any = None
     ) -> BatchStats:
-        """The block's clipped statistics (module docstring); merged across blocks with ``BatchStats.merge``."""
+        """The block's clipped statistics (module docstring); merged across blocks with ``BatchStats.merge``.
+        ``users``: the user unit's combination of a user's rows (AdaSSP's statistics only, as the GLMs)."""
+        if users is not None and request.kind != "moments":
+            raise ValueError(USER_LEVEL_SSP_ONLY)
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(to_host(X))
@@ -148,7 +152,9 @@ class MultinomialLogisticModel:
         num_features = X.shape[1]
         if request.kind == "moments":
             contrasts = contrast_basis(self.num_classes)[indices]
-            gram, moment, clipped = moment_sums(X, contrasts, request.row_norm_bound, request.label_bound)
+            gram, moment, clipped = moment_sums(
+                X, contrasts, request.row_norm_bound, request.label_bound, users=users
+            )
             return BatchStats(
                 clipped_sums=np.zeros((len(request.clip_norms), self.num_params(num_features))),
                 row_count=X.shape[0],

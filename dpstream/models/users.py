@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BoundedUsers", "bound_contributions", "ssp_user_weights", "user_counts"]
+__all__ = ["BoundedUsers", "bound_contributions", "ssp_user_weights", "user_counts", "USER_LEVEL_SSP_ONLY"]
+
+# Until the iterative algorithms combine a user's gradients (clip the user's summed gradient), the user
+# unit trains with AdaSSP only; everything else refuses it with this line.
+USER_LEVEL_SSP_ONLY = (
+    "user-level DP (groups / the user privacy unit) trains with AdaSSP (algorithm 'ssp') in this release: a "
+    "gradient algorithm would need each user's gradients combined into one clipped contribution, which is "
+    "not built yet; use algorithm='ssp' (the default 'auto' picks it up to 256 inputs)"
+)
 
 
 class BoundedUsers:
