@@ -108,6 +108,7 @@ class UserStream:
     def __init__(self, blocks: Iterable[tuple[Any, Any, Any]]):
         self._blocks = iter(blocks)
         self._block: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._last_user = -1  # the last user of every block read so far: none may continue later
         self._position = 0  # the next unread user
         self._last_range: tuple[int, int] | None = None
         self._last_views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -118,12 +119,17 @@ class UserStream:
         except StopIteration:
             return False
         X, y, users = np.asarray(X), np.asarray(y), np.asarray(users, dtype=np.int64)
-        if users.shape != (X.shape[0],) or (users.size and np.any(np.diff(users) < 0)):
-            raise ValueError("each block's user codes must be one per row, ascending through the stream")
-        if self._block is not None and users.size and self._block[2].size and users[0] <= self._block[2][-1]:
+        if X.ndim != 2 or y.shape != (X.shape[0],) or users.shape != (X.shape[0],):
             raise ValueError(
-                f"user {int(users[0])} continues into a second block: each user's rows must be in one"
+                f"each block must be X (rows, features), y (rows,) and users (rows,), got {X.shape}, {y.shape} "
+                f"and {users.shape}"
             )
+        if users.size and (np.any(np.diff(users) < 0) or users[0] <= self._last_user):
+            raise ValueError(
+                "user codes must ascend through the stream, each user's rows in one block (user "
+                f"{int(users[0])} follows user {self._last_user})"
+            )
+        self._last_user = int(users[-1]) if users.size else self._last_user
         self._block = (X, y, users)
         return True
 

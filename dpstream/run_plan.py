@@ -92,3 +92,14 @@ class RunPlan:
                 f"the executor computes statistics for {executor.model!r}, but the run plan trains "
                 f"{self.model!r}; give the executor the plan's model"
             )
+        per_user = getattr(self.algorithm, "unit", None) is not None and self.algorithm.unit.is_user
+        if per_user != getattr(executor, "by_user", False):
+            raise PlanMismatchError(
+                "the run plan's privacy unit is "
+                + (
+                    "the user, but the executor reads rows without their users"
+                    if per_user
+                    else "the row, but the executor combines users' rows"
+                )
+                + "; give InMemoryExecutor(by_user=...) the plan's unit"
+            )

@@ -336,3 +336,18 @@ def test_a_checkpoint_of_another_configuration_is_refused_as_bad_input(tmp_path)
     ) as refused:
         fit_with(2.0)
     assert isinstance(refused.value, ValueError)
+
+
+def test_a_user_stream_refuses_a_user_split_across_blocks_even_past_an_empty_one():
+    from dpstream.coordinator import UserStream
+
+    def block(users):
+        users = np.asarray(users, dtype=np.int64)
+        return np.ones((users.size, 2)), np.zeros(users.size), users
+
+    whole = UserStream([block([0, 0, 1]), block([]), block([2, 3, 3])])
+    taken = [users.tolist() for _, _, users in whole.take(0, 4)]
+    assert taken == [[0, 0, 1], [2, 3, 3]]
+    split = UserStream([block([0, 1]), block([]), block([1, 2])])
+    with pytest.raises(ValueError, match=r"user 1 follows user 1"):
+        list(split.take(0, 3))

@@ -87,22 +87,32 @@ def test_event_and_report_follow_the_steps_they_are_made_from():
     assert smaller.report == plan.algorithm.report(smaller.steps)
 
 
-@pytest.mark.parametrize("name", ALGORITHMS)
-def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities(name):
-    """A user unit (a user's rows combined into one contribution, ``dpstream.models.users``) keeps one
-    row's sensitivities, so the noise is the row unit's; the report says whose data it protects."""
+def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities():
+    """AdaSSP under a user unit (a user's rows combined into one contribution, ``dpstream.models.users``)
+    keeps one row's sensitivities, so its noise is the row unit's; the report says whose data it protects.
+    The gradient algorithms, which cannot combine a user's gradients yet, refuse the user unit, and a plan
+    refuses an executor that does not read users the way its unit says."""
     from dpstream.privacy import PrivacyUnit
 
-    row_algorithm = ALGORITHMS[name]
-    user_algorithm = dataclasses.replace(
-        row_algorithm, unit=PrivacyUnit.user("customer_id", 8, relation=row_algorithm.relation)
-    )
-    row_plan = RunPlan.build(row_algorithm, LinearRegressionModel(), ROWS, DIM)
-    user_plan = RunPlan.build(user_algorithm, LinearRegressionModel(), ROWS, DIM)
+    user = PrivacyUnit.user("customer_id", 8)
+    row_plan = RunPlan.build(ALGORITHMS["ssp"], LinearRegressionModel(), ROWS, DIM)
+    user_plan = RunPlan.build(AdaSSP(1.0, 1e-6, unit=user), LinearRegressionModel(), ROWS, DIM)
     assert user_plan.mu == pytest.approx(row_plan.mu, rel=1e-12) and user_plan.event == row_plan.event
     assert (
         row_plan.report.unit.startswith("one row")
         and "privacy unit | one row" in row_plan.report.to_markdown()
     )
     assert "one value of 'customer_id' (at most 8 rows" in user_plan.report.unit
-    assert row_algorithm != user_algorithm  # the unit is part of what a checkpoint's fingerprint covers
+    assert (
+        user_plan.algorithm != row_plan.algorithm
+    )  # the unit is part of what a checkpoint's fingerprint covers
+    for name in ("dpsgd-lambda", "ambssgd", "srgd"):
+        with pytest.raises(ValueError, match=r"trains with AdaSSP \(algorithm 'ssp'\) in this release"):
+            relation = ALGORITHMS[name].relation
+            dataclasses.replace(ALGORITHMS[name], unit=PrivacyUnit.user("customer_id", 8, relation=relation))
+    with pytest.raises(PlanMismatchError, match="the executor reads rows without their users"):
+        execute(
+            user_plan, InMemoryExecutor(LinearRegressionModel(), _blocks(ROWS)), initial_params=np.zeros(DIM)
+        )
+    with pytest.raises(ValueError, match="disagrees with the unit's"):
+        AdaSSP(1.0, 1e-6, relation="zero-out", unit=user)

@@ -25,8 +25,9 @@ def rmse(model, X, y) -> float:
 
 def test_user_level_beats_row_level_converted_by_group_privacy():
     """At (1, 1e-6)-DP per person with at most k = 20 rows each: the row-level model must run at μ/k
-    (group privacy, ``group_mu``), ε ≈ 0.04 per row. Measured over 8 seeds: user-level RMSE median 0.654
-    (0.60–0.77), row-level converted 1.23 (0.87–1.29), the label mean 1.68, the noise floor 0.58."""
+    (group privacy, ``group_mu``), ε ≈ 0.04 per row. With these keys: user-level RMSE 0.597–0.640 (median
+    0.632), row-level converted 0.993–1.319 (median 1.111), ratio of medians 0.57; the label mean 1.68, the
+    noise floor 0.58 (BENCHMARKS.md, 8 seeds with fresh keys: 0.632 against 1.293)."""
     most, epsilon, delta = 20, 1.0, 1e-6
     row_epsilon = epsilon_for_delta(delta, mu_for_epsilon_delta(epsilon, delta) / most)
     assert group_mu(mu_for_epsilon_delta(row_epsilon, delta), most) == pytest.approx(
@@ -35,7 +36,10 @@ def test_user_level_beats_row_level_converted_by_group_privacy():
     user, row = [], []
     for seed in range(5):
         X, y, ids, X_test, y_test = panel(seed)
-        per_user = DPLinearRegression(epsilon=epsilon, delta=delta, max_rows_per_user=most, **BOUNDS)
+        key = NoiseKey.from_secret(bytes([seed + 1]) * 32)  # the same noise for both: only the unit differs
+        per_user = DPLinearRegression(
+            epsilon=epsilon, delta=delta, max_rows_per_user=most, noise_key=key, **BOUNDS
+        )
         user.append(rmse(per_user.fit(X, y, groups=ids), X_test, y_test))
         kept = bound_contributions(ids, most)
         with warnings.catch_warnings():
@@ -47,7 +51,7 @@ def test_user_level_beats_row_level_converted_by_group_privacy():
         assert "one value of 'groups' (at most 20 rows" in per_user.privacy_report_.unit
         assert per_user.privacy_report_.epsilon == pytest.approx(epsilon, rel=1e-9)
     assert np.median(user) <= 0.7 * np.median(row), (user, row)
-    assert sum(u < r for u, r in zip(user, row, strict=True)) >= 4
+    assert all(u < r for u, r in zip(user, row, strict=True))
     assert np.median(user) < 0.5 * float(np.std(y_test)) + 0.1  # far from the constant predictor (1.68)
 
 
@@ -73,7 +77,7 @@ def test_one_person_with_ten_thousand_rows_moves_the_model_as_one_row_does():
     # Row unit: no groups. User unit: the ids; one fewer user without the heavy one.
     row_shift = shift(None, None)
     user_shift = shift(with_ids, ids)
-    assert row_shift > 0.5 and user_shift < 0.05 * row_shift, (user_shift, row_shift)
+    assert row_shift > 0.5 and user_shift < 0.01 * row_shift, (user_shift, row_shift)  # measured 0.0012
 
 
 def test_multiclass_labels_train_per_person():
@@ -83,13 +87,23 @@ def test_multiclass_labels_train_per_person():
     shares = model.predict_proba(X_test)
     assert shares.shape == (5000, 3) and np.allclose(shares.sum(axis=1), 1.0)
     truth = np.digitize(y_test, [-1.0, 1.0])
-    assert model.score(X_test, truth) > np.bincount(truth).max() / truth.size + 0.1
+    # measured 0.812–0.822 over three panels against 0.43 for the majority class
+    assert model.score(X_test, truth) > np.bincount(truth).max() / truth.size + 0.3
 
 
 def test_ids_are_never_kept_and_bad_groups_are_refused():
     X, y, ids, _, _ = panel(1)
     model = DPLinearRegression(epsilon=1.0).fit(X, y, groups=ids)  # private bounds, per person
     assert b"person-" not in pickle.dumps(model) and "person-" not in model.privacy_report_.to_markdown()
+    assert not hasattr(model, "_outside_public")  # exact row counts are not kept on the model
+    with pytest.raises(ValueError, match="max_rows_per_user bounds a person's rows: pass groups=ids"):
+        DPLinearRegression(max_rows_per_user=5).fit(X, y)
+    # Refused from the settings before any row is read for a release (not "too few rows for private bounds")
+    for settings in ({"algorithm": "ambssgd"}, {"num_steps": 5}, {"batch_size": 64}):
+        with pytest.raises(ValueError, match=r"^user-level DP \(groups"):
+            DPLinearRegression(**settings).fit(X[:1500], y[:1500], groups=ids[:1500])
+    with pytest.raises(ValueError, match="NumPy backend; got backend='auto'"):
+        DPLinearRegression(backend="auto").fit(X, y, groups=ids)
     with pytest.raises(
         ValueError, match=rf"groups must hold one id per row of X \({len(y):,}\), got shape \({len(y) - 1},\)"
     ):

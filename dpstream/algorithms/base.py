@@ -190,10 +190,15 @@ def tail_average(
 def resolve_unit(unit: PrivacyUnit | None, relation: NeighbouringRelation | str) -> PrivacyUnit:
     """An algorithm's privacy unit: ``unit`` when given (its relation is then the algorithm's), else the
     row under ``relation``. The unit owns the sensitivities the algorithm calibrates its noise with."""
+    relation = NeighbouringRelation.parse(relation)
     if unit is None:
         return PrivacyUnit.row(relation)
     if not isinstance(unit, PrivacyUnit):
         raise ValueError(f"unit must be a dpstream.privacy.PrivacyUnit, got {type(unit).__name__}")
+    if relation is not NeighbouringRelation.REPLACE_ONE and relation is not unit.relation:
+        raise ValueError(
+            f"relation={relation.value!r} disagrees with the unit's ({unit.relation.value}); state it once, in the unit"
+        )
     return unit
 
 

@@ -38,6 +38,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
 )
 from dpstream.models import BatchStats, StatsRequest
+from dpstream.models.users import USER_LEVEL_SSP_ONLY
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import (
     NeighbouringRelation,
@@ -91,6 +92,8 @@ class AcceleratedDPSRGD(OneRoundTrip):
         check_budget(self.epsilon, self.delta)
         object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
         object.__setattr__(self, "relation", self.unit.relation)
+        if self.unit.is_user:  # no combined per-user gradient yet: never label row-level noise per person
+            raise ValueError(USER_LEVEL_SSP_ONLY)
         check_positive("clip_norm", self.clip_norm)
         check_positive("batch_size", self.batch_size, optional=True, integer=True)
         check_positive("beta", self.beta, optional=True)

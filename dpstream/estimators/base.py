@@ -36,7 +36,7 @@ from dpstream.estimators.support import (
     is_number,
 )
 from dpstream.models import Model, ModelKind
-from dpstream.models.users import bound_contributions
+from dpstream.models.users import USER_LEVEL_SSP_ONLY, bound_contributions
 from dpstream.noise import NoiseKey
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
@@ -142,6 +142,19 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _known_hyperparameters(self) -> frozenset[str]:
         return frozenset(self.get_params()) & HYPERPARAMETERS
 
+    def _refuse_user_level(self, X: Any, y: Any, num_rows: int) -> None:
+        """What user-level DP cannot train yet, refused from public settings before any release: another
+        backend than NumPy, and an algorithm other than AdaSSP (``USER_LEVEL_SSP_ONLY``)."""
+        if self.backend != "numpy":
+            raise ValueError(
+                f"groups (user-level DP) computes its statistics on the NumPy backend; got backend={self.backend!r}"
+            )
+        self._prepare_classes(y)  # the model's class count decides its size, hence the algorithm
+        model = self._fit_model()
+        self._build_algorithm(model, num_rows, model.num_params(self._model_inputs()), self.epsilon)
+        if self.algorithm_ != "ssp":
+            raise ValueError(USER_LEVEL_SSP_ONLY)
+
     def _bound_users(
         self, X: Any, y: Any, groups: Any, num_rows: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, PrivacyUnit]:
@@ -161,12 +174,14 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         unit = PrivacyUnit.user("groups", self.max_rows_per_user, self.relation)
         return X[bounded.rows], np.asarray(y)[bounded.rows], bounded.users, bounded.num_users, unit
 
-    def _build_algorithm(self, model: Model, num_rows: int, dim: int, epsilon: float) -> Any:
+    def _build_algorithm(
+        self, model: Model, num_rows: int, dim: int, epsilon: float, unit: PrivacyUnit | None = None
+    ) -> Any:
         spec = AlgorithmSpec(
             epsilon=epsilon,
             delta=self.delta,
             relation=self.relation,
-            unit=getattr(self, "_unit", None),
+            unit=unit,
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
             **self._algorithm_request(model, dim),
@@ -257,9 +272,14 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
         users, unit = None, None
+        if groups is None and self.max_rows_per_user is not None:
+            raise ValueError(
+                "max_rows_per_user bounds a person's rows: pass groups=ids to fit (user-level DP), or leave "
+                "it None for row-level DP"
+            )
         if groups is not None:
+            self._refuse_user_level(X, y, num_rows)  # before any row is read for the release
             X, y, users, num_rows, unit = self._bound_users(X, y, groups, num_rows)
-        self._unit = unit
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._parse_bounds()
         self._prepare_classes(y)
@@ -275,7 +295,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
-        algorithm = self._build_algorithm(model, num_rows, dim, epsilon)
+        algorithm = self._build_algorithm(model, num_rows, dim, epsilon, unit)
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y, users), by_user=users is not None),
@@ -290,6 +310,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output
         self._warn_if_clipped()
+        del self._outside_public  # exact counts of the rows (and of clipped values): not kept on the model
         self._warn_if_label_mean_only(result.state)
         self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()

@@ -205,7 +205,9 @@ _PARAMETERS = """
         With ``fit(X, y, groups=ids)`` (user-level DP): at most this many rows per id are kept, chosen
         uniformly at random (None: all). Each id's rows are combined into one contribution with one
         row's bounds, so the guarantee protects all of a person's rows at the stated epsilon
-        (``dpstream.models.users``; AdaSSP only so far).
+        (``dpstream.models.users``; AdaSSP only so far). The number of ids is treated as public, as N is
+        for rows. The rows kept are drawn from OS entropy: where the bound binds, ``noise_key`` alone does
+        not reproduce a fit.
     backend : {"numpy", "cupy", "auto"}, default "numpy"
         Where the batch statistics are computed.
 

@@ -26,6 +26,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
 from dpstream.models.kinds import ModelKind, probabilities
+from dpstream.models.users import histogram_weights
 from dpstream.noise import NoiseKey
 from dpstream.privacy import PrivacyEvent, compose_mu, epsilon_for_delta, event_mu
 from dpstream.scaling import PublicBounds
@@ -205,7 +206,10 @@ class PublicScale:
 
         try:
             low, high = mechanism.coarse_release(
-                sum(mechanism.coarse_histogram(columns(X, y), _user_weights(u)) for X, y, u in raw_blocks()),
+                sum(
+                    mechanism.coarse_histogram(columns(X, y), histogram_weights(u))
+                    for X, y, u in raw_blocks()
+                ),
                 key,
                 tuple(names),
             )
@@ -225,7 +229,8 @@ class PublicScale:
                 "public knowledge, such as the data's documentation, or use a larger epsilon"
             ) from None
         fine = sum(
-            mechanism.fine_histogram(columns(X, y), low, high, _user_weights(u)) for X, y, u in raw_blocks()
+            mechanism.fine_histogram(columns(X, y), low, high, histogram_weights(u))
+            for X, y, u in raw_blocks()
         )
         tail = mechanism.tails(num_rows, len(names), len(names) - 1 if self._estimate_label else None)
         low, high = mechanism.fine_release(fine, key, low, high, num_rows, tail)
@@ -298,16 +303,6 @@ class ClassifierLabels(ClassifierMixin):
         if margins.ndim == 2:
             return self.classes_[np.argmax(margins, axis=1)]
         return self.classes_[(margins > 0).astype(int)]
-
-
-def _user_weights(users: np.ndarray | None) -> np.ndarray | None:
-    """1/k_u per row under the user unit: a user's rows weigh 1 in every column's histogram, one row's
-    contribution (``dpstream.bounds``); None under the row unit."""
-    if users is None:
-        return None
-    from dpstream.models.users import user_counts
-
-    return 1.0 / user_counts(np.unique(users, return_inverse=True)[1].ravel())
 
 
 def _estimated(bounds: Any) -> bool:

@@ -39,6 +39,13 @@ class Model(Protocol):
         """Per-row loss at the given margins (operator-only training curves and evaluation)."""
 
     def block_stats(
-        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        request: StatsRequest,
+        role: str = "gradient",
+        users: np.ndarray | None = None,
     ) -> BatchStats:
-        """The block's clipped statistics for ``request``; merged across blocks with ``BatchStats.merge``."""
+        """The block's clipped statistics for ``request``; merged across blocks with ``BatchStats.merge``.
+        ``users`` (the user unit: each row's user, whole users in the block) combines a user's rows into
+        one contribution (``dpstream.models.users``); a model that cannot refuses it."""

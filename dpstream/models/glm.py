@@ -32,7 +32,7 @@ from threadpoolctl import ThreadpoolController
 from dpstream.backend import array_module, to_device, to_host
 from dpstream.models import glm_cpu, glm_cuda
 from dpstream.models.clipping import clip_factors, clip_labels
-from dpstream.models.moments import moment_sums, user_weights
+from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 from dpstream.models.users import USER_LEVEL_SSP_ONLY
 
@@ -149,7 +149,7 @@ class GLM:
         # user's mean label under the user unit: |Σ| ≤ B_y per user)
         clipped_labels = clip_labels(labels, request.label_bound, xp)
         if users is not None:
-            clipped_labels = clipped_labels * user_weights(X, users, request.row_norm_bound)[1]
+            clipped_labels = clipped_labels * block_ssp_weights(X, users, request.row_norm_bound)[1]
         label_sum = float(to_host(clipped_labels.sum()))
         return BatchStats(
             clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),

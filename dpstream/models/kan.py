@@ -39,6 +39,7 @@ from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _BLAS, _cumulative_counts
 from dpstream.models.kan_cpu import output_layer
 from dpstream.models.stats import BatchStats, StatsRequest
+from dpstream.models.users import USER_LEVEL_SSP_ONLY
 
 __all__ = ["KANModel", "CHUNK_ELEMENTS"]
 
@@ -208,10 +209,12 @@ class KANModel:
         return np.logaddexp(0.0, -y * margins)
 
     def block_stats(
-        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient"
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient", users: Any = None
     ) -> BatchStats:
         """Clipped sums of the per-example gradients for each candidate clip norm (``role="gradient"``)
         or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk."""
+        if users is not None:
+            raise ValueError(USER_LEVEL_SSP_ONLY)
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         if request.kind != "clipped_gradient":

@@ -26,12 +26,12 @@ from dpstream.backend import to_host
 from dpstream.models.clipping import clip_labels, clip_rows
 from dpstream.models.users import ssp_user_weights
 
-__all__ = ["moment_sums", "user_weights"]
+__all__ = ["moment_sums", "block_ssp_weights"]
 
 CHUNK_ROWS = 16384
 
 
-def user_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.ndarray, np.ndarray]:
+def block_ssp_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.ndarray, np.ndarray]:
     """(w, v) per row of a block holding whole users (``ssp_user_weights`` of the clipped rows' norms)."""
     if not isinstance(X, np.ndarray):
         raise ValueError("user-level sufficient statistics run on the NumPy backend: use backend='numpy'")
@@ -48,7 +48,7 @@ def moment_sums(
     and Xᵀy is (d, K). With ``users`` (the user unit) each user's rows are weighted (module docstring)."""
     dim = X.shape[1]
     gram, moment, clipped = np.zeros((dim, dim)), np.zeros((dim, *labels.shape[1:])), 0
-    roots = None if users is None else np.sqrt(user_weights(X, users, row_norm_bound)[0])
+    roots = None if users is None else np.sqrt(block_ssp_weights(X, users, row_norm_bound)[0])
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
         targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)

@@ -15,26 +15,36 @@ Two steps, each a pure function of public parameters and the rows:
        G_u = w_u Σ_i x_i x_iᵀ   (PSD)        and        m_u = w_u Σ_i x_i t_iᵀ
 
    satisfy tr G_u = w_u Q_u and ‖m_u‖ ≤ w_u Σ_i ‖x_i‖ ‖t_i‖ ≤ w_u S_u B_t, with S_u = Σ_i ‖x_i‖ and
-   Q_u = Σ_i ‖x_i‖². So
+   Q_u = Σ_i ‖x_i‖² ≤ B·S_u (each ‖x_i‖ ≤ B). So
 
-       w_u = min(1, B / S_u, B² / Q_u)
+       w_u = min(1, B / S_u)
 
-   is the largest weight, whatever the labels, with tr G_u ≤ B² (hence ‖G_u‖_F ≤ B² and ‖G_u‖_op ≤ B²)
-   and ‖m_u‖ ≤ B·B_t: exactly one row's bounds, so XᵀX, Xᵀy and λ_min(XᵀX) keep the sensitivities of
-   ``NeighbouringRelation`` (for two PSD G, G' of trace ≤ B², ‖G − G'‖²_F ≤ ‖G‖²_F + ‖G'‖²_F ≤ 2B⁴;
-   Weyl for λ_min). A one-row user gets w = 1: the row unit is the case k = 1. The weight reads only the
-   (clipped) rows, never the labels, so it does not bias the fit towards some labels; it is at least
-   1/k_u (B/S_u ≥ B/(k_u B), B²/Q_u ≥ 1/k_u), so a user's rows are never worth less than their mean.
-   The label sum of a label-mean-only plan takes the user's mean label (weight 1/k_u: |Σ| ≤ B_y).
+   gives ‖m_u‖ ≤ B·B_t and tr G_u ≤ (B/S_u)·B·S_u = B² (hence ‖G_u‖_F ≤ B² and ‖G_u‖_op ≤ B²): exactly
+   one row's bounds, so XᵀX, Xᵀy and λ_min(XᵀX) keep the sensitivities of ``NeighbouringRelation`` (for
+   two PSD G, G' of trace ≤ B², ‖G − G'‖²_F ≤ ‖G‖²_F + ‖G'‖²_F ≤ 2B⁴; Weyl for λ_min). It is the largest
+   weight that reads the rows' norms alone (the moment's bound is attained by rows of norm B with aligned
+   targets), so it does not bias the fit towards some labels. A one-row user gets w = 1: the row unit is
+   the case k = 1; w_u ≥ 1/k_u (S_u ≤ k_u·B), so a user's rows are never worth less than their mean.
+   The label sum of a label-mean-only plan takes the user's mean label (weight 1/k_u: |Σ| ≤ B_y), and the
+   private bounds' histograms weigh each row 1/k_u (``histogram_weights``: a user's rows weigh 1 per
+   column, one row's contribution).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BoundedUsers", "bound_contributions", "ssp_user_weights", "user_counts", "USER_LEVEL_SSP_ONLY"]
+__all__ = [
+    "BoundedUsers",
+    "bound_contributions",
+    "ssp_user_weights",
+    "histogram_weights",
+    "user_counts",
+    "USER_LEVEL_SSP_ONLY",
+]
 
 # Until the iterative algorithms combine a user's gradients (clip the user's summed gradient), the user
 # unit trains with AdaSSP only; everything else refuses it with this line.
@@ -45,22 +55,19 @@ USER_LEVEL_SSP_ONLY = (
 )
 
 
+@dataclass(frozen=True)
 class BoundedUsers:
     """The rows a user-level pass reads: ``rows`` (indices into the input, each user's rows contiguous,
     users in random order), ``users`` (the dense code 0..U−1 of each kept row, non-decreasing) and
     ``rows_per_user`` (k_u, length U)."""
 
-    def __init__(self, rows: np.ndarray, users: np.ndarray, rows_per_user: np.ndarray):
-        self.rows, self.users, self.rows_per_user = rows, users, rows_per_user
+    rows: np.ndarray
+    users: np.ndarray
+    rows_per_user: np.ndarray
 
     @property
     def num_users(self) -> int:
         return int(self.rows_per_user.size)
-
-    @property
-    def starts(self) -> np.ndarray:
-        """The position of each user's first row in ``rows`` (for ``np.add.reduceat``)."""
-        return np.concatenate([[0], np.cumsum(self.rows_per_user)[:-1]]).astype(np.int64)
 
 
 def bound_contributions(
@@ -76,18 +83,18 @@ def bound_contributions(
         raise ValueError(
             f"max_rows_per_user must be a whole number ≥ 1 (or None: all), got {max_rows_per_user!r}"
         )
-    ids = np.asarray(user_ids)
-    if ids.ndim != 1:
-        raise ValueError(f"the user ids must be one value per row, got shape {ids.shape}")
-    if ids.size and ids.dtype.kind == "f" and not np.all(np.isfinite(ids)):
-        row = int(np.argmax(~np.isfinite(ids)))
-        raise ValueError(f"the user ids hold a missing value (row {row}); every row needs its user's id")
-    if ids.dtype == object and any(value is None for value in ids):
-        row = next(i for i, value in enumerate(ids) if value is None)
+    import pandas as pd
+
+    if np.ndim(user_ids) != 1:
+        raise ValueError(f"the user ids must be one value per row, got shape {np.shape(user_ids)}")
+    # Hash-based codes: a sort of mixed or missing values (NaN in an object column) could split one
+    # person into several users, each charged as one, which would break the guarantee.
+    codes, _ = pd.factorize(pd.Series(user_ids, copy=False), use_na_sentinel=True)
+    if codes.size and codes.min() < 0:
+        row = int(np.argmax(codes < 0))
         raise ValueError(f"the user ids hold a missing value (row {row}); every row needs its user's id")
     rng = rng if rng is not None else np.random.default_rng()  # OS entropy
-    _, codes = np.unique(ids, return_inverse=True)
-    codes = codes.ravel()
+    codes = np.asarray(codes, dtype=np.int64)
     num_users = int(codes.max()) + 1 if codes.size else 0
     order = rng.permutation(num_users)  # user code → its position in the pass
     # A random key per row breaks ties uniformly: sorting by (position of the user, key) lists each
@@ -111,7 +118,7 @@ def user_counts(users: np.ndarray) -> np.ndarray:
 def ssp_user_weights(
     row_norms: np.ndarray, users: np.ndarray, row_norm_bound: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(w per row for XᵀX and XᵀT, v per row for the label sum): w_u = min(1, B/S_u, B²/Q_u) from the
+    """(w per row for XᵀX and XᵀT, v per row for the label sum): w_u = min(1, B/S_u) from the
     norms of the *clipped* rows (‖x_i‖ ≤ B), v_u = 1/k_u (module docstring). ``users`` are the rows' user
     codes, each user's rows contiguous."""
     norms = np.asarray(row_norms, dtype=np.float64)
@@ -119,8 +126,14 @@ def ssp_user_weights(
         raise ValueError("ssp_user_weights needs the norms of rows already clipped to the row-norm bound")
     users = np.asarray(users, dtype=np.int64)
     sums = np.bincount(users, weights=norms)
-    squares = np.bincount(users, weights=norms * norms)
     with np.errstate(divide="ignore"):
-        per_user = np.minimum(1.0, np.minimum(row_norm_bound / sums, row_norm_bound**2 / squares))
+        per_user = np.minimum(1.0, row_norm_bound / sums)
     per_user = np.where(sums > 0, per_user, 1.0)  # a user of zero rows contributes nothing at any weight
     return per_user[users], 1.0 / user_counts(users)
+
+
+def histogram_weights(users: np.ndarray | None) -> np.ndarray | None:
+    """1/k_u per row of a block holding whole users (the user unit's histograms), None for the row unit."""
+    if users is None:
+        return None
+    return 1.0 / user_counts(np.unique(users, return_inverse=True)[1].ravel())

@@ -57,6 +57,15 @@ def test_bad_ids_and_bounds_are_refused():
         bound_contributions(np.array([1.0, np.nan]), 2)
     with pytest.raises(ValueError, match=r"missing value \(row 0\)"):
         bound_contributions(np.array([None, "a"], dtype=object), 2)
+    # NaN in an object column (pandas' missing value) must not split a person into several users
+    with pytest.raises(ValueError, match=r"missing value \(row 2\)"):
+        bound_contributions(np.array([1, 2, np.nan, np.nan, 2], dtype=object), 2)
+    import pandas as pd
+
+    with pytest.raises(ValueError, match=r"missing value \(row 1\)"):
+        bound_contributions(pd.array(["a", None, "a"], dtype="string"), 2)
+    mixed = bound_contributions(np.array([1, "1", 1.0, "b", 2], dtype=object), None)
+    assert mixed.num_users == 4  # 1 and 1.0 are one id, "1" another: as pandas and Python compare them
     with pytest.raises(ValueError, match="max_rows_per_user must be a whole number"):
         bound_contributions(np.array([1, 2]), 0)
 
