@@ -26,6 +26,7 @@ MODULES = [
     "benchmarks.real_data",
     "benchmarks.multiclass",
     "benchmarks.user_level",
+    "benchmarks.user_level:audit",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",

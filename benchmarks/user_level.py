@@ -91,7 +91,11 @@ def compare(make, seeds, epsilon: float, most: int, label_bounds) -> dict[str, f
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--audit", action="store_true", help="run the user-level privacy audit instead")
     args = parser.parse_args(argv or [])
+    if args.audit:
+        audit()
+        return
     seeds = range(args.seeds)
     print(
         "| panel | ε per person | k | user-level RMSE | row-level at μ/k (ε per row) | label mean | non-private |"
@@ -110,5 +114,34 @@ def main(argv: list[str] | None = None) -> None:
             )
 
 
+def audit(trials: int = 2000) -> None:
+    """The user-level privacy audit (``dpstream.audit_users``): `python -m benchmarks.user_level --audit`."""
+    from dpstream.algorithms import AdaSSP
+    from dpstream.audit import NoiseScaledDown
+    from dpstream.audit_users import audit_user_level
+    from dpstream.privacy import PrivacyUnit
+
+    print(
+        f"{trials} trials per dataset, seed 3, δ = 1e-5, replace-one, a canary user of k = 10 rows; 95 % bounds"
+    )
+    print(
+        "| claimed ε per person | ε lower bound, honest | noise ÷ 10 | rows clipped one by one (k× sensitivity) |"
+    )
+    print("|---|---|---|---|")
+    for epsilon in (1.0, 2.0, 4.0):
+        algorithm = AdaSSP(epsilon, 1e-5, unit=PrivacyUnit.user("person", 10))
+        honest = audit_user_level(algorithm, trials=trials, seed=3)
+        broken = audit_user_level(NoiseScaledDown(algorithm, 10.0), trials=trials, seed=3)
+        uncombined = audit_user_level(algorithm, trials=trials, seed=3, combine=False)
+        cells = [
+            f"{result.epsilon_lower_bound:.3f}"
+            + ("" if result.epsilon_lower_bound > epsilon else " (missed)")
+            for result in (broken, uncombined)
+        ]
+        print(f"| {epsilon:g} | {honest.epsilon_lower_bound:.3f} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

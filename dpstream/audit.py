@@ -46,6 +46,7 @@ from dpstream.privacy import NeighbouringRelation
 __all__ = [
     "AuditResult",
     "audit_algorithm",
+    "audit_result",
     "epsilon_lower_bound",
     "canary_datasets",
     "audited_algorithms",
@@ -231,18 +232,25 @@ def audit_algorithm(
     without = np.array(
         [_step_zero_statistic(algorithm, X_out, y_out, _trial_key(seed, "out", t)) for t in range(trials)]
     )
-    half = trials // 2
+    return audit_result(algorithm, algorithm.report(plan).mechanism, with_canary, without, confidence)
+
+
+def audit_result(
+    algorithm: Any, mechanism: str, with_canary: np.ndarray, without: np.ndarray, confidence: float
+) -> AuditResult:
+    """The audit's verdict from the trials' statistics on each side: the threshold chosen on the first
+    half, the rates and the lower bound measured on the second."""
+    half = with_canary.size // 2
     threshold = _best_threshold(with_canary[:half], without[:half], algorithm.delta, confidence)
     bound, tpr, fpr = epsilon_lower_bound(
         with_canary[half:], without[half:], threshold, algorithm.delta, confidence
     )
-    report = algorithm.report(plan)
     return AuditResult(
-        mechanism=report.mechanism,
-        relation=relation.value,
+        mechanism=mechanism,
+        relation=NeighbouringRelation.parse(algorithm.relation).value,
         claimed_epsilon=float(algorithm.epsilon),
         delta=float(algorithm.delta),
-        trials=trials,
+        trials=with_canary.size,
         threshold=threshold,
         true_positive_rate=tpr,
         false_positive_rate=fpr,

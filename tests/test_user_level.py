@@ -132,3 +132,20 @@ def test_with_little_noise_the_user_level_fit_is_least_squares_intercept_include
     least_squares = float(np.sqrt(np.mean((np.column_stack([X_test, np.ones(5000)]) @ exact - y_test) ** 2)))
     assert rmse(model, X_test, y_test) <= 1.05 * least_squares, (rmse(model, X_test, y_test), least_squares)
     assert model.intercept_ == pytest.approx(exact[-1], abs=0.15)
+
+
+def test_the_user_level_audit_passes_the_honest_fit_and_catches_both_broken_ones():
+    """A canary person with 10 worst-case rows, 1,000 trials per side, ε = 1 per person (fixed keys):
+    measured lower bounds 0.0 honest, 1.24 with the noise ÷ 10 and 1.51 with the rows clipped one by one
+    (k times the sensitivity, the bug the combination prevents) — both above the claim."""
+    from dpstream.algorithms import AdaSSP
+    from dpstream.audit import NoiseScaledDown
+    from dpstream.audit_users import audit_user_level
+    from dpstream.privacy import PrivacyUnit
+
+    algorithm = AdaSSP(1.0, 1e-5, unit=PrivacyUnit.user("person", 10))
+    assert audit_user_level(algorithm, trials=1000, seed=3).passed
+    assert not audit_user_level(NoiseScaledDown(algorithm, 10.0), trials=1000, seed=3).passed
+    assert not audit_user_level(algorithm, trials=1000, seed=3, combine=False).passed
+    with pytest.raises(ValueError, match="audits a user-level algorithm"):
+        audit_user_level(AdaSSP(1.0, 1e-5), trials=100)
