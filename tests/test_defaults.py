@@ -7,10 +7,11 @@ import pytest
 
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
-from dpstream.flows.config import AlgorithmConfig, ModelConfig, PipelineConfig
+from dpstream.flows.config import AlgorithmConfig, ModelConfig
 from dpstream.flows.planning import build_algorithm as build_for_config
 from dpstream.models import KANModel, model_kind
 from dpstream.models.kinds import TrainingDefaults
+from tests.algorithms.test_builder import config
 
 FEATURES, ROWS = 5, 20_000
 SPEC = AlgorithmSpec()
@@ -68,19 +69,7 @@ def test_the_kan_settings_are_the_models():
 
 
 def kan_config(**algorithm):
-    return PipelineConfig.model_validate(
-        {
-            "lake": {
-                "url": "raw",
-                "features": [f"x{j}" for j in range(FEATURES)],
-                "label": "y",
-                "shuffled_url": "shuffled",
-            },
-            "model": {"kind": "kan", "num_hidden": 8, "grid_size": 3},
-            "algorithm": algorithm,
-            "budget": {"epsilon": 1.0, "delta": 1e-6, "lifetime_epsilon": 4.0, "ledger_url": "ledger"},
-        }
-    )
+    return config(model={"kind": "kan", "num_hidden": 8, "grid_size": 3}, features=FEATURES, **algorithm)
 
 
 @pytest.mark.parametrize("algorithm", [{}, {"batch_size": 100, "correlation": 0.9}], ids=["defaults", "set"])

@@ -141,15 +141,21 @@ class GLM:
         """XᵀX and Xᵀy of clipped rows and clipped targets (AdaSSP); ``clipped_rows`` is operator only."""
         X = to_device(X, xp)
         labels = self.targets(xp.asarray(y, dtype=xp.float64))
+        weights = None if users is None else block_ssp_weights(X, users, request.row_norm_bound)
         with _BLAS.limit(limits=1, user_api="blas"):
             gram, moment, clipped = moment_sums(
-                X, labels, request.row_norm_bound, request.label_bound, xp, users
+                X,
+                labels,
+                request.row_norm_bound,
+                request.label_bound,
+                xp,
+                None if weights is None else weights[0],
             )
         # Σ clip(y) on its own: what a label-mean-only plan releases, whatever the rows' columns hold (a
         # user's mean label under the user unit: |Σ| ≤ B_y per user)
         clipped_labels = clip_labels(labels, request.label_bound, xp)
-        if users is not None:
-            clipped_labels = clipped_labels * block_ssp_weights(X, users, request.row_norm_bound)[1]
+        if weights is not None:
+            clipped_labels = clipped_labels * weights[1]
         label_sum = float(to_host(clipped_labels.sum()))
         return BatchStats(
             clipped_sums=np.zeros((len(request.clip_norms), X.shape[1])),

@@ -41,14 +41,15 @@ def block_ssp_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.nda
 
 
 def moment_sums(
-    X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np, users: Any = None
+    X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np, weights: Any = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(XᵀX, Xᵀy, rows clipped) of one block after clipping rows to B_x and labels to [−B_y, B_y]; for
     vector targets (rows, K) (a K-class model's contrast vectors) each target row is clipped to norm B_y
-    and Xᵀy is (d, K). With ``users`` (the user unit) each user's rows are weighted (module docstring)."""
+    and Xᵀy is (d, K). With ``weights`` (the user unit's w per row, ``block_ssp_weights``) each user's
+    rows are weighted (module docstring)."""
     dim = X.shape[1]
     gram, moment, clipped = np.zeros((dim, dim)), np.zeros((dim, *labels.shape[1:])), 0
-    roots = None if users is None else np.sqrt(block_ssp_weights(X, users, row_norm_bound)[0])
+    roots = None if weights is None else np.sqrt(weights)
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
         targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)

@@ -43,7 +43,7 @@ from scipy.special import logsumexp, softmax
 from dpstream.backend import array_module, to_host
 from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _cumulative_counts
-from dpstream.models.moments import moment_sums
+from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 from dpstream.models.users import USER_LEVEL_SSP_ONLY
 
@@ -152,8 +152,9 @@ class MultinomialLogisticModel:
         num_features = X.shape[1]
         if request.kind == "moments":
             contrasts = contrast_basis(self.num_classes)[indices]
+            weights = None if users is None else block_ssp_weights(X, users, request.row_norm_bound)[0]
             gram, moment, clipped = moment_sums(
-                X, contrasts, request.row_norm_bound, request.label_bound, users=users
+                X, contrasts, request.row_norm_bound, request.label_bound, weights=weights
             )
             return BatchStats(
                 clipped_sums=np.zeros((len(request.clip_norms), self.num_params(num_features))),

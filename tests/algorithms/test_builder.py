@@ -12,17 +12,18 @@ from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionM
 DIM, ROWS = 13, 16_512
 
 
-def config(**algorithm):
+def config(model: dict | None = None, features: int = DIM, **algorithm):
+    """A pipeline config of ``features`` columns with the [model] section ``model`` (linear by default)."""
     return PipelineConfig.model_validate(
         {
             "lake": {
                 "url": "raw",
-                "features": [f"x{j}" for j in range(DIM)],
+                "features": [f"x{j}" for j in range(features)],
                 "label": "y",
                 "shuffled_url": "shuffled",
             },
             "algorithm": algorithm,
-            "model": {"kind": "linear"},
+            "model": model or {"kind": "linear"},
             "budget": {"epsilon": 1.0, "delta": 1e-6, "lifetime_epsilon": 4.0, "ledger_url": "ledger"},
         }
     )
