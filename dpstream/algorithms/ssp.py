@@ -329,8 +329,13 @@ class AdaSSP(OneRoundTrip):
         if not self.centres:
             return _ridge_solve(matrix, moment, ridge, plan.gram_std)
         label_sum, count = moment[self.intercept_index], self.count(gram, plan)
+        params = np.zeros(plan.num_params)
+        if self.unit.is_user and self.noise_bound(plan.gram_std, plan.num_params) > count:
+            # The plan's λ₀ > N rule, on the users' weighted count (known only after the release, so applied
+            # here as post-processing): the noise outweighs the data, predict the weighted label mean.
+            params[self.intercept_index] = label_sum / count
+            return params
         weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / count, ridge, plan.gram_std)
-        params = np.empty(plan.num_params)
         params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / count
         return params
 
