@@ -149,3 +149,14 @@ def test_the_user_level_audit_passes_the_honest_fit_and_catches_both_broken_ones
     assert not audit_user_level(algorithm, trials=1000, seed=3, combine=False).passed
     with pytest.raises(ValueError, match="audits a user-level algorithm"):
         audit_user_level(AdaSSP(1.0, 1e-5), trials=100)
+
+
+def test_where_the_noise_outweighs_the_people_the_fit_is_the_label_mean():
+    """The row unit's λ₀ > N rule, under the user unit on the users' noisy weighted count: 200 people at
+    ε = 0.05 get the (noisy, weighted) label mean, not a model worse than it; 3,000 at ε = 1 get a model."""
+    X, y, ids, _, _ = panel(5, users=200)
+    key = NoiseKey.from_secret(b"t" * 32)  # fixed: the noisy mean's draw
+    thin = DPLinearRegression(epsilon=0.05, noise_key=key, **BOUNDS).fit(X, y, groups=ids)
+    assert np.all(thin.coef_ == 0.0) and np.isfinite(thin.intercept_)
+    X, y, ids, _, _ = panel(5)
+    assert np.all(DPLinearRegression(epsilon=1.0, noise_key=key, **BOUNDS).fit(X, y, groups=ids).coef_ != 0.0)
