@@ -354,7 +354,12 @@ def _claim(
     checkpoint continues (charged once)."""
     if ledger is None:
         return (None if saved is None else saved.claim), False
-    charge = dict(mechanism=report.mechanism, relation=report.relation, data_version=lake or None)
+    charge = dict(
+        mechanism=report.mechanism,
+        relation=report.relation,
+        data_version=lake or None,
+        unit=report.ledger_unit,
+    )
     if saved is None:
         try:
             return ledger.claim(run_id, report.mu, **charge).claim, True

@@ -63,6 +63,10 @@ def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
     from dpstream.privacy import epsilon_for_delta
 
     fields = set(PrivacyReport.__dataclass_fields__)
+    # Written by earlier versions without them: the row, the only unit then.
+    defaults = {"unit": PrivacyReport.unit, "ledger_unit": PrivacyReport.ledger_unit}
+    if isinstance(privacy, dict):
+        privacy = {**{k: v for k, v in defaults.items() if k not in privacy}, **privacy}
     if not isinstance(privacy, dict) or set(privacy) != fields:
         shown = sorted(set(privacy) ^ fields) if isinstance(privacy, dict) else type(privacy).__name__
         raise ValueError(

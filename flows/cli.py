@@ -53,6 +53,18 @@ def _validate(args, console: Console) -> int:
         f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use "
         f"{validated.training_rows:,} rows and hold out {validated.held_out_rows:,} (the last of {validated.files} "
         "shuffled files)"
+        + (
+            f". Privacy unit: a person (every row of one value of {config.privacy.user_column!r}, at most "
+            f"{config.privacy.max_rows_per_user} rows each"
+            + (
+                ", k chosen with DP when the lake is shuffled"
+                if config.privacy.max_rows_per_user == "auto"
+                else ""
+            )
+            + "); the rows counted above are before that bound"
+            if config.is_user_level
+            else ""
+        )
     )
     _warn(validated.warnings)
     return EXIT_OK
@@ -62,15 +74,30 @@ def _check_trainable(config, validated) -> None:
     """What `train` would refuse before reading a row, refused here too: a hyperparameter the chosen
     algorithm ignores, a plan over its budget, too few rows for the algorithm. The plan built here is a
     check only (public: the row counts of the layout and the config); `train` builds its own."""
-    from dpstream.flows.planning import build_algorithm
+    from dpstream.flows.planning import build_algorithm, check_bounds_unit
     from dpstream.pipelines.convert import read_convert_record
     from dpstream.run_plan import RunPlan
 
     model = config.model.build()
     dim = model.num_params(validated.summary.num_features)
     record = read_convert_record(config.lake.url, config.lake.storage_options)
+    check_bounds_unit(config, record)
     algorithm = build_algorithm(config, validated.training_rows, dim, record, model)
     RunPlan.build(algorithm, model, validated.training_rows, dim)
+
+
+def _people(manifest) -> str:
+    """The contribution bound a user-level shuffle applied, as the shuffle command states it."""
+    unit = manifest.unit
+    chosen = (
+        f", chosen with DP at mu={unit.auto_mu:g} (charged to the lake's ledger as {unit.charge_id})"
+        if unit.requested == "auto"
+        else ""
+    )
+    return (
+        f"; {manifest.num_users:,} people (values of {unit.user_column!r}, never written), at most "
+        f"{unit.max_rows_per_user} rows each{chosen}"
+    )
 
 
 def _warn(warnings: Sequence[str]) -> None:
@@ -108,6 +135,7 @@ def _shuffle(args, console: Console) -> int:
     console.print(
         f"shuffled lake at {manifest.url}: generation {manifest.number} ({manifest.generation}), "
         f"{manifest.num_rows:,} rows in {len(manifest.files)} files (source fingerprint {manifest.source_fingerprint})"
+        + (_people(manifest) if manifest.unit is not None else "")
     )
     options = config.lake.storage_options
     if args.prune:

@@ -18,6 +18,11 @@ kind = "linear"                      # or "logistic" (classes = ["No", "Yes"], o
 [algorithm]
 name = "auto"                        # "auto" | "ssp" | "ambssgd" | "dpsgd" | "srgd"
 
+[privacy]                            # optional: the unit is the row by default
+unit = "user"                        # a person: every row of one customer_id
+user_column = "customer_id"
+max_rows_per_user = "auto"           # or a whole number
+
 [budget]
 epsilon = 1.0
 delta = 1e-6
@@ -189,6 +194,39 @@ class BudgetConfig(_Section):
         return self
 
 
+class PrivacyConfig(_Section):
+    """Whose data one guarantee protects (``dpstream.privacy.PrivacyUnit``): ``unit = "row"`` (a record), or
+    ``"user"``: every row of one value of ``user_column`` (a customer, patient or device). The shuffle then
+    keeps at most ``max_rows_per_user`` rows per person (``"auto"``: chosen with DP, charged to the lake's
+    ledger once per shuffle) and the lake's ledger counts people (fixed by its first run)."""
+
+    unit: Literal["row", "user"] = "row"
+    user_column: str | None = Field(default=None, min_length=1)
+    max_rows_per_user: int | Literal["auto"] = "auto"
+
+    @field_validator("max_rows_per_user")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if value != "auto" and value < 1:
+            raise ValueError(f"give a whole number of rows ≥ 1, or 'auto'; got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _column_for_users(self) -> PrivacyConfig:
+        if self.unit == "user" and self.user_column is None:
+            raise ValueError(
+                "unit = 'user' needs user_column: the column whose value names a person (e.g. 'customer_id')"
+            )
+        if self.unit == "row" and (
+            "user_column" in self.model_fields_set or "max_rows_per_user" in self.model_fields_set
+        ):
+            raise ValueError(
+                "user_column and max_rows_per_user apply to unit = 'user'; set unit = 'user' (a person's rows are "
+                "then protected together), or leave them out"
+            )
+        return self
+
+
 class CheckpointConfig(_Section):
     url: str = Field(min_length=1)
     every_steps: int = Field(default=DEFAULT_EVERY_STEPS, gt=0)
@@ -213,6 +251,7 @@ class PipelineConfig(_Section):
     budget: BudgetConfig
     model: ModelConfig = ModelConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
     cluster: ClusterConfig = ClusterConfig()
     checkpoint: CheckpointConfig | None = None
     schedule: ScheduleConfig | None = None
@@ -226,6 +265,38 @@ class PipelineConfig(_Section):
                 f"{' or '.join(map(repr, allowed))} (any noise), not {self.algorithm.name!r}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _user_column_is_not_trained_on(self) -> PipelineConfig:
+        column = self.privacy.user_column
+        features = [self.lake.features] if isinstance(self.lake.features, str) else self.lake.features
+        if column is not None and (column in features or column == self.lake.label):
+            raise ValueError(
+                f"privacy.user_column {column!r} is also lake.{'label' if column == self.lake.label else 'features'}: "
+                "a person's id is never trained on; remove it there"
+            )
+        return self
+
+    @property
+    def is_user_level(self) -> bool:
+        return self.privacy.unit == "user"
+
+    def user_bounding(self):
+        """The shuffle's contribution bounding (``dpstream.pipelines.UserBounding``), None for the row unit."""
+        if not self.is_user_level:
+            return None
+        from dpstream.pipelines.user_shuffle import UserBounding
+
+        return UserBounding(self.privacy.user_column, self.privacy.max_rows_per_user, self.budget.relation)
+
+    def privacy_unit(self, max_rows_per_user: int | None = None):
+        """The run's ``PrivacyUnit``: the row under budget.relation, or the person of ``privacy.user_column``
+        with the k the shuffle applied (``max_rows_per_user``, from its manifest)."""
+        from dpstream.privacy import PrivacyUnit
+
+        if not self.is_user_level:
+            return PrivacyUnit.row(self.budget.relation)
+        return PrivacyUnit.user(self.privacy.user_column, max_rows_per_user, self.budget.relation)
 
     @property
     def label_contract(self):
@@ -266,7 +337,9 @@ class PipelineConfig(_Section):
 
         lake = self.lake
         features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
-        return LakeSpec(lake.url, features, lake.label, dict(lake.storage_options))
+        return LakeSpec(
+            lake.url, features, lake.label, dict(lake.storage_options), user_column=self.privacy.user_column
+        )
 
 
 def delta_warning(delta: float, num_rows: int) -> str | None:

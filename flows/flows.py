@@ -30,7 +30,7 @@ from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointSto
 from dpstream.export import model_document
 from dpstream.flows.config import PipelineConfig, load_config
 from dpstream.flows.locations import RunLocations, run_locations
-from dpstream.flows.planning import PlannedRun, evaluate_holdout, lake_ledger, plan_run
+from dpstream.flows.planning import PlannedRun, evaluate_holdout, lake_ledger, plan_run, with_bound_note
 from dpstream.flows.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.progress import RunProgress
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
@@ -224,7 +224,7 @@ def train_flow(
     planned = plan_task(config, manifest, run_id, locations)
     # quote: Prefect would otherwise walk every step span of the plan at each task call
     fit, mode = train_task(config, quote(planned), show_progress)
-    params, report = fit.params, fit.report
+    params, report = fit.params, with_bound_note(fit.report, manifest)
     metrics = evaluate_task(config, quote(planned), params)
     section = config.model.model_dump()
     document = model_document(

@@ -10,11 +10,12 @@ task hands to every later task. ``evaluate_holdout`` scores the released paramet
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from dpstream.algorithms.base import PrivacyReport
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy
@@ -25,7 +26,7 @@ from dpstream.models.kinds import CLIPPED_LABELS
 from dpstream.pipelines import Manifest, plan_on_lake
 from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec
 from dpstream.pipelines.executor import lake_blocks
-from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget
+from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit
 from dpstream.run_plan import RunPlan
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "PlannedRun",
     "checkpoint_policy",
     "lake_ledger",
+    "source_ledger",
+    "bound_charge",
+    "with_bound_note",
     "evaluate_holdout",
     "schema_row_norm_bound",
     "intercept_index",
@@ -46,11 +50,13 @@ def build_algorithm(
     dim: int,
     record: dict[str, Any] | None = None,
     model: Model | None = None,
+    unit: PrivacyUnit | None = None,
 ) -> Any:
     """The algorithm the config's [algorithm] section names, built as the estimators build theirs. AdaSSP's
     row-norm bound, when the config leaves it out, comes from the lake's public schema where
     ``dpstream convert`` wrote the lake (its conversion ``record``, ``schema_row_norm_bound``), else sqrt(d).
-    ``model``: the config's model when the caller built it already."""
+    ``model``: the config's model when the caller built it already; ``unit``: the run's privacy unit
+    (default the config's, ``PipelineConfig.privacy_unit``)."""
     a, b = config.algorithm, config.budget
     features = config.lake.features
     spec = AlgorithmSpec(
@@ -58,6 +64,7 @@ def build_algorithm(
         epsilon=b.epsilon,
         delta=b.delta,
         relation=b.relation,
+        unit=unit if unit is not None else config.privacy_unit(),
         clip_norm=a.clip_norm,
         learning_rate=a.learning_rate,
         batch_size=a.batch_size,
@@ -107,9 +114,31 @@ def plan_run(
     conversion record (``read_convert_record``)."""
     model = config.model.build()
     dim = model.num_params(training.num_features)
-    algorithm = build_algorithm(config, training.num_rows, dim, record, model)
+    if config.is_user_level != training.is_user_level:  # the shuffle refuses this first; a plan never mixes
+        raise ValueError(
+            f"the config's privacy unit is the {config.privacy.unit}, but the shuffled lake {training.url} holds "
+            f"{'people' if training.is_user_level else 'rows'}; shuffle it again for this config (--reshuffle)"
+        )
+    check_bounds_unit(config, record)
+    unit = config.privacy_unit(training.unit.max_rows_per_user if training.unit is not None else None)
+    algorithm = build_algorithm(config, training.num_units, dim, record, model, unit)
     policy = checkpoint_policy(config, checkpoint_url) if checkpoint_url is not None else None
     return plan_on_lake(training, algorithm, model, policy)
+
+
+def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> None:
+    """Refuse a user-level run on a lake whose conversion estimated bounds privately per row: the sample
+    of every 10th row holds some rows of most people, whose other rows are in the lake, so the bounds'
+    release and the run would compose for a person (the row argument's parallel composition fails)."""
+    private = (record or {}).get("private_bounds")
+    if not config.is_user_level or not private:
+        return
+    raise ValueError(
+        f"{config.lake.url} was converted with bounds estimated privately from every "
+        f"{private.get('sample_every', 10)}th row ({', '.join(private.get('columns', []))}): a guarantee per row, "
+        "while this pipeline protects people, whose rows are in that sample and in the lake alike. Convert "
+        "the CSV again with public ranges for those columns (--bounds COLUMN=LOW,HIGH, or --public-bounds-only)"
+    )
 
 
 @dataclass(frozen=True)
@@ -140,12 +169,39 @@ def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> Checkpoint
 
 def lake_ledger(config: PipelineConfig, manifest: Manifest) -> LakeLedger:
     """The ledger of the lake ``manifest`` was shuffled from (keyed by its fingerprint, its files recorded)."""
+    return source_ledger(config, manifest.fingerprint, manifest.source_files)
+
+
+def source_ledger(config: PipelineConfig, fingerprint: str, files: tuple[str, ...]) -> LakeLedger:
+    """The ledger of the source lake with this fingerprint and these files, counting the config's privacy
+    unit (a lake's first run fixes it: ``dpstream.privacy.UnitMismatchError`` for another)."""
     budget = config.budget
     return Ledger(budget.ledger_url).lake(
-        manifest.fingerprint,
-        LifetimeBudget(budget.lifetime_epsilon, budget.delta, budget.relation),
-        files=manifest.source_files or None,
+        fingerprint,
+        LifetimeBudget(
+            budget.lifetime_epsilon, budget.delta, budget.relation, unit=config.privacy_unit().ledger_unit
+        ),
+        files=files or None,
     )
+
+
+AUTO_BOUND_MECHANISM = "max_rows_per_user = 'auto': Gaussian histogram of rows per person (powers of two)"
+
+
+def bound_charge(config: PipelineConfig, fingerprint: str, files: tuple[str, ...]):
+    """``charge(charge_id, mu)`` for a user-level shuffle's ``"auto"`` k: charged to the source lake's ledger
+    and committed at once (the value is released as soon as it is computed; a shuffle that fails after it
+    stays charged)."""
+    unit = config.privacy_unit().ledger_unit
+
+    def charge(charge_id: str, mu: float) -> None:
+        ledger = source_ledger(config, fingerprint, files)
+        ledger.claim(
+            charge_id, mu, mechanism=AUTO_BOUND_MECHANISM, relation=config.budget.relation, unit=unit
+        )
+        ledger.commit(charge_id)
+
+    return charge
 
 
 def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
@@ -153,7 +209,9 @@ def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.nda
     ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
     the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
     preprocessing = planned.preprocessing
-    X, y = [np.concatenate(parts) for parts in zip(*lake_blocks(planned.holdout), strict=True)]
+    # A user-level block also carries its people: the held-out score weighs every held-out row alike.
+    blocks = (block[:2] for block in lake_blocks(planned.holdout))
+    X, y = [np.concatenate(parts) for parts in zip(*blocks, strict=True)]
     outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
     y = np.asarray(y, dtype=np.float64)
     clipped = None
@@ -171,3 +229,17 @@ def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.nda
     if clipped is not None:
         metrics[CLIPPED_LABELS] = clipped
     return metrics
+
+
+def with_bound_note(report: PrivacyReport, lake: Manifest) -> PrivacyReport:
+    """The run's report with a note on how a user-level shuffle chose k (a separate release, charged to
+    the lake's ledger once per shuffle, not part of this run's ε)."""
+    unit = lake.unit
+    if unit is None or unit.requested != "auto":
+        return report
+    note = (
+        f"max_rows_per_user = {unit.max_rows_per_user} was chosen with DP when the lake was shuffled: a Gaussian "
+        f"histogram of rows per person at mu={unit.auto_mu:g} ({unit.relation}), charged to the lake's ledger as "
+        f"{unit.charge_id} and not part of this run's guarantee"
+    )
+    return replace(report, notes=(*report.notes, note))

@@ -67,9 +67,13 @@ def shuffle(
     generation: str | None = None,
 ) -> Manifest:
     """``dpstream.pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with the
-    config's layout: the ``Manifest`` of the generation a run reads (``generation``: a resumed run's)."""
+    config's layout and privacy unit (a user-level shuffle bounds each person's rows; its ``"auto"`` k is
+    charged to the lake's ledger): the ``Manifest`` of the generation a run reads (``generation``: a
+    resumed run's)."""
+    from dpstream.flows.planning import bound_charge
     from dpstream.pipelines import shuffle_once
 
+    summary = validated.summary
     return shuffle_once(
         config.lake_spec(),
         config.lake.shuffled_url,
@@ -81,4 +85,8 @@ def shuffle(
         reshuffle=reshuffle,
         worker_timeout=config.cluster.worker_timeout,
         generation=generation,
+        users=config.user_bounding(),
+        charge=bound_charge(config, summary.fingerprint, summary.file_identities)
+        if config.is_user_level
+        else None,
     )

@@ -8,6 +8,7 @@ from dpstream.pipelines.manifest import Manifest, verify_parts
 from dpstream.pipelines.shuffle import prune_shuffles, read_manifest, shuffle_once
 from dpstream.pipelines.streaming import choose_mode, prefetched_blocks
 from dpstream.pipelines.train import plan_on_lake, train_on_lake
+from dpstream.pipelines.user_shuffle import UserBounding
 from dpstream.pipelines.validate import LakeSummary, validate_lake
 from dpstream.pipelines.waiting import NoWorkersError
 
@@ -17,6 +18,7 @@ __all__ = [
     "LakeSummary",
     "validate_lake",
     "shuffle_once",
+    "UserBounding",
     "Manifest",
     "read_manifest",
     "prune_shuffles",

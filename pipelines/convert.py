@@ -23,7 +23,8 @@ import pyarrow.csv as pcsv
 
 from dpstream.pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_batch
 from dpstream.pipelines.lake import LakeError
-from dpstream.pipelines.shuffle import _write_parquet
+from dpstream.pipelines.shuffle import ROW_GROUP_ROWS
+from dpstream.pipelines.shuffle_io import write_part
 from dpstream.storage import open_url, read_json, write_json_atomic
 
 __all__ = [
@@ -421,12 +422,12 @@ def csv_to_parquet(
             while sum(t.num_rows for t in pending) >= spec.rows_per_file:
                 table = pa.concat_tables(pending)
                 path = f"{staging}/part-{len(parts):05d}.parquet"
-                _write_parquet(out_fs, path, table.slice(0, spec.rows_per_file))
+                write_part(out_fs, path, table.slice(0, spec.rows_per_file), ROW_GROUP_ROWS)
                 parts.append(path)
                 pending = [table.slice(spec.rows_per_file)]
         if pending and sum(t.num_rows for t in pending):
             path = f"{staging}/part-{len(parts):05d}.parquet"
-            _write_parquet(out_fs, path, pa.concat_tables(pending))
+            write_part(out_fs, path, pa.concat_tables(pending), ROW_GROUP_ROWS)
             parts.append(path)
         if not parts:
             raise LakeError(f"{source_url}: no rows left after applying the missing-value policy")

@@ -35,7 +35,7 @@ from dpstream.pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
 from dpstream.pipelines.manifest import Manifest
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
-__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks"]
+__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks", "with_user_offset"]
 
 # Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
 # long-lived worker must never serve a block of an earlier shuffle written at the same path.
@@ -64,11 +64,18 @@ def slice_stats(
     lake: str = "",
     check: PartCheck | None = None,
 ) -> BatchStats:
-    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker); ``lake`` is
-    the shuffle's identity (``Manifest.row_order``) that keys the worker's caches, ``check`` what the
-    part must be (its size and content identity in the manifest)."""
-    X, y = _block_arrays(path, group, spec, lake, check)
-    return model.block_stats(X[start:stop], y[start:stop], request, role=role)
+    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker), or of a
+    user-level shuffle's people [start, stop) of the block (``spec.user_column``: each person's rows
+    combined, ``Model.block_stats(users=...)``); ``lake`` is the shuffle's identity (``Manifest.row_order``)
+    that keys the worker's caches, ``check`` what the part must be (its size and content identity in the
+    manifest)."""
+    X, y, *people = _block_arrays(path, group, spec, lake, check)
+    if not people:
+        return model.block_stats(X[start:stop], y[start:stop], request, role=role)
+    (users,) = people
+    first = int(users[0]) if users.size else 0  # a block's codes are consecutive: whole people, in order
+    lo, hi = np.searchsorted(users, [first + start, first + stop], side="left")
+    return model.block_stats(X[lo:hi], y[lo:hi], request, role=role, users=users[lo:hi])
 
 
 def warm_blocks(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str = "") -> int:
@@ -95,13 +102,24 @@ def pieces_stats(
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
-    """The shuffled lake's blocks (row groups) in training order as (X, y), for the in-memory executor;
+    """The shuffled lake's blocks (row groups) in training order as (X, y), or (X, y, users) for a
+    user-level shuffle (person codes ascending through the lake: ``InMemoryExecutor(by_user=True)``);
     each part is checked against its manifest entry as it is opened."""
     spec = manifest.spec(storage_options)
     fs, _ = spec.filesystem()
     checks = manifest.part_checks(storage_options)
-    for _, path, group, _ in manifest.blocks(storage_options):
-        yield read_block(fs, path, spec, group, manifest.row_order, checks[path])
+    offsets = manifest.block_user_offsets()
+    for (_, path, group, _), offset in zip(manifest.blocks(storage_options), offsets, strict=True):
+        yield with_user_offset(read_block(fs, path, spec, group, manifest.row_order, checks[path]), offset)
+
+
+def with_user_offset(block: tuple[np.ndarray, ...], offset: int) -> tuple[np.ndarray, ...]:
+    """A block with its part-local person codes made lake-wide (``Manifest.block_user_offsets``); a row
+    block as it is."""
+    if len(block) == 2:
+        return block
+    X, y, users = block
+    return X, y, users + offset
 
 
 class DaskExecutor:
@@ -122,7 +140,14 @@ class DaskExecutor:
         self.spec = manifest.spec(storage_options)
         self.blocks = manifest.blocks(storage_options)
         self.checks = manifest.part_checks(storage_options)
-        self.starts = np.concatenate([[0], np.cumsum([rows for *_, rows in self.blocks])]).tolist()
+        # A plan's spans count rows, or a user-level shuffle's people (whole people per block).
+        self.by_user = manifest.is_user_level
+        units = (
+            [people for part in manifest.parts for people in part.users]
+            if self.by_user
+            else [rows for *_, rows in self.blocks]
+        )
+        self.starts = np.concatenate([[0], np.cumsum(units)]).astype(np.int64).tolist()
         self.workers = live_workers(client)
         self._workers_seen_at = time.monotonic()
         self.lake = manifest.row_order  # keys the workers' block and footer caches
@@ -145,7 +170,8 @@ class DaskExecutor:
         return path, group, self.checks[path]
 
     def _slices(self, start: int, stop: int, role: str) -> list[tuple[int, int, int, str]]:
-        """(block index, first row, end row, role) pieces of global rows [start, stop), in order."""
+        """(block index, first unit, end unit, role) pieces of global units (rows, or people) [start, stop),
+        in order."""
         pieces = []
         index = bisect.bisect_right(self.starts, start) - 1
         while start < stop:

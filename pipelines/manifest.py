@@ -39,6 +39,9 @@ __all__ = [
     "Part",
     "PartCheck",
     "Manifest",
+    "ShuffleUnit",
+    "USER_CODE_COLUMN",
+    "USER_MANIFEST_FORMAT",
     "footer_bytes",
     "footer_identity",
     "read_verified_footer",
@@ -48,6 +51,10 @@ __all__ = [
 ]
 
 MANIFEST_FORMAT = "dpstream-shuffle/2"
+USER_MANIFEST_FORMAT = (
+    "dpstream-shuffle/3"  # a user-level shuffle: an older reader must not take its rows as rows
+)
+USER_CODE_COLUMN = "__dpstream_user"  # a user-level part's dense, part-local person codes
 PART_NAME = re.compile(r"\Apart-\d{5}\.parquet\Z")
 GENERATION_NAME = re.compile(r"\A_g-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}\Z")
 _IDENTITY = re.compile(r"\Afooter-sha256:[0-9a-f]{64}\Z")
@@ -60,10 +67,54 @@ class Part:
     row_groups: tuple[int, ...]  # rows of each row group: the executors' blocks
     size: int
     identity: str  # footer-sha256:<hex> (module docstring)
+    users: tuple[int, ...] = ()  # a user-level shuffle: the people of each row group (whole people)
 
     @property
     def check(self) -> PartCheck:
         return PartCheck(self.size, self.identity)
+
+
+@dataclass(frozen=True)
+class ShuffleUnit:
+    """How a user-level shuffle bounded contributions (``dpstream.pipelines.user_shuffle``): the source's id
+    column (a name, never its values), the k it applied and the k it was asked for (``"auto"``: chosen
+    with DP at ``auto_mu``, charged to the lake's ledger as ``charge_id``), the relation of that release,
+    and the number of outputs the layout asked for (an output no person hashed to is not written)."""
+
+    user_column: str
+    max_rows_per_user: int
+    requested: int | str
+    relation: str
+    outputs: int
+    auto_mu: float | None = None
+    charge_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "user_column": self.user_column,
+            "max_rows_per_user": self.max_rows_per_user,
+            "requested": self.requested,
+            "relation": self.relation,
+            "outputs": self.outputs,
+            "auto_mu": self.auto_mu,
+            "charge_id": self.charge_id,
+        }
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ShuffleUnit:
+        requested = document["requested"]
+        if requested != "auto":
+            requested = _count(requested)
+        auto_mu = document.get("auto_mu")
+        return cls(
+            user_column=str(document["user_column"]),
+            max_rows_per_user=_count(document["max_rows_per_user"]),
+            requested=requested,
+            relation=str(document["relation"]),
+            outputs=_count(document["outputs"]),
+            auto_mu=None if auto_mu is None else float(auto_mu),
+            charge_id=None if document.get("charge_id") is None else str(document["charge_id"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -82,6 +133,30 @@ class Manifest:
     created_at: str
     source_files: tuple[str, ...] = ()  # content identities of the source files (the ledger's units)
     shuffle_id: str = ""  # random per shuffle
+    unit: ShuffleUnit | None = None  # a user-level shuffle (None: rows)
+
+    @property
+    def is_user_level(self) -> bool:
+        return self.unit is not None
+
+    @property
+    def num_users(self) -> int:
+        """The people of a user-level shuffle's parts (each in exactly one part and one row group)."""
+        return sum(sum(part.users) for part in self.parts)
+
+    @property
+    def num_units(self) -> int:
+        """What a run plan counts: people under the user unit, else rows."""
+        return self.num_users if self.is_user_level else self.num_rows
+
+    def block_user_offsets(self) -> list[int]:
+        """Per block, in training order, what turns its part-local person codes into codes that ascend
+        through the whole shuffle: the people of the parts before it."""
+        offsets, before = [], 0
+        for part in self.parts:
+            offsets += [before] * len(part.row_groups)
+            before += sum(part.users)
+        return offsets
 
     @property
     def files(self) -> tuple[tuple[str, int], ...]:
@@ -110,7 +185,9 @@ class Manifest:
         return f"{self.source_fingerprint}/{self.generation}"
 
     def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
-        return LakeSpec(self.url, self.features, self.label, storage_options or {})
+        """How to read the parts: the features, the label, and a user-level shuffle's person codes."""
+        users = USER_CODE_COLUMN if self.is_user_level else None
+        return LakeSpec(self.url, self.features, self.label, storage_options or {}, user_column=users)
 
     def paths(self, storage_options: dict[str, Any] | None = None) -> list[str]:
         _, root = open_url(self.url, storage_options)
@@ -140,7 +217,7 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": MANIFEST_FORMAT,
+            "format": USER_MANIFEST_FORMAT if self.is_user_level else MANIFEST_FORMAT,
             "number": self.number,
             "generation": self.generation,
             "parts": [
@@ -150,6 +227,7 @@ class Manifest:
                     "row_groups": list(p.row_groups),
                     "size": p.size,
                     "identity": p.identity,
+                    **({"users": list(p.users)} if self.is_user_level else {}),
                 }
                 for p in self.parts
             ],
@@ -163,6 +241,7 @@ class Manifest:
             "created_at": self.created_at,
             "source_files": list(self.source_files),
             "shuffle_id": self.shuffle_id,
+            **({"unit": self.unit.to_json()} if self.unit is not None else {}),
         }
 
     @classmethod
@@ -177,9 +256,11 @@ class Manifest:
                 "trained on it; shuffle again with `dpstream shuffle CONFIG --reshuffle`"
             )
 
-        if not isinstance(document, dict) or document.get("format") != MANIFEST_FORMAT:
+        formats = (MANIFEST_FORMAT, USER_MANIFEST_FORMAT)
+        if not isinstance(document, dict) or document.get("format") not in formats:
             found = document.get("format") if isinstance(document, dict) else type(document).__name__
-            raise bad(f"format {found!r}, expected {MANIFEST_FORMAT!r}")
+            raise bad(f"format {found!r}, expected {MANIFEST_FORMAT!r} or {USER_MANIFEST_FORMAT!r}")
+        user_level = document["format"] == USER_MANIFEST_FORMAT
         try:
             parts = tuple(
                 Part(
@@ -188,6 +269,7 @@ class Manifest:
                     row_groups=tuple(_count(g) for g in p["row_groups"]),
                     size=_count(p["size"]),
                     identity=str(p["identity"]),
+                    users=tuple(_count(u) for u in p["users"]) if user_level else (),
                 )
                 for p in document["parts"]
             )
@@ -207,6 +289,7 @@ class Manifest:
                 created_at=str(document["created_at"]),
                 source_files=tuple(str(f) for f in document.get("source_files", ())),
                 shuffle_id=str(document.get("shuffle_id", "")),
+                unit=ShuffleUnit.from_json(document["unit"]) if user_level else None,
             )
         except (KeyError, TypeError, ValueError) as error:
             raise bad(f"{type(error).__name__}: {error}") from None
@@ -224,7 +307,17 @@ class Manifest:
         identities = [part.identity for part in parts]
         if repeated or len(set(identities)) != len(identities):
             raise bad(f"a part is listed twice ({', '.join(repeated) or 'the same content under two names'})")
-        if manifest.num_rows != manifest.source_rows:
+        for part in parts if user_level else ():
+            if len(part.users) != len(part.row_groups) or min(part.users, default=0) < 1:
+                raise bad(
+                    f"{part.name} lists people {list(part.users)} for row groups {list(part.row_groups)}"
+                )
+        # Contribution bounding keeps at most every row of the source; a row shuffle keeps each exactly once.
+        if (
+            (manifest.num_rows > manifest.source_rows)
+            if user_level
+            else (manifest.num_rows != manifest.source_rows)
+        ):
             raise bad(
                 f"its parts hold {manifest.num_rows:,} rows but the source held {manifest.source_rows:,}"
             )

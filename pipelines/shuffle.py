@@ -31,7 +31,6 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import math
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import replace
@@ -46,15 +45,15 @@ from dpstream.pipelines.lake import (
     LakeError,
     LakeFile,
     LakeSpec,
-    footer_bytes,
-    footer_identity,
     open_unchanged,
     pins_reads,
 )
-from dpstream.pipelines.manifest import Manifest, Part, verify_parts
+from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
+from dpstream.pipelines.shuffle_io import finished_pieces, read_piece, run_tasks, write_part, write_piece
+from dpstream.pipelines.user_shuffle import UserBounding, shuffle_users
 from dpstream.pipelines.validate import LakeSummary, check_values, validate_lake
-from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, completed_within
-from dpstream.storage import open_url, overlap, url_of, write_atomic, write_bytes_atomic
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
+from dpstream.storage import open_url, overlap, url_of
 
 __all__ = [
     "Manifest",
@@ -66,7 +65,6 @@ __all__ = [
     "automatic_rows_per_file",
 ]
 
-_PIECE = re.compile(r"from-\d{5}\.arrow$")
 DEFAULT_ROWS_PER_FILE = 250_000
 HELD_OUT_FILES = 5  # automatic layout: at least this many files, so the held-out last file is ≤ 20 %
 
@@ -117,38 +115,6 @@ def prune_shuffles(
 ROW_GROUP_ROWS = 65_536
 
 
-def _write_parquet(fs: Any, path: str, table: pa.Table) -> Part:
-    """Write ``table`` atomically and durably, with page checksums; returns the part as committed (its
-    row groups, size and content identity, read back from what was written)."""
-
-    def encode(handle) -> None:
-        pq.write_table(
-            table, handle, use_dictionary=False, row_group_size=ROW_GROUP_ROWS, write_page_checksum=True
-        )
-
-    write_atomic(fs, path, encode, exclusive=True)  # a generation's part is written once
-    footer, size = footer_bytes(fs, path)
-    metadata = pq.read_metadata(pa.BufferReader(footer))
-    groups = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-    return Part(path.rsplit("/", 1)[-1], int(metadata.num_rows), groups, size, footer_identity(footer))
-
-
-def _write_piece(fs: Any, path: str, table: pa.Table) -> None:
-    """A scratch piece as an uncompressed Arrow IPC file: the gather reads it back without decoding
-    (Parquet pieces cost an encode and a decode of every value, and shuffled floats do not compress).
-    Atomic but not fsynced: an interrupted shuffle's generation is never committed (issue 16 item 5)."""
-    # Built in memory, then one write: streamed into the file through ``write_atomic`` the IPC writer's
-    # many small writes each cross into Python (0.40 s against 0.31 s for 4 scatter tasks, measured).
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    write_bytes_atomic(fs, path, memoryview(sink.getvalue()), durable=False)
-
-
-def _read_piece(fs: Any, path: str) -> pa.Table:
-    return pa.ipc.open_file(pa.BufferReader(fs.cat_file(path))).read_all()
-
-
 def _scatter(
     source: str,
     file: LakeFile,
@@ -180,7 +146,7 @@ def _scatter(
     offset = 0
     for target, count in enumerate(counts):
         if count:
-            _write_piece(
+            write_piece(
                 out_fs,
                 f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.arrow",
                 table.slice(offset, int(count)),
@@ -193,9 +159,7 @@ def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected
     not hold exactly ``expected_rows`` rows (a piece lost or written twice)."""
     fs, root = open_url(folder_url, out_options)
     folder = f"{root}/{SCRATCH}/to-{target:05d}"
-    # Only finished pieces: a temporary file of a scatter task killed mid-write is not one.
-    paths = sorted(path for path in fs.ls(folder, detail=False) if _PIECE.match(path.rsplit("/", 1)[-1]))
-    table = pa.concat_tables([_read_piece(fs, path) for path in paths])
+    table = pa.concat_tables([read_piece(fs, path) for path in finished_pieces(fs, folder)])
     if table.num_rows != expected_rows:
         raise LakeError(
             f"part-{target:05d}.parquet would hold {table.num_rows:,} rows, not the {expected_rows:,} its layout "
@@ -203,7 +167,7 @@ def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected
             "Nothing was committed; shuffle again"
         )
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    return _write_parquet(fs, f"{root}/part-{target:05d}.parquet", table)
+    return write_part(fs, f"{root}/part-{target:05d}.parquet", table, ROW_GROUP_ROWS)
 
 
 def check_output_location(out_url: str, source_url: str, protected: tuple[str, ...] = ()) -> None:
@@ -239,42 +203,49 @@ def _reading(manifest: Manifest, spec: LakeSpec) -> Manifest:
 
 
 def _refusal(
-    existing: Manifest, spec: LakeSpec, summary: LakeSummary, rows_per_file: int | None
+    existing: Manifest,
+    spec: LakeSpec,
+    summary: LakeSummary,
+    rows_per_file: int | None,
+    users: UserBounding | None = None,
 ) -> str | None:
-    """Why the committed generation ``existing`` cannot serve ``spec``'s lake as asked, or None."""
+    """Why the committed generation ``existing`` cannot serve ``spec``'s lake as asked (its rows, or with
+    ``users`` its people bounded as asked), or None."""
     if existing.source_fingerprint != summary.fingerprint:
         return f"holds a shuffle of another lake ({existing.source_url}), or of this lake before its files changed"
     missing = [column for column in spec.columns if column not in existing.schema.names]
     if missing:
         return f"holds a shuffle of this lake without the column(s) {', '.join(missing)}"
-    wanted = len(existing.parts) if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
-    if len(existing.parts) != wanted:
+    unit = existing.unit
+    if users is None and unit is not None:
         return (
-            f"holds a shuffle of this lake in {len(existing.parts)} files, but rows_per_file={rows_per_file} asks for "
+            f"holds a user-level shuffle of this lake (at most {unit.max_rows_per_user} rows per value of "
+            f"{unit.user_column!r}), but this run trains on rows"
+        )
+    if users is not None and (
+        unit is None
+        or (unit.user_column, unit.requested, unit.relation)
+        != (users.user_column, users.max_rows_per_user, users.relation.value)
+    ):
+        held = (
+            "a row-level shuffle"
+            if unit is None
+            else f"a shuffle bounded to max_rows_per_user = {unit.requested!r} rows per value of {unit.user_column!r} "
+            f"({unit.relation})"
+        )
+        return (
+            f"holds {held} of this lake, but this run asks for max_rows_per_user = {users.max_rows_per_user!r} "
+            f"per value of {users.user_column!r} ({users.relation.value})"
+        )
+    files = len(existing.parts) if unit is None else unit.outputs
+    wanted = files if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
+    if files != wanted:
+        return (
+            f"holds a shuffle of this lake in {files} files, but rows_per_file={rows_per_file} asks for "
             f"{wanted} (a shuffle made with other settings is never reused silently; or set lake.rows_per_file back "
-            f"to a value giving {len(existing.parts)} files, e.g. {math.ceil(summary.num_rows / len(existing.parts))})"
+            f"to a value giving {files} files, e.g. {math.ceil(summary.num_rows / files)})"
         )
     return None
-
-
-def _run_on_cluster(
-    client: Any,
-    function: Callable,
-    arguments: list[tuple],
-    done: Callable[[int, Any], None],
-    worker_timeout: float,
-) -> list:
-    """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
-    futures = [client.submit(function, *args, pure=False) for args in arguments]
-    results: list = [None] * len(futures)
-    try:
-        for index, result in completed_within(client, futures, worker_timeout):
-            results[index] = result
-            done(index, result)
-    except BaseException:
-        client.cancel(futures)  # none of them may write into a generation folder about to be discarded
-        raise
-    return results
 
 
 def shuffle_once(
@@ -290,9 +261,16 @@ def shuffle_once(
     reshuffle: bool = False,
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     generation: str | None = None,
+    users: UserBounding | None = None,
+    charge: Callable[[str, float], None] | None = None,
 ) -> Manifest:
     """Validate ``spec``'s lake and return a committed shuffle generation of it under ``out_url``: the
     current one when it serves (idempotent), else a new one.
+
+    ``users`` makes it a user-level shuffle (``dpstream.pipelines.user_shuffle``): ``spec.user_column``
+    names the id column, each person keeps at most k rows, and the parts hold person codes in place of
+    ids. With ``max_rows_per_user = "auto"``, ``charge(charge_id, mu)`` charges the choice of k to the
+    lake's ledger under ``charge_id`` (once per generation: ``max-rows`` and the generation's name).
 
     ``out_url`` must not overlap the source lake, nor equal or contain any ``protected`` location
     (``check_output_location``); a non-empty ``out_url`` must hold dpstream shuffles only.
@@ -310,6 +288,11 @@ def shuffle_once(
     """
     if rows_per_file is not None and rows_per_file < 1:
         raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
+    if (users.user_column if users is not None else None) != spec.user_column:
+        raise LakeError(
+            f"the lake is read with user_column={spec.user_column!r} but bounded by "
+            f"{users.user_column if users is not None else None!r}: give both the same id column (or neither)"
+        )
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
     check_output_location(out_url, spec.url, protected)
     store = GenerationStore(out_url, out_options)
@@ -317,7 +300,7 @@ def shuffle_once(
     summary = summary or validate_lake(spec, client=client, worker_timeout=worker_timeout)
     if generation is not None:
         pinned = store.find(generation)
-        reason = _refusal(pinned, spec, summary, None)
+        reason = _refusal(pinned, spec, summary, None, users)
         if reason is not None:
             raise LakeError(
                 f"the run resumes on shuffle generation {generation} of {out_url}, which {reason}: it cannot "
@@ -326,7 +309,7 @@ def shuffle_once(
         return _reading(pinned, spec)
     current = store.current()
     if current is not None and not reshuffle:
-        reason = _refusal(current, spec, summary, rows_per_file)
+        reason = _refusal(current, spec, summary, rows_per_file, users)
         if reason is None:
             return _reading(current, spec)
         raise LakeError(
@@ -336,10 +319,19 @@ def shuffle_once(
     generation = store.new_generation(spec.url)
     try:
         manifest = _shuffle_into(
-            store, generation, spec, summary, rows_per_file, client, on_progress, worker_timeout
+            store,
+            generation,
+            spec,
+            summary,
+            rows_per_file,
+            client,
+            on_progress,
+            worker_timeout,
+            users,
+            charge,
         )
         manifest = replace(manifest, number=(current.number if current else 0) + 1)
-        return _reading(_commit(store, manifest, spec, summary, rows_per_file), spec)
+        return _reading(_commit(store, manifest, spec, summary, rows_per_file, users), spec)
     except BaseException:
         try:
             store.discard(generation)
@@ -357,76 +349,51 @@ def _shuffle_into(
     client: Any,
     on_progress: Callable[[str, int], None] | None,
     worker_timeout: float,
+    users: UserBounding | None = None,
+    charge: Callable[[str, float], None] | None = None,
 ) -> Manifest:
-    """Scatter and gather the validated source into the (uncommitted) folder ``generation``."""
+    """Scatter and gather the validated source into the (uncommitted) folder ``generation``: its rows, or
+    with ``users`` its people, each bounded to k rows (``dpstream.pipelines.user_shuffle``)."""
     num_rows = summary.num_rows
     outputs = layout(
         num_rows, rows_per_file if rows_per_file is not None else automatic_rows_per_file(num_rows)
     )[0]
-    capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
-    capacity[: num_rows % outputs] += 1
-    entropy = np.random.SeedSequence(secrets.randbits(128))
-    allocation_rng, *seeds = entropy.spawn(1 + len(summary.files) + outputs)
-    allocator = np.random.default_rng(allocation_rng)
-    remaining, counts = capacity.copy(), []
-    for file in summary.files:
-        drawn = allocator.multivariate_hypergeometric(remaining, file.rows)
-        remaining -= drawn
-        counts.append(drawn)
-    source_fs, _ = spec.filesystem()
     folder_url = url_of(store.fs, store.folder(generation))
-    scatter_args = [
-        (
-            source_fs.unstrip_protocol(file.path),
-            file,
-            spec,
-            summary.num_features,
-            folder_url,
-            store.storage_options,
-            i,
-            counts[i],
-            int(seeds[i].generate_state(1)[0]),
-        )
-        for i, file in enumerate(summary.files)
-    ]
-    gather_args = [
-        (
-            folder_url,
-            store.storage_options,
-            j,
-            int(seeds[len(summary.files) + j].generate_state(1)[0]),
-            int(capacity[j]),
-        )
-        for j in range(outputs)
-    ]
     report = on_progress or (lambda phase, rows: None)
-    if client is None:
-        for args, file in zip(scatter_args, summary.files, strict=True):
-            _scatter(*args)
-            report("scatter", file.rows)
-        parts = []
-        for args in gather_args:
-            parts.append(_gather(*args))
-            report("gather", parts[-1].rows)
-    else:
-        _run_on_cluster(
-            client,
-            _scatter,
-            scatter_args,
-            lambda index, _: report("scatter", summary.files[index].rows),
-            worker_timeout,
+
+    def run(function: Callable, arguments: list[tuple], done: Callable[[int, Any], None]) -> list:
+        return run_tasks(client, function, arguments, done, worker_timeout)
+
+    if users is None:
+        parts, unit = (
+            _shuffle_rows(folder_url, store.storage_options, spec, summary, outputs, run, report),
+            None,
         )
-        parts = _run_on_cluster(
-            client, _gather, gather_args, lambda _, part: report("gather", part.rows), worker_timeout
+    else:
+        parts, unit = shuffle_users(
+            folder_url,
+            store.storage_options,
+            spec,
+            summary,
+            outputs,
+            users,
+            charge,
+            f"max-rows{generation}",
+            run,
+            report,
+            ROW_GROUP_ROWS,
         )
     scratch = f"{store.folder(generation)}/{SCRATCH}"
     if store.fs.exists(scratch):
         store.fs.rm(scratch, recursive=True)
-    if sum(part.rows for part in parts) != num_rows:  # each part was checked; the total is the commit's rule
-        raise LakeError(
-            f"the shuffle's parts hold {sum(p.rows for p in parts):,} rows, not the source's {num_rows:,}"
-        )
-    schema = pa.schema([summary.schema.field(name) for name in spec.columns])
+    kept = sum(part.rows for part in parts)
+    # Each part was checked; the total is the commit's rule (a user-level shuffle keeps at most every row).
+    if (kept > num_rows or not parts) if users is not None else kept != num_rows:
+        raise LakeError(f"the shuffle's parts hold {kept:,} rows, not the source's {num_rows:,}")
+    schema = pa.schema(
+        [summary.schema.field(name) for name in spec.columns]
+        + ([pa.field(USER_CODE_COLUMN, pa.int64(), nullable=False)] if users is not None else [])
+    )
     return Manifest(
         url=store.url,
         number=0,
@@ -442,7 +409,58 @@ def _shuffle_into(
         created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         source_files=summary.file_identities,
         shuffle_id=secrets.token_hex(8),
+        unit=unit,
     )
+
+
+def _shuffle_rows(
+    folder_url: str,
+    out_options: dict,
+    spec: LakeSpec,
+    summary: LakeSummary,
+    outputs: int,
+    run: Callable[[Callable, list[tuple], Callable[[int, Any], None]], list],
+    report: Callable[[str, int], None],
+) -> list[Part]:
+    """The row shuffle's two passes (module docstring) into ``outputs`` exactly balanced parts."""
+    num_rows = summary.num_rows
+    capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
+    capacity[: num_rows % outputs] += 1
+    entropy = np.random.SeedSequence(secrets.randbits(128))
+    allocation_rng, *seeds = entropy.spawn(1 + len(summary.files) + outputs)
+    allocator = np.random.default_rng(allocation_rng)
+    remaining, counts = capacity.copy(), []
+    for file in summary.files:
+        drawn = allocator.multivariate_hypergeometric(remaining, file.rows)
+        remaining -= drawn
+        counts.append(drawn)
+    source_fs, _ = spec.filesystem()
+    scatter_args = [
+        (
+            source_fs.unstrip_protocol(file.path),
+            file,
+            spec,
+            summary.num_features,
+            folder_url,
+            out_options,
+            i,
+            counts[i],
+            int(seeds[i].generate_state(1)[0]),
+        )
+        for i, file in enumerate(summary.files)
+    ]
+    gather_args = [
+        (
+            folder_url,
+            out_options,
+            j,
+            int(seeds[len(summary.files) + j].generate_state(1)[0]),
+            int(capacity[j]),
+        )
+        for j in range(outputs)
+    ]
+    run(_scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
+    return run(_gather, gather_args, lambda _, part: report("gather", part.rows))
 
 
 def _commit(
@@ -451,6 +469,7 @@ def _commit(
     spec: LakeSpec,
     summary: LakeSummary,
     rows_per_file: int | None,
+    users: UserBounding | None = None,
 ) -> Manifest:
     """Commit ``manifest`` at its number, or, when another shuffle committed that number first, reuse the
     winner if it serves this request (discarding this generation), else fail cleanly. The parts are
@@ -462,7 +481,7 @@ def _commit(
     winner = store.read(manifest.number)
     if winner.generation == manifest.generation:  # our own conditional PUT, retried after a lost answer
         return winner
-    reason = _refusal(winner, spec, summary, rows_per_file)
+    reason = _refusal(winner, spec, summary, rows_per_file, users)
     if reason is None:
         store.discard(manifest.generation)
         return winner

@@ -29,9 +29,10 @@ MODES = ("auto", "scatter", "streaming")
 def plan_on_lake(
     manifest: Manifest, algorithm: Any, model: Model, checkpoint: CheckpointPolicy | None = None
 ) -> RunPlan:
-    """The run plan of ``algorithm`` training ``model`` on the manifest's rows (refused when over budget)."""
+    """The run plan of ``algorithm`` training ``model`` on the manifest's rows, or its people for a
+    user-level shuffle (``Manifest.num_units``; refused when over budget)."""
     return RunPlan.build(
-        algorithm, model, manifest.num_rows, model.num_params(manifest.num_features), checkpoint
+        algorithm, model, manifest.num_units, model.num_params(manifest.num_features), checkpoint
     )
 
 
@@ -64,7 +65,7 @@ def train_on_lake(
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
-    run_plan.check_data(manifest.num_rows, manifest.num_features, f"the shuffled lake {manifest.url}")
+    run_plan.check_data(manifest.num_units, manifest.num_features, f"the shuffled lake {manifest.url}")
     verify_parts(manifest, storage_options)
     algorithm, model, steps = run_plan.algorithm, run_plan.model, run_plan.steps
     params = model.init_params(manifest.num_features) if initial_params is None else initial_params
@@ -82,7 +83,9 @@ def train_on_lake(
         executor = DaskExecutor(client, manifest, model, storage_options, worker_timeout=worker_timeout)
     else:
         executor = InMemoryExecutor(
-            model, prefetched_blocks(client, manifest, storage_options, prefetch_blocks, worker_timeout)
+            model,
+            prefetched_blocks(client, manifest, storage_options, prefetch_blocks, worker_timeout),
+            by_user=manifest.is_user_level,
         )
     result = execute(
         run_plan,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from dpstream.storage import open_url
 if TYPE_CHECKING:
     from dpstream.models.kinds import LabelContract
 
-__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "validate_lake"]
+__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "check_user_ids", "validate_lake"]
 
 SCAN_BATCH_ROWS = 65_536
 # A classifier's label contract (dpstream.models.kinds.LabelContract: two classes coded {0, 1} or
@@ -114,6 +114,44 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
     return len(spec.features)
 
 
+def _check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
+    """The user unit's id column is present once, of a type whose values name a person exactly."""
+    column = spec.user_column
+    copies = len(schema.get_all_field_indices(column))
+    if copies != 1:
+        present = (
+            "appears twice" if copies > 1 else f"is missing (columns present: {', '.join(schema.names)})"
+        )
+        raise LakeError(
+            f"{_name(path)}: privacy.user_column {column!r} {present}; name the column that identifies a person"
+        )
+    kind = schema.field(column).type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if not (
+        pa.types.is_integer(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_fixed_size_binary(kind)
+    ):
+        raise LakeError(
+            f"{_name(path)}: privacy.user_column {column!r} has type {kind}; a person's id must be an integer or a "
+            "string (a float or a timestamp can name two people alike after rounding): cast it when writing the lake"
+        )
+
+
+def check_user_ids(values: Any, spec: LakeSpec, path: str, offset: int = 0) -> None:
+    """No row without its person: a null id could not be bounded with the rest of that person's rows."""
+    if values.null_count:
+        row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise LakeError(
+            f"{_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null); every row "
+            "needs its person's id (drop the row, or give it the id it belongs to)"
+        )
+
+
 def _check_class_labels(
     values: np.ndarray, seen: set[float], path: str, spec: LakeSpec, labels: LabelContract
 ) -> None:
@@ -192,9 +230,11 @@ def _scan(
     with fs.open(path, "rb") as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
         for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
-            batch_size=SCAN_BATCH_ROWS, columns=spec.columns
+            batch_size=SCAN_BATCH_ROWS, columns=spec.read_columns
         ):
             width = check_values(batch, spec, path, offset, width, labels_seen, labels)
+            if spec.user_column is not None:
+                check_user_ids(batch.column(spec.user_column), spec, path, offset)
             offset += batch.num_rows
     return width
 
@@ -235,6 +275,8 @@ def check_file(url: str, spec: LakeSpec, labels: LabelContract | None = None) ->
         if rows == 0:
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
         width = _feature_width(schema, spec, path)
+        if spec.user_column is not None:
+            _check_user_column(schema, spec, path)
         classes = labels is not None and bool(labels.allowed())
         seen: set[float] | None = set() if classes else None
         width = _scan(fs, path, spec, width, seen, labels)
@@ -296,7 +338,7 @@ def validate_lake(
     for path, check in zip(paths, checks, strict=False):
         if check.error:
             raise LakeError(check.error)
-        for column in spec.columns:
+        for column in spec.read_columns:
             before, now = first.schema.field(column).type, check.schema.field(column).type
             if before != now:
                 raise LakeError(

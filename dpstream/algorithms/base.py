@@ -99,6 +99,7 @@ class PrivacyReport:
     clip_norms: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
     unit: str = "one row"  # whose data the guarantee protects (``PrivacyUnit.describe``)
+    ledger_unit: str = "row"  # what the lake's ledger counts (``PrivacyUnit.ledger_unit``)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,7 +121,10 @@ class PrivacyReport:
             ("guarantee", f"({self.epsilon:.6g}, {self.delta:g})-DP; {self.mu:.6g}-GDP"),
             ("noise multiplier (noise std / clip norm)", f"{self.noise_multiplier:.6g}"),
             ("sensitivity γ_T of the noise process", f"{self.sensitivity:.6g}"),
-            ("steps × rows per step", f"{self.steps} × {self.rows_per_step}"),
+            (
+                f"steps × {'people' if self.ledger_unit.startswith('user:') else 'rows'} per step",
+                f"{self.steps} × {self.rows_per_step}",
+            ),
             ("clip norm", clip),
             ("accountant", self.accountant),
         ]
@@ -239,6 +243,7 @@ def build_report(
         clip_norms=clip_norms,
         notes=notes,
         unit=(unit if unit is not None else PrivacyUnit.row(relation)).describe(),
+        ledger_unit=(unit if unit is not None else PrivacyUnit.row(relation)).ledger_unit,
     )
 
 

@@ -31,6 +31,7 @@ from dpstream.privacy.ledger import (
     LedgerEntry,
     LifetimeBudget,
     RunIdReusedError,
+    UnitMismatchError,
 )
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.privacy.unit import PrivacyUnit, group_mu
@@ -68,4 +69,5 @@ __all__ = [
     "LifetimeBudget",
     "BudgetExceededError",
     "RunIdReusedError",
+    "UnitMismatchError",
 ]

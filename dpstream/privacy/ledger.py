@@ -12,6 +12,11 @@ Runs compose exactly: every dpstream run is a μ_i-GDP mechanism under the ledge
 lake's cumulative guarantee is sqrt(Σ μ_i²)-GDP (Dong, Roth & Su 2022, Cor. 3.3) and the lifetime
 budget (ε, δ) is the cap μ_max = μ*(ε, δ).
 
+**The privacy unit is fixed by the first run.** ``budget.json`` records what the budget counts: rows,
+or people (``"user:<id column>"``, ``dpstream.privacy.PrivacyUnit``). A lake's first run writes it;
+a run of another unit, on this lake or on a lake sharing its files, is refused (``UnitMismatchError``):
+a row's μ bounds nothing about a person of many rows, and a person's budget cannot be split into rows.
+
 **The unit is the data.** A record lives in one source file, and a run on a lake is a mechanism
 applied to every record of every file of that lake. So the spend of a record in file f is the
 composition over every run of every lake (under this ledger URL) that contains f:
@@ -53,6 +58,8 @@ from dpstream.privacy.ledger_records import (
     LEDGER_MARKER,
     LedgerEntry,
     LifetimeBudget,
+    check_ledger_unit,
+    describe_ledger_unit,
     entries_in,
     entry_at,
     now,
@@ -62,7 +69,15 @@ from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
 from dpstream.validation import check_name, check_positive
 
-__all__ = ["BudgetExceededError", "RunIdReusedError", "LifetimeBudget", "LedgerEntry", "Ledger", "LakeLedger"]
+__all__ = [
+    "BudgetExceededError",
+    "RunIdReusedError",
+    "UnitMismatchError",
+    "LifetimeBudget",
+    "LedgerEntry",
+    "Ledger",
+    "LakeLedger",
+]
 
 _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
 _REASON_CHARS = 500
@@ -70,6 +85,17 @@ _REASON_CHARS = 500
 
 class BudgetExceededError(RuntimeError):
     """A run would take a lake past its lifetime privacy budget."""
+
+
+class UnitMismatchError(ValueError):
+    """A run counts another privacy unit (row, or a person by some id column) than the lake's ledger, which
+    its first run fixed: spends per row and per person cannot be composed."""
+
+
+def _unit_setting(unit: str) -> str:
+    if unit == "row":
+        return "no [privacy] section, or unit = 'row'"
+    return f"[privacy] unit = 'user', user_column = {unit[5:]!r}"
 
 
 class RunIdReusedError(BudgetExceededError):
@@ -135,6 +161,12 @@ class LakeLedger:
                     raise ValueError(
                         f"lake {self.fingerprint} shares source files with lake {lake}, accounted under "
                         f"{budget.relation}; use the same neighbouring relation ({self.budget.relation}) for both"
+                    )
+                if budget.unit != self.budget.unit:
+                    raise UnitMismatchError(
+                        f"lake {self.fingerprint} shares source files with lake {lake}, whose budget counts "
+                        f"{describe_ledger_unit(budget.unit)}, not {describe_ledger_unit(self.budget.unit)}: the two "
+                        f"spends cannot be added. Train both with the privacy unit {budget.unit!r}"
                     )
                 cap = min(cap, budget.mu)
                 own = lake == self.fingerprint
@@ -212,12 +244,22 @@ class LakeLedger:
         if not self._fits(float(mu), exclude=run_id):
             raise self._refusal(run_id, float(mu))
 
-    def _check_relation(self, run_id: str, relation: NeighbouringRelation | str) -> NeighbouringRelation:
+    def _check_relation(
+        self, run_id: str, relation: NeighbouringRelation | str, unit: str = "row"
+    ) -> NeighbouringRelation:
         relation = NeighbouringRelation.parse(relation)
         if relation is not self.budget.relation:
             raise ValueError(
                 f"run {run_id!r} is accounted under {relation} but lake {self.fingerprint}'s ledger "
                 f"under {self.budget.relation}; use the same neighbouring relation for every run"
+            )
+        check_ledger_unit(unit)
+        if unit != self.budget.unit:
+            raise UnitMismatchError(
+                f"run {run_id!r} is accounted per {describe_ledger_unit(unit)}, but lake {self.fingerprint}'s "
+                f"ledger per {describe_ledger_unit(self.budget.unit)} (fixed by its first run): the two do not mix, "
+                f"since a row-level ε says nothing of a person's and a person's budget cannot be split into rows. "
+                f"Train with the lake's unit ({_unit_setting(self.budget.unit)})"
             )
         return relation
 
@@ -229,6 +271,7 @@ class LakeLedger:
         mechanism: str,
         relation: NeighbouringRelation | str,
         data_version: str | None = None,
+        unit: str = "row",
     ) -> LedgerEntry:
         """Start ``run_id``: charge ``mu`` by creating its entry exclusively (module docstring, step 1).
 
@@ -236,7 +279,7 @@ class LakeLedger:
         already has an entry (another process claimed it, or it ran before), and
         ``BudgetExceededError`` when ``mu`` does not fit."""
         mu = check_positive("mu", mu)
-        relation = self._check_relation(run_id, relation)
+        relation = self._check_relation(run_id, relation, unit)
         existing = self.entry(run_id)
         if existing is not None:
             raise self._taken(run_id, existing)
@@ -251,6 +294,7 @@ class LakeLedger:
             reserved_at=now(),
             claim=secrets.token_hex(16),
             data_version=data_version,
+            unit=unit,
         )
         try:
             write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
@@ -282,11 +326,12 @@ class LakeLedger:
         mechanism: str,
         relation: NeighbouringRelation | str,
         data_version: str | None = None,
+        unit: str = "row",
     ) -> LedgerEntry:
         """Charge ``mu`` to this lake for ``run_id`` before anything is released (idempotent: an existing
         entry with the same μ is returned, so a retried or resumed run is charged once; else ``claim``)."""
         mu = check_positive("mu", mu)
-        self._check_relation(run_id, relation)
+        self._check_relation(run_id, relation, unit)
         existing = self.entry(run_id)
         if existing is not None:
             if not math.isclose(existing.mu, mu, rel_tol=1e-12, abs_tol=0.0):
@@ -296,9 +341,13 @@ class LakeLedger:
                 )
             return existing
         try:
-            return self.claim(run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version)
+            return self.claim(
+                run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version, unit=unit
+            )
         except RunIdReusedError:  # claimed by a racing reservation of the same run: charged once
-            return self.reserve(run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version)
+            return self.reserve(
+                run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version, unit=unit
+            )
 
     def commit(self, run_id: str, claim: str | None = None) -> LedgerEntry:
         """Mark a reserved run as completed. Committing twice is a no-op. With ``claim`` the entry must be
@@ -417,6 +466,13 @@ class Ledger:
         budget_path = f"{root}/{BUDGET_NAME}"
         if self._fs.exists(budget_path):
             recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
+            if budget is not None and budget.unit != recorded.unit:
+                raise UnitMismatchError(
+                    f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by "
+                    f"its first run), not {describe_ledger_unit(budget.unit)}: row-level and user-level runs on one "
+                    f"lake do not mix (a second ledger would not make them: the records are the same). Train with "
+                    f"the lake's unit ({_unit_setting(recorded.unit)})"
+                )
             if budget is not None and budget != recorded:
                 raise ValueError(
                     f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "
@@ -485,6 +541,11 @@ class Ledger:
             raise ValueError(
                 f"lake {fingerprint} has runs accounted under {lake.budget.relation}; "
                 "its relation cannot change"
+            )
+        if lake is not None and budget.unit != lake.budget.unit and lake.entries():
+            raise UnitMismatchError(
+                f"lake {fingerprint} has runs accounted per {describe_ledger_unit(lake.budget.unit)}; its unit "
+                "cannot change"
             )
         self._mark()
         write_json_atomic(self._fs, f"{self._root}/{fingerprint}/{BUDGET_NAME}", budget.to_json())

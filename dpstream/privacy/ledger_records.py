@@ -21,6 +21,8 @@ from dpstream.validation import check_budget
 __all__ = [
     "LifetimeBudget",
     "LedgerEntry",
+    "check_ledger_unit",
+    "describe_ledger_unit",
     "STATUSES",
     "FILES_NAME",
     "BUDGET_NAME",
@@ -44,17 +46,33 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
+def check_ledger_unit(unit: Any) -> str:
+    """``"row"`` or ``"user:<id column>"`` (``PrivacyUnit.ledger_unit``), else ``ValueError``."""
+    if unit == "row" or (isinstance(unit, str) and unit.startswith("user:") and unit[5:].strip()):
+        return unit
+    raise ValueError(f"a ledger's unit is 'row' or 'user:<id column>', got {unit!r}")
+
+
+def describe_ledger_unit(unit: str) -> str:
+    return "rows" if unit == "row" else f"people (one per value of {unit[5:]!r})"
+
+
 @dataclass(frozen=True)
 class LifetimeBudget:
+    """A lake's lifetime budget, per *unit*: ``"row"`` (a record), or ``"user:<column>"`` (every row of one
+    value of that column: the budget is per person). The first run on a lake fixes its unit."""
+
     epsilon: float
     delta: float
     relation: NeighbouringRelation = NeighbouringRelation.REPLACE_ONE
+    unit: str = "row"
 
     def __post_init__(self) -> None:
         epsilon, delta = check_budget(self.epsilon, self.delta, name="lifetime epsilon")
         object.__setattr__(self, "epsilon", epsilon)
         object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "relation", NeighbouringRelation.parse(self.relation))
+        check_ledger_unit(self.unit)
         self.mu  # noqa: B018 - a budget the accountant cannot calibrate against is refused before it is stored
 
     @property
@@ -62,7 +80,12 @@ class LifetimeBudget:
         return gdp.mu_for_epsilon_delta(self.epsilon, self.delta)
 
     def to_json(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "relation": self.relation.value}
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "relation": self.relation.value,
+            "unit": self.unit,
+        }
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LifetimeBudget:
@@ -78,6 +101,8 @@ class LifetimeBudget:
         object.__setattr__(budget, "epsilon", epsilon)
         object.__setattr__(budget, "delta", delta)
         object.__setattr__(budget, "relation", NeighbouringRelation.parse(document["relation"]))
+        # Budgets written before the privacy unit was recorded are the row's: every run then was.
+        object.__setattr__(budget, "unit", check_ledger_unit(document.get("unit", "row")))
         return budget
 
 
@@ -98,6 +123,7 @@ class LedgerEntry:
     )
     aborted_at: str | None = None
     reason: str | None = None  # why an aborted run gave its reservation back
+    unit: str | None = None  # the ledger unit the run was charged in (None: written before units, the row)
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> LedgerEntry:

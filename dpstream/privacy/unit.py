@@ -74,6 +74,12 @@ class PrivacyUnit:
         """``"row"`` or ``"user"``: what the ledger records and compares."""
         return "user" if self.is_user else "row"
 
+    @property
+    def ledger_unit(self) -> str:
+        """What a lake's ledger counts: ``"row"``, or ``"user:<column>"`` (a person as one id column names
+        them; two id columns are two units). A lake's first run fixes it (``LifetimeBudget.unit``)."""
+        return f"user:{self.user_column}" if self.is_user else "row"
+
     # Sensitivities of one contribution (a row's, or a user's rows combined): see the module docstring.
     def clipped_sum_sensitivity(self, clip_norm: float) -> float:
         return self.relation.clipped_sum_sensitivity(clip_norm)

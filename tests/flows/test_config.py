@@ -127,6 +127,26 @@ def test_good_config(tmp_path):
             lambda t: t + '\n[model]\nkind = "logistic"\nclasses = ["a", "a"]\n',
             r"model\.classes: Value error, classes must list at least 2 distinct class names",
         ),
+        (
+            lambda t: t + '\n[privacy]\nunit = "user"\n',
+            r"privacy: Value error, unit = 'user' needs user_column",
+        ),
+        (
+            lambda t: t + '\n[privacy]\nuser_column = "customer"\n',
+            r"privacy: Value error, user_column and max_rows_per_user apply to unit = 'user'",
+        ),
+        (
+            lambda t: t + '\n[privacy]\nunit = "user"\nuser_column = "x1"\n',
+            r"privacy.user_column 'x1' is also lake.features: a person's id is never trained on",
+        ),
+        (
+            lambda t: t + '\n[privacy]\nunit = "user"\nuser_column = "c"\nmax_rows_per_user = 0\n',
+            r"privacy\.max_rows_per_user.*give a whole number of rows ≥ 1, or 'auto'",
+        ),
+        (
+            lambda t: t + '\n[privacy]\nunit = "person"\n',
+            r"privacy\.unit: Input should be 'row' or 'user'",
+        ),
     ],
 )
 def test_bad_configs_name_the_key(tmp_path, edit, match):
@@ -327,3 +347,17 @@ def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
         load_config(write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\n')).checkpoint.every_steps
         == DEFAULT_EVERY_STEPS
     )
+
+
+def test_the_privacy_unit_section(tmp_path):
+    config = load_config(write(tmp_path, GOOD + '\n[privacy]\nunit = "user"\nuser_column = "customer"\n'))
+    assert config.is_user_level and config.privacy.max_rows_per_user == "auto"
+    assert (
+        config.privacy_unit(8)
+        .describe()
+        .startswith("one user: every row of one value of 'customer' (at most 8")
+    )
+    assert config.privacy_unit().ledger_unit == "user:customer"
+    assert config.lake_spec().user_column == "customer" and config.user_bounding().is_auto
+    rows = load_config(write(tmp_path, GOOD))
+    assert rows.privacy_unit().ledger_unit == "row" and rows.user_bounding() is None

@@ -63,3 +63,42 @@ def dask_client():
     finally:
         client.close()
         cluster.close()
+
+
+HEAVY_PERSON = "cust-heavy"  # one person of HEAVY_ROWS rows, spread over every file
+HEAVY_ROWS = 10_000
+ID_PREFIX = b"cust-"  # every id starts so: a scan of written bytes for it finds any id in clear
+
+
+def user_table(seed: int, people: int = 1500, start: int = 0, heavy_rows: int = 0) -> pa.Table:
+    """Rows of ``people`` people with Zipf(1.7) rows each (at most 500), plus ``heavy_rows`` rows of
+    ``HEAVY_PERSON``, shuffled; a person effect of std 0.3 on a linear target."""
+    rng = np.random.default_rng(seed)
+    counts = np.minimum(rng.zipf(1.7, people), 500)
+    ids = np.repeat(np.array([f"cust-{start + u:06d}" for u in range(people)], dtype=object), counts)
+    effect = np.repeat(rng.normal(0, 0.3, people), counts)
+    ids = np.concatenate([ids, np.full(heavy_rows, HEAVY_PERSON, dtype=object)])
+    effect = np.concatenate([effect, np.full(heavy_rows, 0.5)])
+    order = rng.permutation(ids.size)
+    ids, effect = ids[order], effect[order]
+    X = rng.uniform(-1, 1, (ids.size, DIM))
+    y = X @ W_STAR + effect + 0.3 * rng.standard_normal(ids.size)
+    return pa.table(
+        {**{f"x{j}": X[:, j] for j in range(DIM)}, "y": y, "customer": pa.array(ids, pa.string())}
+    )
+
+
+def write_user_lake(put, root: str, files: int = 3) -> dict[str, int]:
+    """A Zipf panel over ``files`` files (people ids overlap across files: a person's rows are spread), one
+    person of ``HEAVY_ROWS`` rows; returns every person's rows."""
+    heavy = [HEAVY_ROWS // files + (i < HEAVY_ROWS % files) for i in range(files)]
+    tables = [user_table(i, start=(i % 2) * 700, heavy_rows=heavy[i]) for i in range(files)]
+    for i, table in enumerate(tables):
+        put(f"{root}/part={i:02d}.parquet", table)
+    ids = np.concatenate([t.column("customer").to_numpy(zero_copy_only=False) for t in tables])
+    names, counts = np.unique(ids, return_counts=True)
+    return dict(zip(names.tolist(), counts.tolist(), strict=True))
+
+
+def user_spec(url: str, **options) -> LakeSpec:
+    return LakeSpec(url, tuple(f"x{j}" for j in range(DIM)), "y", options, user_column="customer")

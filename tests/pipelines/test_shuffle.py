@@ -305,12 +305,13 @@ def test_gather_reads_finished_pieces_only(tmp_path):
     import pyarrow as pa
 
     from dpstream.pipelines.generations import SCRATCH
-    from dpstream.pipelines.shuffle import _gather, _write_piece
+    from dpstream.pipelines.shuffle import _gather
+    from dpstream.pipelines.shuffle_io import write_piece
 
     fs = fsspec.filesystem("file")
     folder = tmp_path / SCRATCH / "to-00000"
     for index, values in enumerate(([1.0, 2.0], [3.0, 4.0, 5.0])):
-        _write_piece(fs, str(folder / f"from-{index:05d}.arrow"), pa.table({"x": values}))
+        write_piece(fs, str(folder / f"from-{index:05d}.arrow"), pa.table({"x": values}))
     (folder / ".tmp-killed").write_bytes(b"half a piece")
     with pytest.raises(LakeError, match="would hold 5 rows, not the 6 its layout assigned"):
         _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6)

@@ -250,3 +250,47 @@ def test_a_recorded_budget_above_the_cap_stays_readable_and_changeable(tmp_path)
     assert ledger.set_budget("lake-1", LifetimeBudget(8.0, 1e-6)).budget.epsilon == 8.0
     with pytest.raises(ValueError, match="at most 100"):
         LifetimeBudget(1e300, 1e-6)
+
+
+PEOPLE = LifetimeBudget(epsilon=4.0, delta=1e-6, unit="user:customer")
+
+
+def test_a_lakes_unit_is_fixed_by_its_first_run(tmp_path):
+    """Issue 31: a lake's budget counts rows or people, as its first run did; the other is refused."""
+    from dpstream.privacy import UnitMismatchError
+
+    ledger = Ledger(str(tmp_path))
+    lake = ledger.lake("lake1", PEOPLE)
+    entry = lake.reserve("u1", 0.5, mechanism="m", relation="replace-one", unit="user:customer")
+    assert entry.unit == "user:customer"
+    with pytest.raises(UnitMismatchError, match="per rows, but lake lake1's ledger per people"):
+        lake.reserve("r1", 0.1, mechanism="m", relation="replace-one")  # a row-level run
+    with pytest.raises(UnitMismatchError, match="per people \\(one per value of 'account'\\)"):
+        lake.reserve("a1", 0.1, mechanism="m", relation="replace-one", unit="user:account")
+    with pytest.raises(UnitMismatchError, match="do not mix"):
+        ledger.lake("lake1", BUDGET)  # a row-level config on the same lake
+    with pytest.raises(UnitMismatchError, match="its unit cannot change"):
+        ledger.set_budget("lake1", BUDGET)
+    assert [e.run_id for e in lake.entries()] == ["u1"]  # nothing was charged by the refusals
+    with pytest.raises(ValueError, match="'row' or 'user:<id column>'"):
+        LifetimeBudget(epsilon=4.0, delta=1e-6, unit="person")
+
+
+def test_a_budget_written_before_units_is_the_rows(tmp_path):
+    ledger = Ledger(str(tmp_path))
+    ledger.lake("lake1", BUDGET)
+    path = tmp_path / "lake1" / "budget.json"
+    document = json.loads(path.read_text())
+    del document["unit"]
+    path.write_text(json.dumps(document))
+    assert ledger.lake("lake1", BUDGET).budget.unit == "row"
+
+
+def test_lakes_sharing_files_share_their_unit(tmp_path):
+    from dpstream.privacy import UnitMismatchError
+
+    ledger = Ledger(str(tmp_path))
+    ledger.lake("rows", BUDGET, files=("md5:1",)).reserve("r1", 0.2, mechanism="m", relation="replace-one")
+    people = ledger.lake("people", PEOPLE, files=("md5:1", "md5:2"))
+    with pytest.raises(UnitMismatchError, match="shares source files with lake rows"):
+        people.reserve("u1", 0.2, mechanism="m", relation="replace-one", unit="user:customer")

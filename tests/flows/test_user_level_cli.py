@@ -1,0 +1,108 @@
+"""`dpstream` with `[privacy] unit = "user"` end to end (issue 31): a Zipf panel with one person of 10⁴ rows,
+k chosen with DP and charged, a model per person, the unit in model.json, the ledger and `dpstream
+report`, no id in clear in anything written; the careless configs refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.flows.test_cli import dpstream
+from tests.pipelines.conftest import DIM, ID_PREFIX, local_put, write_user_lake
+
+pytestmark = pytest.mark.usefixtures("cli_prefect_api")
+
+CONFIG = """
+[lake]
+url = "raw"
+features = [{features}]
+label = "y"
+shuffled_url = "shuffled"
+rows_per_file = 3000
+
+[privacy]
+unit = "{unit}"
+{user}
+
+[budget]
+epsilon = 2.0
+delta = 1e-6
+lifetime_epsilon = 4.0
+ledger_url = "ledger"
+"""
+
+
+def write_config(folder: Path, unit: str = "user") -> Path:
+    features = ", ".join(f'"x{j}"' for j in range(DIM))
+    user = 'user_column = "customer"' if unit == "user" else ""
+    path = folder / "pipeline.toml"
+    path.write_text(CONFIG.format(features=features, unit=unit, user=user))
+    return path
+
+
+def written_files(folder: Path, skip: str = "raw"):
+    for root, _, names in os.walk(folder):
+        if Path(root).relative_to(folder).parts[:1] == (skip,):
+            continue
+        for name in names:
+            yield Path(root, name)
+
+
+def test_a_user_level_run_from_the_cli(tmp_path):
+    people = write_user_lake(local_put, str(tmp_path / "raw"))
+    config = write_config(tmp_path)
+    validated = dpstream("validate", config)
+    assert validated.returncode == 0, validated.stderr
+    assert "Privacy unit: a person (every row of one value of 'customer'" in validated.stdout
+
+    trained = dpstream("train", config, "--run-id", "people-1")
+    assert trained.returncode == 0, trained.stderr
+    assert "one user: every row of one value of 'customer'" in trained.stdout
+    assert "people per step" in trained.stdout
+
+    document = json.loads((tmp_path / "runs" / "people-1" / "model.json").read_text())
+    privacy = document["privacy"]
+    assert privacy["ledger_unit"] == "user:customer" and privacy["epsilon"] == pytest.approx(2.0)
+    assert any("chosen with DP when the lake was shuffled" in note for note in privacy["notes"])
+
+    (budget_path,) = (tmp_path / "ledger").glob("*/budget.json")
+    assert json.loads(budget_path.read_text())["unit"] == "user:customer"
+    entries = {p.stem: json.loads(p.read_text()) for p in budget_path.parent.glob("runs/*.json")}
+    bound = next(entry for name, entry in entries.items() if name.startswith("max-rows_g-"))
+    assert bound["unit"] == entries["people-1"]["unit"] == "user:customer" and bound["status"] == "committed"
+    assert len(entries) == 2
+
+    shown = dpstream("report", tmp_path / "runs" / "people-1")
+    assert shown.returncode == 0 and "| privacy unit | one user" in shown.stdout
+
+    # No id in clear anywhere dpstream wrote: shuffled lake, ledger, runs, operator folder, the run's log.
+    logs = [p for p in Path(os.environ["DPSTREAM_LOG_DIR"]).glob("*people-1*")]
+    assert logs
+    scanned = list(written_files(tmp_path)) + logs
+    assert len(scanned) > 10
+    for path in scanned:
+        assert ID_PREFIX not in path.read_bytes(), path
+    assert len(people) > 1000
+
+    again = dpstream("train", config, "--run-id", "people-1")  # a repeated run id replays its one release
+    assert (
+        again.returncode == 0
+        and "already complete" in again.stdout
+        and "nothing was trained or charged" in again.stdout
+    )
+    replayed = json.loads((tmp_path / "runs" / "people-1" / "model.json").read_text())
+    assert replayed["params"] == document["params"]
+    assert len(list(budget_path.parent.glob("runs/*.json"))) == 2
+
+    rows = write_config(tmp_path, unit="row")
+    refused = dpstream("train", rows, "--run-id", "rows-1")
+    assert refused.returncode != 0
+    assert "user-level shuffle of this lake" in refused.stderr  # the shuffle refuses first
+    reshuffled = dpstream("shuffle", rows, "--reshuffle")
+    assert reshuffled.returncode == 0, reshuffled.stderr
+    refused = dpstream("train", rows, "--run-id", "rows-1")
+    assert refused.returncode != 0 and "counts people (one per value of 'customer')" in refused.stderr
+    assert len(list(budget_path.parent.glob("runs/*.json"))) == 2  # nothing more was charged
