@@ -8,7 +8,9 @@ Two panels, several rows per person:
 * **PSID wages** (R package plm, ``Wages``: 595 people × 7 years, 1976–82): log wage on experience,
   weeks worked, education and eight indicators, features mapped with public ranges; people split 80/20.
 
-The user-level fit is ``DPLinearRegression(...).fit(X, y, groups=person)`` at (ε, 1e-6) per person. The
+The user-level fit is ``DPLinearRegression(algorithm=...).fit(X, y, groups=person)`` at (ε, 1e-6) per
+person: AdaSSP (a person's rows weighted into XᵀX and Xᵀy) on both panels, DP-SGD (a person's mean
+gradient clipped once) on the synthetic one. The
 row-level model reaches the same per-person guarantee only through group privacy: a person's k rows move
 a Gaussian mechanism's μ k-fold (``dpstream.privacy.group_mu``), so it runs at μ/k per row, on the same
 rows (at most k per person). Both use the same public bounds; medians over seeds, RMSE on held-out people.
@@ -62,7 +64,7 @@ def wages(seed: int):
     return X[~test], y[~test], person[~test], X[test], y[test]
 
 
-def compare(make, seeds, epsilon: float, most: int, label_bounds) -> dict[str, float]:
+def compare(make, seeds, epsilon: float, most: int, label_bounds, algorithm: str = "ssp") -> dict[str, float]:
     row_epsilon = epsilon_for_delta(DELTA, mu_for_epsilon_delta(epsilon, DELTA) / most)
     scores: dict[str, list[float]] = {
         "user-level": [],
@@ -72,7 +74,7 @@ def compare(make, seeds, epsilon: float, most: int, label_bounds) -> dict[str, f
     }
     for seed in seeds:
         X, y, ids, X_test, y_test = make(seed)
-        bounds = dict(feature_bounds=(-1.0, 1.0), label_bounds=label_bounds, delta=DELTA)
+        bounds = dict(feature_bounds=(-1.0, 1.0), label_bounds=label_bounds, delta=DELTA, algorithm=algorithm)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the converted model's ridge dominates: that is the comparison
             user = DPLinearRegression(epsilon=epsilon, max_rows_per_user=most, **bounds).fit(X, y, groups=ids)
@@ -98,17 +100,19 @@ def main(argv: list[str] | None = None) -> None:
         return
     seeds = range(args.seeds)
     print(
-        "| panel | ε per person | k | user-level RMSE | row-level at μ/k (ε per row) | label mean | non-private |"
+        "| panel | algorithm | ε per person | k | user-level RMSE | row-level at μ/k (ε per row) | label mean | "
+        "non-private |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for name, make, most, label_bounds in (
-        ("synthetic, 3,000 people", panel, 20, (-6.0, 6.0)),
-        ("PSID wages, 476 people × 7 years", wages, 7, (4.0, 8.0)),
+    print("|---|---|---|---|---|---|---|---|")
+    for name, make, most, label_bounds, algorithm in (
+        ("synthetic, 3,000 people", panel, 20, (-6.0, 6.0), "ssp"),
+        ("PSID wages, 476 people × 7 years", wages, 7, (4.0, 8.0), "ssp"),
+        ("synthetic, 3,000 people", panel, 20, (-6.0, 6.0), "dpsgd"),
     ):
         for epsilon in (1.0, 4.0):
-            result = compare(make, seeds, epsilon, most, label_bounds)
+            result = compare(make, seeds, epsilon, most, label_bounds, algorithm)
             print(
-                f"| {name} | {epsilon:g} | {most} | {result['user-level']:.3f} | "
+                f"| {name} | {algorithm} | {epsilon:g} | {most} | {result['user-level']:.3f} | "
                 f"{result['row-level, group privacy']:.3f} (ε = {result['row epsilon']:.3g}) | {result['label mean']:.3f} | "
                 f"{result['non-private least squares']:.3f} |"
             )
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def audit(trials: int = 2000) -> None:
     """The user-level privacy audit (``dpstream.audit_users``): `python -m benchmarks.user_level --audit`."""
-    from dpstream.algorithms import AdaSSP
+    from dpstream.algorithms import DPSGD, AdaSSP
     from dpstream.audit import NoiseScaledDown
     from dpstream.audit_users import audit_user_level
     from dpstream.privacy import PrivacyUnit
@@ -125,20 +129,30 @@ def audit(trials: int = 2000) -> None:
         f"{trials} trials per dataset, seed 3, δ = 1e-5, replace-one, a canary user of k = 10 rows; 95 % bounds"
     )
     print(
-        "| claimed ε per person | ε lower bound, honest | noise ÷ 10 | rows clipped one by one (k× sensitivity) |"
+        "| mechanism | claimed ε per person | ε lower bound, honest | noise ÷ 10 | rows clipped one by one "
+        "(k× sensitivity) |"
     )
-    print("|---|---|---|---|")
-    for epsilon in (1.0, 2.0, 4.0):
-        algorithm = AdaSSP(epsilon, 1e-5, unit=PrivacyUnit.user("person", 10))
-        honest = audit_user_level(algorithm, trials=trials, seed=3)
-        broken = audit_user_level(NoiseScaledDown(algorithm, 10.0), trials=trials, seed=3)
-        uncombined = audit_user_level(algorithm, trials=trials, seed=3, combine=False)
-        cells = [
-            f"{result.epsilon_lower_bound:.3f}"
-            + ("" if result.epsilon_lower_bound > epsilon else " (missed)")
-            for result in (broken, uncombined)
-        ]
-        print(f"| {epsilon:g} | {honest.epsilon_lower_bound:.3f} | {cells[0]} | {cells[1]} |", flush=True)
+    print("|---|---|---|---|---|")
+    for name in ("AdaSSP", "DP-SGD"):
+        for epsilon in (1.0, 2.0, 4.0):
+            unit = PrivacyUnit.user("person", 10)
+            algorithm = (
+                AdaSSP(epsilon, 1e-5, unit=unit)
+                if name == "AdaSSP"
+                else DPSGD(epsilon, 1e-5, clip_norm=1.0, learning_rate=1.0, batch_size=400, unit=unit)
+            )
+            honest = audit_user_level(algorithm, trials=trials, seed=3)
+            broken = audit_user_level(NoiseScaledDown(algorithm, 10.0), trials=trials, seed=3)
+            uncombined = audit_user_level(algorithm, trials=trials, seed=3, combine=False)
+            cells = [
+                f"{result.epsilon_lower_bound:.3f}"
+                + ("" if result.epsilon_lower_bound > epsilon else " (missed)")
+                for result in (broken, uncombined)
+            ]
+            print(
+                f"| {name} | {epsilon:g} | {honest.epsilon_lower_bound:.3f} | {cells[0]} | {cells[1]} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

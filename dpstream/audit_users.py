@@ -8,7 +8,10 @@ the row-norm bound, so each is clipped to B_x·e) with label −Y (clipped to �
 neighbour's canary has label +Y; under zero-out its rows are zero. Combined into one contribution
 (``dpstream.models.users``: w = B_x/S = 1/k for k rows at the bound) the canary moves Xᵀy along e by
 exactly B_x·B_y, the row unit's moment bound, so the two Xᵀy releases differ by the full sensitivity
-while XᵀX is the same on both sides under replace-one. The statistic is −θ_e of AdaSSP's release.
+while XᵀX is the same on both sides under replace-one. For DP-SGD (one step over every user,
+``dpstream.models.user_gradients``) the canary's mean gradient at θ = 0 is ±Y·B·e, clipped once to ±C·e:
+the two sums differ by 2C (replace-one) or C (zero-out) along e, again the full sensitivity, and the
+background users add nothing along e. The statistic is −θ_e of the released model either way.
 
 ``combine=False`` audits the bug the combination prevents: the same plan (one user, one row's
 sensitivity claimed) over statistics whose k canary rows were each clipped on their own, k times the
@@ -96,8 +99,9 @@ def audit_user_level(
     seed: int = 0,
     combine: bool = True,
 ) -> AuditResult:
-    """Audit a user-level ``algorithm`` (AdaSSP with ``unit=PrivacyUnit.user(...)``; or a
-    ``dpstream.audit.NoiseScaledDown`` of one) with a canary user of ``rows_per_user`` worst-case rows."""
+    """Audit a user-level ``algorithm`` (AdaSSP, or DP-SGD with a batch of every user, with
+    ``unit=PrivacyUnit.user(...)``; or a ``dpstream.audit.NoiseScaledDown`` of one) with a canary user of
+    ``rows_per_user`` worst-case rows."""
     if trials < 20:
         raise ValueError(
             f"trials must be at least 20 (half select the threshold, half measure), got {trials!r}"

@@ -17,6 +17,7 @@ from typing import Any
 from dpstream.algorithms.base import Algorithm, Plan, PrivacyReport
 from dpstream.checkpoint import CheckpointPolicy, config_fingerprint
 from dpstream.models import Model
+from dpstream.models.users import check_user_level
 from dpstream.privacy import PrivacyEvent
 
 __all__ = ["RunPlan", "PlanMismatchError"]
@@ -55,7 +56,11 @@ class RunPlan:
     ) -> RunPlan:
         """Plan ``algorithm`` for ``model`` on ``num_rows`` rows and ``num_params`` parameters (the model's
         ``num_params(num_features)``). Raises ``ValueError`` when the plan spends more than the
-        algorithm's (ε, δ) (``build_report``) or the rows cannot carry it."""
+        algorithm's (ε, δ) (``build_report``) or the rows cannot carry it; under the user unit, when the
+        algorithm or the model cannot combine a person's rows (``check_user_level``)."""
+        unit = getattr(algorithm, "unit", None)
+        if unit is not None and unit.is_user:
+            check_user_level(algorithm.name, model)
         return cls(algorithm, model, algorithm.plan(num_rows, num_params), checkpoint)
 
     @property

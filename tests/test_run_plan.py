@@ -10,7 +10,7 @@ import pytest
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import InMemoryExecutor, execute
-from dpstream.models import LinearRegressionModel, LogisticRegressionModel
+from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 from dpstream.privacy import GdpAccountant, NeighbouringRelation
 from dpstream.run_plan import PlanMismatchError, RunPlan
@@ -90,8 +90,9 @@ def test_event_and_report_follow_the_steps_they_are_made_from():
 def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities():
     """AdaSSP under a user unit (a user's rows combined into one contribution, ``dpstream.models.users``)
     keeps one row's sensitivities, so its noise is the row unit's; the report says whose data it protects.
-    The gradient algorithms, which cannot combine a user's gradients yet, refuse the user unit, and a plan
-    refuses an executor that does not read users the way its unit says."""
+    DP-SGD and DP-AMBSSGD combine a person's gradient into one clipped contribution (the same noise); SRGD and
+    the KAN refuse the user unit, and a plan refuses an executor that does not read users the way its unit
+    says."""
     from dpstream.privacy import PrivacyUnit
 
     user = PrivacyUnit.user("customer_id", 8)
@@ -106,10 +107,21 @@ def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities():
     assert (
         user_plan.algorithm != row_plan.algorithm
     )  # the unit is part of what a checkpoint's fingerprint covers
-    for name in ("dpsgd-lambda", "ambssgd", "srgd"):
-        with pytest.raises(ValueError, match=r"trains with AdaSSP \(algorithm 'ssp'\) in this release"):
-            relation = ALGORITHMS[name].relation
-            dataclasses.replace(ALGORITHMS[name], unit=PrivacyUnit.user("customer_id", 8, relation=relation))
+    for name in ("dpsgd-lambda", "ambssgd"):  # a person's gradient is combined: one row's sensitivity
+        relation = ALGORITHMS[name].relation
+        per_person = dataclasses.replace(
+            ALGORITHMS[name], unit=PrivacyUnit.user("customer_id", 8, relation=relation)
+        )
+        person_plan = RunPlan.build(per_person, LinearRegressionModel(), ROWS, DIM)
+        rows_plan = RunPlan.build(ALGORITHMS[name], LinearRegressionModel(), ROWS, DIM)
+        assert (
+            person_plan.mu == pytest.approx(rows_plan.mu, rel=1e-12) and "one user" in person_plan.report.unit
+        )
+        with pytest.raises(ValueError, match=r"SRGD, the KAN and the multi-class model do not combine"):
+            RunPlan.build(per_person, KANModel(), ROWS, DIM)
+    with pytest.raises(ValueError, match=r"SRGD, the KAN and the multi-class model do not combine"):
+        relation = ALGORITHMS["srgd"].relation
+        dataclasses.replace(ALGORITHMS["srgd"], unit=PrivacyUnit.user("customer_id", 8, relation=relation))
     with pytest.raises(PlanMismatchError, match="the executor reads rows without their users"):
         execute(
             user_plan, InMemoryExecutor(LinearRegressionModel(), _blocks(ROWS)), initial_params=np.zeros(DIM)

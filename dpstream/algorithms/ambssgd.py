@@ -56,7 +56,6 @@ from dpstream.algorithms.base import (
     tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import (
     ComposedEvent,
@@ -133,8 +132,6 @@ class DPAMBSSGD:
         check_budget(self.epsilon, self.delta)
         object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
         object.__setattr__(self, "relation", self.unit.relation)
-        if self.unit.is_user:  # no combined per-user gradient yet: never label row-level noise per person
-            raise ValueError(USER_LEVEL_SSP_ONLY)
         if self.statistic not in ("residual", "gradient_norm"):
             raise ValueError(f"statistic must be 'residual' or 'gradient_norm', got {self.statistic!r}")
         if self.statistic == "residual" and (self.feature_norm is None or not self.feature_norm > 0):

@@ -29,7 +29,7 @@ from dpstream.algorithms.dpsgd import DPSGD
 from dpstream.algorithms.srgd import AcceleratedDPSRGD
 from dpstream.algorithms.ssp import AdaSSP
 from dpstream.models.kinds import training_defaults
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
+from dpstream.models.users import check_user_level
 from dpstream.noise import make_noise_process
 from dpstream.privacy import PrivacyUnit
 
@@ -119,8 +119,8 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
         learning_rate=spec.learning_rate,
     )
     _refuse_ignored(spec, name)
-    if spec.unit is not None and spec.unit.is_user and name != "ssp":
-        raise ValueError(USER_LEVEL_SSP_ONLY)
+    if spec.unit is not None and spec.unit.is_user:
+        check_user_level(name, model)
     learning_rate = (
         spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, num_params)
     )

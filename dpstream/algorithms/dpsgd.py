@@ -29,7 +29,6 @@ from dpstream.algorithms.base import (
     tail_average,
 )
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import (
     NeighbouringRelation,
@@ -86,8 +85,6 @@ class DPSGD(OneRoundTrip):
         check_budget(self.epsilon, self.delta)
         object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
         object.__setattr__(self, "relation", self.unit.relation)
-        if self.unit.is_user:  # no combined per-user gradient yet: never label row-level noise per person
-            raise ValueError(USER_LEVEL_SSP_ONLY)
         check_positive("clip_norm", self.clip_norm)
         check_positive("learning_rate", self.learning_rate)
         check_positive("batch_size", self.batch_size, integer=True)

@@ -38,7 +38,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
 )
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
+from dpstream.models.users import USER_LEVEL_UNSUPPORTED
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import (
     NeighbouringRelation,
@@ -93,7 +93,7 @@ class AcceleratedDPSRGD(OneRoundTrip):
         object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
         object.__setattr__(self, "relation", self.unit.relation)
         if self.unit.is_user:  # no combined per-user gradient yet: never label row-level noise per person
-            raise ValueError(USER_LEVEL_SSP_ONLY)
+            raise ValueError(USER_LEVEL_UNSUPPORTED)
         check_positive("clip_norm", self.clip_norm)
         check_positive("batch_size", self.batch_size, optional=True, integer=True)
         check_positive("beta", self.beta, optional=True)

@@ -36,7 +36,7 @@ from dpstream.estimators.support import (
     is_number,
 )
 from dpstream.models import Model, ModelKind
-from dpstream.models.users import USER_LEVEL_SSP_ONLY, bound_contributions
+from dpstream.models.users import bound_contributions, check_user_level
 from dpstream.noise import NoiseKey
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
@@ -144,7 +144,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
 
     def _refuse_user_level(self, X: Any, y: Any, num_rows: int) -> None:
         """What user-level DP cannot train yet, refused from public settings before any release: another
-        backend than NumPy, and an algorithm other than AdaSSP (``USER_LEVEL_SSP_ONLY``)."""
+        backend than NumPy, and an algorithm or model that cannot combine a person's rows
+        (``dpstream.models.users.check_user_level``)."""
         if self.backend != "numpy":
             raise ValueError(
                 f"groups (user-level DP) computes its statistics on the NumPy backend; got backend={self.backend!r}"
@@ -152,8 +153,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self._prepare_classes(y)  # the model's class count decides its size, hence the algorithm
         model = self._fit_model()
         self._build_algorithm(model, num_rows, model.num_params(self._model_inputs()), self.epsilon)
-        if self.algorithm_ != "ssp":
-            raise ValueError(USER_LEVEL_SSP_ONLY)
+        check_user_level(self.algorithm_, model)
 
     def _bound_users(
         self, X: Any, y: Any, groups: Any, num_rows: int
@@ -266,7 +266,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         """Fit in one pass. ``groups`` (scikit-learn's convention: one id per row, e.g. a customer) makes
         the privacy unit the user: at most ``max_rows_per_user`` rows per id are kept (chosen uniformly
         at random), each id's rows are combined into one contribution, and the guarantee protects every
-        row of one id together (``dpstream.privacy.PrivacyUnit``; AdaSSP only so far). The ids themselves
+        row of one id together (``dpstream.privacy.PrivacyUnit``: AdaSSP, and DP-SGD / DP-AMBSSGD on the
+        linear, logistic and KAN models, ``dpstream.models.users.check_user_level``). The ids themselves
         are read once and never kept."""
         self._validate_params()
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share

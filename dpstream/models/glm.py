@@ -34,7 +34,8 @@ from dpstream.models import glm_cpu, glm_cuda
 from dpstream.models.clipping import clip_factors, clip_labels
 from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
+from dpstream.models.user_gradients import user_gradient_statistics, user_mean
+from dpstream.models.users import USER_LEVEL_UNSUPPORTED
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
@@ -61,6 +62,8 @@ class GLM:
     curvature: ClassVar[float] = 1.0  # L ≥ φ''(m, y) for every margin: the per-example smoothness is L·‖x‖²
     link: ClassVar[str] = "identity"  # what AdaSSP's statistics fit: least squares, or PASS-GLM's "logistic"
     outputs: ClassVar[int] = 1  # margins per row
+    # Under the user unit a person's gradient is their rows' mean, clipped once (dpstream.models.user_gradients).
+    combines_user_gradients: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         array_module(self.backend)  # an unknown backend, or "cupy" without a GPU, fails here naming the fix
@@ -92,10 +95,13 @@ class GLM:
         ``role="gradient"`` fills the clipped sums (one per candidate clip norm); ``role="stat"``
         fills the DP-STAT histogram of the requested statistic over ``request.thresholds``. ``users``
         (the user unit: each row's user, whole users per block) combines a user's rows into one
-        contribution; so far for AdaSSP's sufficient statistics (``dpstream.models.users``).
+        contribution: AdaSSP's weighted sufficient statistics (``dpstream.models.users``), a person's
+        mean gradient clipped once (``dpstream.models.user_gradients``), a person's DP-STAT value.
         """
-        if users is not None and request.kind != "moments":
-            raise ValueError(USER_LEVEL_SSP_ONLY)
+        if users is not None and request.previous_params is not None:
+            raise ValueError(
+                USER_LEVEL_UNSUPPORTED
+            )  # SRGD's recursive differences are not combined per person
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(X)
@@ -113,6 +119,8 @@ class GLM:
             len(request.clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
         )
         stats.row_count = X.shape[0]
+        if users is not None:
+            return self._user_stats(X, y, request, role, users, stats)
         if xp is not np:
             self._accumulate_on_device(X, y, request, role, stats, xp)
             return stats
@@ -133,6 +141,26 @@ class GLM:
         else:
             stats.clipped_sums += sums
             stats.clipped_rows += clipped_rows
+        return stats
+
+    def _user_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str, users: Any, stats: BatchStats
+    ) -> BatchStats:
+        """The user unit's gradient or DP-STAT statistics: one clipped mean gradient, or one DP-STAT value,
+        per person (``dpstream.models.user_gradients``; NumPy)."""
+        if array_module(self.backend) is not np:
+            raise ValueError("user-level gradients are computed on the NumPy backend; set backend='numpy'")
+        labels = self.targets(np.asarray(y, dtype=np.float64))
+        margins = X.astype(np.float64, copy=False) @ np.asarray(request.params, dtype=np.float64)
+        derivatives = self.derivative(margins, labels)
+        sums, clipped, norms = user_gradient_statistics(derivatives[:, None], X, request.clip_norms, users)
+        stats.loss_sum += float(self.loss(margins, labels).sum())
+        if role == "stat":
+            values = norms if request.statistic == "gradient_norm" else user_mean(np.abs(derivatives), users)
+            stats.histogram += _cumulative_counts(values, request.thresholds)
+        else:
+            stats.clipped_sums += sums
+            stats.clipped_rows += clipped
         return stats
 
     def _moment_stats(

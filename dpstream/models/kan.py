@@ -39,7 +39,7 @@ from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _BLAS, _cumulative_counts
 from dpstream.models.kan_cpu import output_layer
 from dpstream.models.stats import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_SSP_ONLY
+from dpstream.models.user_gradients import user_gradient_statistics
 
 __all__ = ["KANModel", "CHUNK_ELEMENTS"]
 
@@ -101,6 +101,7 @@ class KANModel:
     backend: str = "numpy"  # "numpy" | "cupy" | "auto"
     name: ClassVar[str] = "kan"
     outputs: ClassVar[int] = 1  # one margin per row
+    combines_user_gradients: ClassVar[bool] = True  # a person's mean gradient, clipped once (user unit)
 
     def __post_init__(self) -> None:
         for field_name in ("num_hidden", "grid_size"):
@@ -212,9 +213,9 @@ class KANModel:
         self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str = "gradient", users: Any = None
     ) -> BatchStats:
         """Clipped sums of the per-example gradients for each candidate clip norm (``role="gradient"``)
-        or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk."""
-        if users is not None:
-            raise ValueError(USER_LEVEL_SSP_ONLY)
+        or the DP-STAT histogram of their norms (``role="stat"``), from one forward pass per chunk.
+        ``users`` (the user unit, whole people per block): each person's mean gradient clipped once, and
+        its norm as the person's DP-STAT value (``dpstream.models.user_gradients``; NumPy)."""
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         if request.kind != "clipped_gradient":
@@ -234,6 +235,8 @@ class KANModel:
                 f"expected X of shape (rows, features) and y of shape (rows,), got {X.shape} and {y.shape}"
             )
         xp = array_module(self.backend)
+        if users is not None:
+            return self._user_stats(X, y, request, role, users, xp)
         n, d = X.shape
         W, c = self._device_params(request.params, d, xp)
         clip_norms = xp.asarray(request.clip_norms)
@@ -263,4 +266,33 @@ class KANModel:
             histogram=histogram,
             loss_sum=loss_sum,
             clipped_rows=clipped_rows,
+        )
+
+    def _user_stats(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str, users: Any, xp: Any
+    ) -> BatchStats:
+        """The user unit's statistics: a person's per-row gradients β_i a_i ⊗ h(x_i)/√(md) (rank one, as
+        in ``block_stats``) averaged and clipped once (``user_gradient_statistics``)."""
+        if xp is not np:
+            raise ValueError("user-level gradients are computed on the NumPy backend; set backend='numpy'")
+        n, d = X.shape
+        W, c = self._device_params(request.params, d, xp)
+        labels = (y > 0) * 2.0 - 1.0  # label > 0 is +1, else −1
+        with _BLAS.limit(limits=1, user_api="blas"):
+            margins, H, a, _ = self._forward(X, W, c, xp, True)
+        beta = -labels / (1.0 + np.exp(np.clip(labels * margins, -700.0, 700.0)))
+        scale = 1.0 / math.sqrt(self.num_hidden * d)
+        sums, clipped, norms = user_gradient_statistics(
+            a * (beta * scale)[:, None], H, request.clip_norms, users
+        )
+        histogram = None
+        if role == "stat":
+            histogram = _cumulative_counts(norms, request.thresholds)
+            sums, clipped = np.zeros_like(sums), np.zeros_like(clipped)
+        return BatchStats(
+            clipped_sums=sums,
+            row_count=n,
+            histogram=histogram,
+            loss_sum=float(np.logaddexp(0.0, -labels * margins).sum()),
+            clipped_rows=clipped,
         )

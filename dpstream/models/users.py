@@ -43,16 +43,29 @@ __all__ = [
     "ssp_user_weights",
     "histogram_weights",
     "user_counts",
-    "USER_LEVEL_SSP_ONLY",
+    "USER_LEVEL_UNSUPPORTED",
+    "USER_LEVEL_ALGORITHMS",
+    "check_user_level",
 ]
 
-# Until the iterative algorithms combine a user's gradients (clip the user's summed gradient), the user
-# unit trains with AdaSSP only; everything else refuses it with this line.
-USER_LEVEL_SSP_ONLY = (
-    "user-level DP (groups / the user privacy unit) trains with AdaSSP (algorithm 'ssp') in this release: a "
-    "gradient algorithm would need each user's gradients combined into one clipped contribution, which is "
-    "not built yet; use algorithm='ssp' (the default 'auto' picks it up to 256 inputs)"
+# What trains under the user unit: AdaSSP (any model), and the gradient algorithms whose model combines
+# a person's gradient into one clipped contribution (``dpstream.models.user_gradients``: the GLMs).
+USER_LEVEL_ALGORITHMS = ("ssp", "dpsgd", "ambssgd")
+USER_LEVEL_UNSUPPORTED = (
+    "user-level DP (groups / the user privacy unit) trains with AdaSSP (algorithm 'ssp', any model), or with "
+    "DP-SGD ('dpsgd', any noise) and DP-AMBSSGD ('ambssgd') on the linear and logistic models, whose gradients "
+    "combine a person's rows into one clipped contribution; SRGD, the KAN and the multi-class model do not "
+    "combine them yet: use one of those (the default 'auto' picks AdaSSP up to 256 inputs)"
 )
+
+
+def check_user_level(algorithm: str, model: Any) -> None:
+    """Refuse, from public settings, a user-level run whose algorithm or model cannot combine a person's
+    rows into one contribution (``USER_LEVEL_UNSUPPORTED``)."""
+    if algorithm not in USER_LEVEL_ALGORITHMS or (
+        algorithm != "ssp" and not getattr(model, "combines_user_gradients", False)
+    ):
+        raise ValueError(USER_LEVEL_UNSUPPORTED)
 
 
 @dataclass(frozen=True)

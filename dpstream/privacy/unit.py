@@ -10,15 +10,15 @@ An algorithm releases sums of *contributions*, each bounded in a public set: a b
 clipped gradient, PSD matrices of trace ≤ B² and vectors of norm ≤ B·B_y for AdaSSP's XᵀX and Xᵀy, a
 0/1 indicator for a DP-STAT count. Under the row unit a contribution is one row's. Under the user unit
 it is one user's rows *combined* into one contribution inside the same set (``dpstream.models.users``:
-AdaSSP's rows weighted; the gradient algorithms refuse the user unit until they clip a user's combined
-gradient), so a user changes one
-contribution and every release keeps the row unit's sensitivity: ``NeighbouringRelation``'s formulas for
-one contribution, whichever the unit. The alternative, clipping each of a user's k rows on its own, has
-k times that sensitivity (group privacy); ``group_mu`` states that conversion for comparisons.
+AdaSSP's rows weighted; ``dpstream.models.user_gradients``: a user's mean gradient clipped once, one
+DP-STAT value per user), so a user changes one contribution and every release keeps the row unit's
+sensitivity: ``NeighbouringRelation``'s formulas for one contribution, whichever the unit. The
+alternative, clipping each of a user's k rows on its own, has k times that sensitivity (group privacy);
+``group_mu`` states that conversion for comparisons.
 
 The unit owns the sensitivities (every algorithm asks it, not the relation) and states itself in the
-privacy report. The number of units (rows N, or users U) is treated as public. Recording the unit in
-the ledger entry, model.json and ``dpstream report`` comes with the lake path (issue 31).
+privacy report, the ledger (``ledger_unit``: a lake's unit is fixed by its first run), model.json and
+``dpstream report``. The number of units (rows N, or users U) is treated as public.
 """
 
 from __future__ import annotations

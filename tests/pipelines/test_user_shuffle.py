@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpstream.algorithms import AdaSSP
+from dpstream.algorithms import DPSGD, AdaSSP
 from dpstream.coordinator import InMemoryExecutor, execute
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey
@@ -192,13 +192,21 @@ def fit_in_memory(manifest, plan, key):
     return execute(plan, executor, initial_params=np.zeros(DIM), key=key).params
 
 
+PER_PERSON = PrivacyUnit.user("customer", K)
+USER_ALGORITHMS = {
+    "ssp": AdaSSP(2.0, 1e-6, row_norm_bound=np.sqrt(DIM), unit=PER_PERSON),
+    "dpsgd": DPSGD(2.0, 1e-6, clip_norm=1.0, learning_rate=0.5, batch_size=128, unit=PER_PERSON),
+}
+
+
+@pytest.mark.parametrize("name", USER_ALGORITHMS)
 @pytest.mark.parametrize("mode", ["scatter", "streaming"])
-def test_the_cluster_fits_people_as_in_memory(people_lake, tmp_path, dask_client, mode):
+def test_the_cluster_fits_people_as_in_memory(people_lake, tmp_path, dask_client, mode, name):
     spec, _ = people_lake
     manifest = shuffle_once(
         spec, str(tmp_path / "out"), rows_per_file=4000, users=UserBounding("customer", K)
     )
-    algorithm = AdaSSP(2.0, 1e-6, row_norm_bound=np.sqrt(DIM), unit=PrivacyUnit.user("customer", K))
+    algorithm = USER_ALGORITHMS[name]
     plan = plan_on_lake(manifest, algorithm, LinearRegressionModel())
     assert plan.num_rows == manifest.num_users  # the plan counts people
     key = NoiseKey.generate()
