@@ -27,6 +27,7 @@ MODULES = [
     "benchmarks.multiclass",
     "benchmarks.user_level",
     "benchmarks.user_level:audit",
+    "benchmarks.user_shuffle",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",

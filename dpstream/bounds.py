@@ -242,16 +242,19 @@ class PrivateBounds:
         names: tuple[str, ...] | None = None,
         label_column: int | None = None,
         num_rows: int | None = None,
+        weights: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Both rounds on rows held in memory (``label_column``: the regression label's index, whose tail
         fraction is the label's). ``num_rows`` is the public N the tail fractions q·N are computed from;
         pass it where the rows held are fewer by a data-dependent number (rows dropped for missing
-        values), since q·N must not depend on the data."""
+        values), since q·N must not depend on the data. ``weights``: the user unit's 1/k_u per row
+        (``coarse_histogram``), with ``num_rows`` the number of users."""
         columns = _as_columns(columns)
         num_rows = columns.shape[0] if num_rows is None else num_rows
-        low, high = self.coarse_release(self.coarse_histogram(columns), key, names)
+        low, high = self.coarse_release(self.coarse_histogram(columns, weights), key, names)
         tail = self.tails(num_rows, columns.shape[1], label_column)
-        return self.fine_release(self.fine_histogram(columns, low, high), key, low, high, num_rows, tail)
+        fine = self.fine_histogram(columns, low, high, weights)
+        return self.fine_release(fine, key, low, high, num_rows, tail)
 
     @staticmethod
     def tails(num_rows: int, num_columns: int, label_column: int | None = None) -> np.ndarray:

@@ -41,6 +41,14 @@ def add_lake_parsers(commands) -> None:
         help="columns carried into the lake untouched (never features)",
     )
     convert.add_argument(
+        "--user",
+        default=None,
+        metavar="COLUMN",
+        help="the column naming a person (a customer, patient, device): carried into the lake like --id, the "
+        "private bounds sample every 10th person (all their rows, each person weighing one row), and the "
+        "written config protects people ([privacy] unit = 'user')",
+    )
+    convert.add_argument(
         "--drop", nargs="*", default=[], metavar="COLUMN", help="columns left out of the default --columns"
     )
     convert.add_argument(
@@ -173,14 +181,21 @@ def convert_command(args, console: Console) -> int:
     check_empty_location(args.out)  # the lake's own refusal first: it says more than the config's
     if config is not None:
         check_config_location(config)  # before anything is written
+    carried = [*args.id, *([args.user] if args.user is not None and args.user not in args.id else [])]
     columns = args.columns
     if columns is None:
-        columns = default_columns(args.csv, {args.label, *categorical, *args.id, *args.drop})
-    check_csv_columns(args.csv, [*columns, *categorical, args.label, *args.id])  # before the bounds rule
+        columns = default_columns(args.csv, {args.label, *categorical, *carried, *args.drop})
+    check_csv_columns(args.csv, [*columns, *categorical, args.label, *carried])  # before the bounds rule
+    if args.user is not None and args.user in (*columns, args.label):
+        raise ValueError(
+            f"--user {args.user!r} is also {'the label' if args.user == args.label else 'in --columns'}: a person's id "
+            "is never trained on; name it only with --user"
+        )
     settings = dict(
         columns=tuple(columns),
         label_classes=label_classes,
-        passthrough=tuple(args.id),
+        passthrough=tuple(carried),
+        user_column=args.user,
         intercept=not args.no_intercept,
         label=args.label,
         missing=args.missing,
@@ -199,7 +214,11 @@ def convert_command(args, console: Console) -> int:
         **settings,
         require_bounds=True,
         private_bounds=PrivateBoundsRequest(
-            private, label=args.label, epsilon=args.private_epsilon, delta=args.private_delta
+            private,
+            label=args.label,
+            epsilon=args.private_epsilon,
+            delta=args.private_delta,
+            user_column=args.user,
         )
         if private
         else None,

@@ -131,13 +131,14 @@ def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> 
     of every 10th row holds some rows of most people, whose other rows are in the lake, so the bounds'
     release and the run would compose for a person (the row argument's parallel composition fails)."""
     private = (record or {}).get("private_bounds")
-    if not config.is_user_level or not private:
-        return
+    if not config.is_user_level or not private or private.get("unit") == config.privacy_unit().ledger_unit:
+        return  # rows, or bounds estimated from a sample of this pipeline's people (`convert --user`)
     raise ValueError(
         f"{config.lake.url} was converted with bounds estimated privately from every "
         f"{private.get('sample_every', 10)}th row ({', '.join(private.get('columns', []))}): a guarantee per row, "
         "while this pipeline protects people, whose rows are in that sample and in the lake alike. Convert "
-        "the CSV again with public ranges for those columns (--bounds COLUMN=LOW,HIGH, or --public-bounds-only)"
+        f"the CSV again with --user {config.privacy.user_column} (the sample is then every 10th person), or with "
+        "public ranges for those columns (--bounds COLUMN=LOW,HIGH)"
     )
 
 

@@ -21,7 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from dpstream.pipelines.convert_bounds import PrivateBoundsRequest, sample_mask, split_batch
+from dpstream.pipelines.convert_bounds import (
+    PrivateBoundsRequest,
+    person_sample_mask,
+    sample_mask,
+    split_batch,
+)
 from dpstream.pipelines.lake import LakeError
 from dpstream.pipelines.shuffle import ROW_GROUP_ROWS
 from dpstream.pipelines.shuffle_io import write_part
@@ -83,8 +88,20 @@ class ConvertSpec:
     passthrough: tuple[str, ...] = ()
     # A constant feature INTERCEPT_COLUMN = 1 (public), so a model has an intercept without a one-hot group.
     intercept: bool = False
+    # The column naming a person (one of ``passthrough``): private bounds then sample people, not rows
+    # (``PrivateBoundsRequest.user_column``), and the written config protects people.
+    user_column: str | None = None
 
     def __post_init__(self) -> None:
+        if self.user_column is not None and self.user_column not in self.passthrough:
+            raise LakeError(
+                f"the person column {self.user_column!r} must be carried into the lake: add it to passthrough (--id)"
+            )
+        if self.private_bounds is not None and self.private_bounds.user_column != self.user_column:
+            raise LakeError(
+                "the private bounds sample people of one column and the spec names another "
+                f"({self.private_bounds.user_column!r} against {self.user_column!r}): give both the same"
+            )
         if self.missing not in ("drop", "impute"):
             raise LakeError(f"missing must be 'drop' or 'impute', got {self.missing!r}")
         if self.unknown_category not in ("error", "drop"):
@@ -171,6 +188,7 @@ class ConvertSpec:
             "label_classes": list(self.label_classes),
             "passthrough": list(self.passthrough),
             "intercept": self.intercept,
+            **({"user_column": self.user_column} if self.user_column is not None else {}),
         }
 
     @classmethod
@@ -194,6 +212,7 @@ class ConvertSpec:
             label_classes=tuple(record.get("label_classes", ())),  # absent in records before issue 29
             passthrough=tuple(record.get("passthrough", ())),
             intercept=bool(record.get("intercept", False)),
+            user_column=record.get("user_column"),
         )
 
     def unbounded_columns(self) -> list[str]:
@@ -413,8 +432,8 @@ def csv_to_parquet(
         spec, provenance, every = _release_private_bounds(spec, batches(), name)
         for batch in batches():
             rows, positions = batch.num_rows, None
-            if every:  # the sampled rows were spent on the bounds and are not written
-                mask = sample_mask(offset, rows, every)
+            if every:  # the sampled rows (people) were spent on the bounds and are not written
+                mask = _sampled(batch, offset, every, spec.user_column, name)
                 positions = np.arange(offset, offset + rows)[~mask]
                 batch = split_batch(batch, mask)[1]
             pending.append(_convert_batch(batch, spec, offset, name, positions))
@@ -451,6 +470,24 @@ def csv_to_parquet(
             out_fs.rm(staging, recursive=True)
 
 
+def _sampled(batch: pa.RecordBatch, offset: int, every: int, person: str | None, source: str) -> np.ndarray:
+    """The batch's rows spent on the private bounds: every ``every``-th row, or with ``person`` every row of
+    the people in the public 1-in-``every`` partition of ids (``person_sample_mask``)."""
+    if person is None:
+        return sample_mask(offset, batch.num_rows, every)
+    ids = batch.column(person)
+    missing = ids.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        missing |= pc.fill_null(pc.equal(ids, ""), False).to_numpy(zero_copy_only=False)  # an empty CSV cell
+    if missing.any():
+        row = offset + int(np.flatnonzero(missing)[0])
+        raise LakeError(
+            f"{source}: data row {row} has no {person!r} (the person column): every row needs its person's id; "
+            "drop the row or fill in the id it belongs to"
+        )
+    return person_sample_mask(ids, every)
+
+
 def _release_private_bounds(
     spec: ConvertSpec, batches: Any, source: str
 ) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
@@ -462,17 +499,28 @@ def _release_private_bounds(
         return spec, None, 0
     raw = replace(spec, private_bounds=None, require_bounds=False)
     sample: dict[str, list[np.ndarray]] = {column: [] for column in request.columns}
+    person = request.user_column
+    people: list[np.ndarray] = []  # the sampled rows' people (user unit), for their 1/k_u weights
+    sampled_people: set = set()
     offset, sampled = 0, 0
     for batch in batches:
-        mask = sample_mask(offset, batch.num_rows, request.sample_every)
+        mask = _sampled(batch, offset, request.sample_every, person, source)
         sampled += int(mask.sum())  # positions, public: rows dropped for missing values still count
         positions = np.arange(offset, offset + batch.num_rows)[mask]
-        table = _convert_batch(split_batch(batch, mask)[0], raw, offset, source, positions)
+        chosen = split_batch(batch, mask)[0]
+        table = _convert_batch(chosen, raw, offset, source, positions)
         for column in request.columns:
             sample[column].append(table.column(column).to_numpy())
+        if person is not None:
+            sampled_people.update(chosen.column(person).unique().to_pylist())
+            people.append(table.column(person).to_numpy(zero_copy_only=False))
         offset += batch.num_rows
     values = {column: np.concatenate(arrays) for column, arrays in sample.items()}
-    bounds, provenance = request.release(values, sampled)
+    if person is None:
+        bounds, provenance = request.release(values, sampled)
+    else:  # q·U: the people sampled, counted before missing values dropped rows (as positions are)
+        codes = np.unique(np.concatenate(people), return_inverse=True)[1].ravel() if people else None
+        bounds, provenance = request.release(values, len(sampled_people), codes)
     return (
         replace(spec, bounds={**spec.bounds, **bounds}, private_bounds=None),
         provenance,

@@ -33,7 +33,7 @@ from dpstream.noise import NoiseKey
 from dpstream.pipelines.lake import LakeError
 from dpstream.privacy import NeighbouringRelation, epsilon_for_delta, event_mu
 
-__all__ = ["PrivateBoundsRequest", "sample_mask"]
+__all__ = ["PrivateBoundsRequest", "sample_mask", "person_sample_mask"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class PrivateBoundsRequest:
     delta: float = 1e-6
     relation: str = "replace-one"
     sample_every: int = round(1 / PRIVATE_BOUNDS_FRACTION)  # every 10th data row is spent on the histograms
+    # The user unit: the sample is every 10th *person* of this column (all their rows), each row weighing
+    # 1/k_u in the histograms (``person_sample_mask``; one person moves a histogram as one row does).
+    user_column: str | None = None
 
     def __post_init__(self) -> None:
         if not self.columns:
@@ -69,26 +72,42 @@ class PrivateBoundsRequest:
         needed = mechanism.mu * error.threshold / sample_rows
         return f" (at least {epsilon_for_delta(self.delta, needed):.3g} for this sample)"
 
-    def release(self, sample: dict[str, np.ndarray], sample_rows: int) -> tuple[dict, dict[str, Any]]:
+    def release(
+        self, sample: dict[str, np.ndarray], sample_rows: int, users: np.ndarray | None = None
+    ) -> tuple[dict, dict[str, Any]]:
         """({column: (low, high)}, the provenance for the record) from the sample's raw column values.
         ``sample_rows`` is the number of sampled positions, public (every ``sample_every``-th CSV row): the
         rows held may be fewer by a data-dependent number (missing values dropped), which must not reach
-        the tail fractions or the record."""
+        the tail fractions or the record. ``users`` (with ``user_column``): each held row's person code;
+        ``sample_rows`` is then the number of people sampled."""
         mechanism = self.mechanism()
         values = np.column_stack([sample[column] for column in self.columns])
         label = self.columns.index(self.label) if self.label in self.columns else None
+        weights = None
+        if users is not None:
+            _, inverse, counts = np.unique(users, return_inverse=True, return_counts=True)
+            weights = 1.0 / counts[inverse.ravel()]
         try:
-            low, high = mechanism.estimate(values, NoiseKey.generate(), self.columns, label, sample_rows)
+            low, high = mechanism.estimate(
+                values, NoiseKey.generate(), self.columns, label, sample_rows, weights
+            )
         except ValueError as error:  # too few rows: say which flag to change, and by how much
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
-                f"{self.sample_every}th row: {sample_rows:,} rows here). Flags: --bounds COLUMN=LOW,HIGH for public "
+                f"{self.sample_every}th {'person' if self.user_column else 'row'}: {sample_rows:,} "
+                f"{'people' if self.user_column else 'rows'} here). Flags: --bounds COLUMN=LOW,HIGH for public "
                 f"ranges, or a larger --private-epsilon{self._needed_epsilon(error, mechanism, sample_rows)}"
             ) from None
         bounds = {
             column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)
         }
         mu = event_mu(mechanism.event(len(self.columns)))
+        sampled = (
+            f"{sample_rows:,} sampled people (every row of one value of {self.user_column!r} in 1 of "
+            f"{self.sample_every}), whose rows are"
+            if self.user_column is not None
+            else f"{sample_rows:,} sampled rows, which are"
+        )
         provenance = {
             "columns": list(self.columns),
             "epsilon": self.epsilon,
@@ -99,11 +118,28 @@ class PrivateBoundsRequest:
             "sample_rows": sample_rows,
             "mechanism": "two rounds of noisy per-column histograms, a half-decade grid then 16 bins (dpstream.bounds)",
             "guarantee": (
-                f"({self.epsilon:g}, {self.delta:g})-DP ({mu:.6g}-GDP) for the {sample_rows:,} sampled "
-                "rows, which are not in the lake (parallel composition: the lake's ledger is not charged)"
+                f"({self.epsilon:g}, {self.delta:g})-DP ({mu:.6g}-GDP) for the {sampled} not in the lake "
+                "(parallel composition: the lake's ledger is not charged)"
             ),
+            "unit": f"user:{self.user_column}" if self.user_column is not None else "row",
         }
         return bounds, provenance
+
+
+def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarray:
+    """True for the rows whose person is in the sample: a fixed, public partition of the id space (the
+    SipHash of the id's text under pandas' public default key, modulo ``every``), so a person is wholly
+    in the sample or wholly in the lake, whatever file or batch holds their rows."""
+    import pandas as pd
+
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    encoded = ids.dictionary_encode()
+    uniques = encoded.dictionary.to_numpy(zero_copy_only=False)
+    if uniques.dtype.kind in "iu":
+        uniques = uniques.astype(str)
+    chosen = pd.util.hash_array(np.asarray(uniques, dtype=object), categorize=False) % np.uint64(every) == 0
+    return chosen[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def sample_mask(offset: int, num_rows: int, every: int) -> np.ndarray:

@@ -67,6 +67,17 @@ def pipeline_toml(lake_url: str, record: dict[str, Any], rows: int) -> str:
     classes = record.get("label_classes") or []
     delta = 10.0 ** math.floor(math.log10(1.0 / max(rows, 10))) / 10  # below 1/N: δ ≥ 1/N warns
     kind = "logistic" if classes else "linear"
+    person = record.get("user_column")
+    privacy = (
+        f"""
+[privacy]
+unit = "user"  # the guarantee protects every row of one {person} together
+user_column = {_toml_value(person)}
+max_rows_per_user = "auto"  # chosen with DP when the lake is shuffled (charged to the ledger)
+"""
+        if person
+        else ""
+    )
     model = f"kind = {_toml_value(kind)}"
     if classes:
         model += (
@@ -86,7 +97,7 @@ shuffled_url = {_toml_value(root + "-shuffled")}
 
 [algorithm]
 name = "auto"  # AdaSSP for up to 256 inputs, DP-SGD above
-
+{privacy}
 [budget]
 epsilon = 1.0
 delta = {delta:g}  # below 1/N

@@ -143,12 +143,17 @@ def _check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
 
 
 def check_user_ids(values: Any, spec: LakeSpec, path: str, offset: int = 0) -> None:
-    """No row without its person: a null id could not be bounded with the rest of that person's rows."""
-    if values.null_count:
-        row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+    """No row without its person: a null (or empty string) id could not be bounded with the rest of that
+    person's rows."""
+    missing = values.is_null().to_numpy(zero_copy_only=False)
+    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        missing = missing | pc.fill_null(pc.equal(values.cast(kind), ""), False).to_numpy(zero_copy_only=False)
+    if missing.any():
+        row = offset + int(np.flatnonzero(missing)[0])
         raise LakeError(
-            f"{_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null); every row "
-            "needs its person's id (drop the row, or give it the id it belongs to)"
+            f"{_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null or empty); every "
+            "row needs its person's id (drop the row, or give it the id it belongs to)"
         )
 
 

@@ -68,6 +68,11 @@ def test_a_user_level_run_from_the_cli(tmp_path):
     assert privacy["ledger_unit"] == "user:customer" and privacy["epsilon"] == pytest.approx(2.0)
     assert any("chosen with DP when the lake was shuffled" in note for note in privacy["notes"])
 
+    # One run, measured 0.618 against the label mean's 1.099 on the held-out people (non-private metric).
+    metrics = json.loads((tmp_path / "operator" / "people-1" / "metrics.json").read_text())["metrics"]
+    held_out = metrics["held-out RMSE (non-private, operator only)"]
+    assert held_out < 0.75 * metrics["held-out RMSE of the label mean (baseline)"], metrics
+
     (budget_path,) = (tmp_path / "ledger").glob("*/budget.json")
     assert json.loads(budget_path.read_text())["unit"] == "user:customer"
     entries = {p.stem: json.loads(p.read_text()) for p in budget_path.parent.glob("runs/*.json")}
@@ -106,3 +111,32 @@ def test_a_user_level_run_from_the_cli(tmp_path):
     refused = dpstream("train", rows, "--run-id", "rows-1")
     assert refused.returncode != 0 and "counts people (one per value of 'customer')" in refused.stderr
     assert len(list(budget_path.parent.glob("runs/*.json"))) == 2  # nothing more was charged
+
+
+def test_convert_per_person_then_train_per_person(tmp_path):
+    """`dpstream convert --user`: private bounds from every 10th person, a config that protects people, and a
+    run that accepts them; a lake converted per row is refused for a user-level run, with the fix."""
+    from tests.pipelines.test_convert import person_csv
+
+    person_csv(tmp_path / "panel.csv")
+    converted = dpstream(
+        "convert", tmp_path / "panel.csv", tmp_path / "lake", "--label", "spend", "--user", "person"
+    )
+    assert converted.returncode == 0, converted.stderr
+    assert "sampled people (every row of one value of 'person'" in converted.stdout
+    config = tmp_path / "pipeline.toml"
+    assert '[privacy]\nunit = "user"' in config.read_text() and 'user_column = "person"' in config.read_text()
+    trained = dpstream("train", config, "--run-id", "p1")
+    assert trained.returncode == 0, trained.stderr
+    assert "one user: every row of one value of 'person'" in trained.stdout
+
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    person_csv(rows / "panel.csv")
+    converted = dpstream("convert", rows / "panel.csv", rows / "lake", "--label", "spend", "--id", "person")
+    assert converted.returncode == 0, converted.stderr
+    text = (rows / "pipeline.toml").read_text() + '\n[privacy]\nunit = "user"\nuser_column = "person"\n'
+    (rows / "pipeline.toml").write_text(text)
+    refused = dpstream("validate", rows / "pipeline.toml")
+    assert refused.returncode != 0 and "Convert the CSV again with --user person" in refused.stderr
+    assert not (rows / "lake-ledger").exists()  # nothing charged

@@ -293,3 +293,76 @@ def test_label_classes_id_and_intercept_round_trip_through_the_record(tmp_path):
         ConvertSpec(columns=("x",), label="grade", bounds={"x": (0.0, 40.0)}, label_classes=("a", "a"))
     with pytest.raises(LakeError, match="column 'x' is both carried through untouched"):
         ConvertSpec(columns=("x",), label="grade", passthrough=("x",))
+
+
+def person_csv(path: Path, people: int = 4000, seed: int = 0) -> dict[str, int]:
+    """A panel CSV: each person 1–12 rows, rows shuffled (a person's rows spread over the file)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 13, people)
+    ids = np.repeat([f"p{i:05d}" for i in range(people)], counts)
+    order = rng.permutation(ids.size)
+    income = rng.lognormal(10, 0.5, ids.size)
+    age = rng.integers(18, 90, ids.size)
+    lines = ["person,income,age,spend"] + [
+        f"{ids[i]},{income[i]:.2f},{age[i]},{0.1 * income[i] + age[i]:.2f}" for i in order
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return dict(zip([f"p{i:05d}" for i in range(people)], counts.tolist(), strict=True))
+
+
+def test_private_bounds_per_person_leave_whole_people_out(tmp_path):
+    """`convert --user`: the private bounds' sample is every 10th person by a public partition of ids (all
+    their rows); the lake holds every other person whole; the record states the unit."""
+    from dpstream.pipelines.convert_bounds import PrivateBoundsRequest, person_sample_mask
+
+    rows = person_csv(tmp_path / "panel.csv")
+    request = PrivateBoundsRequest(
+        ("income", "age", "spend"), label="spend", epsilon=2.0, user_column="person"
+    )
+    spec = ConvertSpec(
+        columns=("income", "age"),
+        label="spend",
+        passthrough=("person",),
+        user_column="person",
+        private_bounds=request,
+        require_bounds=True,
+    )
+    csv_to_parquet(str(tmp_path / "panel.csv"), str(tmp_path / "lake"), spec)
+    table = pq.read_table(str(tmp_path / "lake"))
+    kept = table.column("person").to_pylist()
+    in_lake = {person: kept.count(person) for person in set(kept)}
+    assert all(in_lake[person] == rows[person] for person in in_lake)  # whole people only
+    left_out = set(rows) - set(in_lake)
+    import pyarrow as pa
+
+    mask = person_sample_mask(pa.array(sorted(rows)), 10)
+    assert left_out == {person for person, chosen in zip(sorted(rows), mask, strict=True) if chosen}
+    assert 0.07 < len(left_out) / len(rows) < 0.13  # measured 0.099 on 4,000 people
+    record = read_convert_record(str(tmp_path / "lake"))
+    assert record["user_column"] == "person" and record["private_bounds"]["unit"] == "user:person"
+    assert record["private_bounds"]["sample_rows"] == len(left_out)  # people, not rows
+    assert "sampled people (every row of one value of 'person'" in record["private_bounds"]["guarantee"]
+    with pytest.raises(LakeError, match="must be carried into the lake"):
+        ConvertSpec(columns=("income",), label="spend", user_column="person")
+
+
+def test_a_row_without_its_person_is_refused(tmp_path):
+    from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
+
+    person_csv(tmp_path / "panel.csv", people=50)
+    text = (tmp_path / "panel.csv").read_text().splitlines()
+    text[3] = "," + text[3].split(",", 1)[1]
+    (tmp_path / "panel.csv").write_text("\n".join(text) + "\n")
+    spec = ConvertSpec(
+        columns=("income", "age"),
+        label="spend",
+        passthrough=("person",),
+        user_column="person",
+        private_bounds=PrivateBoundsRequest(("income", "age", "spend"), label="spend", user_column="person"),
+        require_bounds=True,
+    )
+    with pytest.raises(LakeError, match=r"data row 2 has no 'person' \(the person column\)"):
+        csv_to_parquet(str(tmp_path / "panel.csv"), str(tmp_path / "lake"), spec)
+    assert not (tmp_path / "lake").exists() or not os.listdir(tmp_path / "lake")

@@ -165,10 +165,18 @@ def test_a_row_run_never_reads_a_user_shuffle(people_lake, tmp_path):
                 "customer",
                 pa.array([None] + t.column("customer").to_pylist()[1:], pa.string()),
             ),
-            r"row 0 of privacy.user_column 'customer' is missing \(null\)",
+            r"row 0 of privacy.user_column 'customer' is missing \(null or empty\)",
+        ),
+        (
+            lambda t: t.set_column(
+                t.schema.get_field_index("customer"),
+                "customer",
+                pa.array(t.column("customer").to_pylist()[:5] + [""] + t.column("customer").to_pylist()[6:]),
+            ),
+            r"row 5 of privacy.user_column 'customer' is missing \(null or empty\)",
         ),
     ],
-    ids=["missing", "float", "null"],
+    ids=["missing", "float", "null", "empty"],
 )
 def test_a_bad_id_column_is_refused_by_name(people_lake, change, message):
     spec, _ = people_lake
