@@ -33,7 +33,8 @@ def _count(value: float) -> str:
 
 class RowsDone(ProgressColumn):
     def render(self, task: Task) -> Text:
-        return Text(f"{_count(task.completed)}/{_count(task.total or 0)} rows", style="progress.download")
+        unit = task.fields.get("unit", "rows")  # "people" for a user-level run's steps
+        return Text(f"{_count(task.completed)}/{_count(task.total or 0)} {unit}", style="progress.download")
 
 
 class RowsPerSecond(ProgressColumn):
@@ -41,7 +42,8 @@ class RowsPerSecond(ProgressColumn):
         speed = task.finished_speed or task.speed
         if speed is None and task.finished and task.elapsed:
             speed = task.completed / task.elapsed
-        return Text("" if speed is None else f"{_count(speed)} rows/s", style="progress.data.speed")
+        unit = task.fields.get("unit", "rows")
+        return Text("" if speed is None else f"{_count(speed)} {unit}/s", style="progress.data.speed")
 
 
 class RunProgress:
@@ -70,11 +72,11 @@ class RunProgress:
         if self._progress.live.is_started:
             self._progress.stop()
 
-    def _add_bar(self, description: str, total: int, epsilon: str) -> Any:
+    def _add_bar(self, description: str, total: int, epsilon: str, unit: str = "rows") -> Any:
         # The display starts with its first bar: a command with nothing to show prints not even a blank line.
         if not self._progress.live.is_started:
             self._progress.start()
-        return self._progress.add_task(description, total=total, epsilon=epsilon)
+        return self._progress.add_task(description, total=total, epsilon=epsilon, unit=unit)
 
     def shuffle(self, num_rows: int) -> Callable[[str, int], None]:
         """A ``shuffle_once(on_progress=...)`` callback: one bar per phase, each moves ``num_rows`` rows."""
@@ -101,7 +103,9 @@ class RunProgress:
 
         def on_step(step: int, state: Any) -> None:
             if not bars:
-                bars.append(self._add_bar(f"train {plan.num_steps} steps", rows_done[-1], "ε 0"))
+                unit = getattr(algorithm, "unit", None)
+                counted = "people" if unit is not None and unit.is_user else "rows"
+                bars.append(self._add_bar(f"train {plan.num_steps} steps", rows_done[-1], "ε 0", counted))
             bar = bars[0]
             fields = {}
             now = time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def test_a_user_level_run_from_the_cli(tmp_path):
     assert trained.returncode == 0, trained.stderr
     assert "one user: every row of one value of 'customer'" in trained.stdout
     assert "people per step" in trained.stdout
+    assert re.search(r"train \d+ steps .* people", trained.stderr), trained.stderr  # the bar counts people
 
     document = json.loads((tmp_path / "runs" / "people-1" / "model.json").read_text())
     privacy = document["privacy"]
