@@ -64,7 +64,10 @@ def budget_command(args: argparse.Namespace, console: Console) -> int:
         if args.epsilon is None:
             raise ValueError("budget set-lifetime needs --epsilon E (and --delta D to change δ)")
         budget = LifetimeBudget(
-            args.epsilon, args.delta if args.delta is not None else lake.budget.delta, lake.budget.relation
+            args.epsilon,
+            args.delta if args.delta is not None else lake.budget.delta,
+            lake.budget.relation,
+            unit=lake.budget.unit,  # per row or per person, as the lake's first run fixed it
         )
         spent = lake.spent_epsilon() if lake.entries() else 0.0
         change = (

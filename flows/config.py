@@ -277,6 +277,27 @@ class PipelineConfig(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _auto_bound_fits(self) -> PipelineConfig:
+        """The "auto" bound's release (μ_k, charged when the lake is shuffled) and one run at budget.epsilon
+        must fit the lifetime budget together, or the shuffle would spend μ_k for a run that is then refused."""
+        if not self.is_user_level or self.privacy.max_rows_per_user != "auto":
+            return self
+        from dpstream.pipelines.user_shuffle import AUTO_MU
+        from dpstream.privacy import compose_mu, epsilon_for_delta, mu_for_epsilon_delta
+
+        budget = self.budget
+        run_mu = mu_for_epsilon_delta(budget.epsilon, budget.delta)
+        if compose_mu(run_mu, AUTO_MU) > mu_for_epsilon_delta(budget.lifetime_epsilon, budget.delta):
+            needed = epsilon_for_delta(budget.delta, compose_mu(run_mu, AUTO_MU))
+            raise ValueError(
+                f"privacy.max_rows_per_user = 'auto' is chosen with DP at mu={AUTO_MU:g}, charged to the lake's "
+                f"budget beside each run, but budget.epsilon = {budget.epsilon:g} already fills "
+                f"lifetime_epsilon = {budget.lifetime_epsilon:g}: give max_rows_per_user a whole number, or a "
+                f"lifetime_epsilon of at least {needed:.4g}"
+            )
+        return self
+
     @property
     def is_user_level(self) -> bool:
         return self.privacy.unit == "user"

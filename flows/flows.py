@@ -84,6 +84,7 @@ def shuffle_task(
             client=client,
             on_progress=progress.shuffle(validated.summary.num_rows),
             generation=generation,
+            before_run=True,
         )
 
 

@@ -26,7 +26,7 @@ from dpstream.models.kinds import CLIPPED_LABELS
 from dpstream.pipelines import Manifest, plan_on_lake
 from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec
 from dpstream.pipelines.executor import lake_blocks
-from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit
+from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit, compose_mu, mu_for_epsilon_delta
 from dpstream.run_plan import RunPlan
 
 __all__ = [
@@ -189,14 +189,19 @@ def source_ledger(config: PipelineConfig, fingerprint: str, files: tuple[str, ..
 AUTO_BOUND_MECHANISM = "max_rows_per_user = 'auto': Gaussian histogram of rows per person (powers of two)"
 
 
-def bound_charge(config: PipelineConfig, fingerprint: str, files: tuple[str, ...]):
+def bound_charge(config: PipelineConfig, fingerprint: str, files: tuple[str, ...], before_run: bool = False):
     """``charge(charge_id, mu)`` for a user-level shuffle's ``"auto"`` k: charged to the source lake's ledger
     and committed at once (the value is released as soon as it is computed; a shuffle that fails after it
-    stays charged)."""
+    stays charged). ``before_run``: the shuffle of a run, which must fit beside it: refused, before
+    anything is charged, unless μ_k and a run at budget.epsilon (its μ, an upper bound of the plan's) fit
+    the lake's remaining budget together."""
     unit = config.privacy_unit().ledger_unit
+    run_mu = mu_for_epsilon_delta(config.budget.epsilon, config.budget.delta) if before_run else 0.0
 
     def charge(charge_id: str, mu: float) -> None:
         ledger = source_ledger(config, fingerprint, files)
+        if before_run:
+            ledger.check(charge_id, compose_mu(mu, run_mu))
         ledger.claim(
             charge_id, mu, mechanism=AUTO_BOUND_MECHANISM, relation=config.budget.relation, unit=unit
         )

@@ -65,11 +65,12 @@ def shuffle(
     on_progress: Callable[[str, int], None] | None = None,
     reshuffle: bool = False,
     generation: str | None = None,
+    before_run: bool = False,
 ) -> Manifest:
     """``dpstream.pipelines.shuffle_once`` of the validated lake into ``lake.shuffled_url`` with the
     config's layout and privacy unit (a user-level shuffle bounds each person's rows; its ``"auto"`` k is
     charged to the lake's ledger): the ``Manifest`` of the generation a run reads (``generation``: a
-    resumed run's)."""
+    resumed run's). ``before_run``: the shuffle a run waits on (the "auto" charge must leave room for it)."""
     from dpstream.flows.planning import bound_charge
     from dpstream.pipelines import shuffle_once
 
@@ -86,7 +87,7 @@ def shuffle(
         worker_timeout=config.cluster.worker_timeout,
         generation=generation,
         users=config.user_bounding(),
-        charge=bound_charge(config, summary.fingerprint, summary.file_identities)
+        charge=bound_charge(config, summary.fingerprint, summary.file_identities, before_run)
         if config.is_user_level
         else None,
     )

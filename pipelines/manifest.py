@@ -17,6 +17,7 @@ Any value read from a manifest that becomes a path is checked first: part names 
 from __future__ import annotations
 
 import base64
+import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,7 @@ from dpstream.pipelines.lake import (
     read_verified_footer,
     shown_part,
 )
+from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
 
 __all__ = [
@@ -102,10 +104,21 @@ class ShuffleUnit:
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> ShuffleUnit:
+        """``ValueError`` for a record that is not one (a missing column name, k < 1, an unknown relation,
+        an auto μ that is not finite and positive)."""
         requested = document["requested"]
-        if requested != "auto":
-            requested = _count(requested)
+        if requested != "auto" and _count(requested) < 1:
+            raise ValueError(f"requested max_rows_per_user {requested!r} is below 1")
+        if not isinstance(document["user_column"], str) or not document["user_column"]:
+            raise ValueError(f"user_column {document['user_column']!r} is not a column name")
+        if _count(document["max_rows_per_user"]) < 1 or _count(document["outputs"]) < 1:
+            raise ValueError("max_rows_per_user and outputs must be at least 1")
+        NeighbouringRelation.parse(document["relation"])
         auto_mu = document.get("auto_mu")
+        if auto_mu is not None and not (
+            isinstance(auto_mu, (int, float)) and math.isfinite(auto_mu) and auto_mu > 0
+        ):
+            raise ValueError(f"auto_mu {auto_mu!r} is not a finite positive number")
         return cls(
             user_column=str(document["user_column"]),
             max_rows_per_user=_count(document["max_rows_per_user"]),
@@ -307,8 +320,14 @@ class Manifest:
         identities = [part.identity for part in parts]
         if repeated or len(set(identities)) != len(identities):
             raise bad(f"a part is listed twice ({', '.join(repeated) or 'the same content under two names'})")
+        if user_level and len(parts) > manifest.unit.outputs:
+            raise bad(f"{len(parts)} parts for a layout of {manifest.unit.outputs} outputs")
         for part in parts if user_level else ():
-            if len(part.users) != len(part.row_groups) or min(part.users, default=0) < 1:
+            if (
+                len(part.users) != len(part.row_groups)
+                or min(part.users, default=0) < 1
+                or any(users > rows for users, rows in zip(part.users, part.row_groups, strict=True))
+            ):
                 raise bad(
                     f"{part.name} lists people {list(part.users)} for row groups {list(part.row_groups)}"
                 )

@@ -222,20 +222,21 @@ def _refusal(
             f"holds a user-level shuffle of this lake (at most {unit.max_rows_per_user} rows per value of "
             f"{unit.user_column!r}), but this run trains on rows"
         )
+    # The relation matters only to the "auto" release's calibration: a fixed k serves either relation.
     if users is not None and (
         unit is None
-        or (unit.user_column, unit.requested, unit.relation)
-        != (users.user_column, users.max_rows_per_user, users.relation.value)
+        or (unit.user_column, unit.requested, unit.relation if unit.requested == "auto" else None)
+        != (users.user_column, users.max_rows_per_user, users.relation.value if users.is_auto else None)
     ):
         held = (
             "a row-level shuffle"
             if unit is None
-            else f"a shuffle bounded to max_rows_per_user = {unit.requested!r} rows per value of {unit.user_column!r} "
-            f"({unit.relation})"
+            else f"a shuffle bounded with max_rows_per_user = {unit.requested!r} per value of {unit.user_column!r}"
+            + (f" ({unit.relation})" if unit.requested == "auto" else "")
         )
         return (
             f"holds {held} of this lake, but this run asks for max_rows_per_user = {users.max_rows_per_user!r} "
-            f"per value of {users.user_column!r} ({users.relation.value})"
+            f"per value of {users.user_column!r}" + (f" ({users.relation.value})" if users.is_auto else "")
         )
     files = len(existing.parts) if unit is None else unit.outputs
     wanted = files if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]

@@ -3,10 +3,12 @@
 The shuffle (``dpstream.pipelines.shuffle``) runs its two passes with three changes:
 
 1. *Scatter* routes every row by a **keyed hash of its person's id**: SipHash-2-4 (``pandas.util.
-   hash_array``) under a 96-bit key drawn from OS entropy for this shuffle and never stored. A person's
-   rows all go to output ``hash mod M``, and the scratch pieces carry the hash in place of the id. The
-   key dies with the shuffle, so nothing written can be joined back to an id. Two ids whose 64-bit
-   hashes collide become one person; that is safe (the neighbouring relation only gets coarser).
+   hash_array``) under a 96-bit key drawn from OS entropy for this shuffle and never stored
+   (``HashKey``: its repr hides it from task logs). A person's rows all go to output ``hash mod M``,
+   and the scratch pieces carry the hash in place of the id. The key dies with the shuffle, so nothing
+   written can be joined back to an id. Two ids whose 64-bit hashes collide (probability about
+   U²/2⁶⁵) become one person: training stays within its bounds (a coarser relation), and the
+   ``"auto"`` histogram's sensitivity would be √3 instead of √2 for that pair.
 2. *Gather* groups each output's rows by hash and keeps **at most k rows per person**, chosen uniformly
    at random, the people in uniformly random order, each person's rows contiguous
    (``dpstream.models.users.bound_contributions``, seeded from OS entropy). It writes each part with a
@@ -60,6 +62,7 @@ __all__ = [
     "shuffle_users",
     "AUTO_MU",
     "AUTO_QUANTILE",
+    "HashKey",
 ]
 
 _HASH_COLUMN = "__dpstream_user_hash"  # scratch pieces only
@@ -99,7 +102,7 @@ class UserBounding:
         return sensitivity / self.auto_mu
 
 
-def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: str) -> np.ndarray:
+def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: HashKey | str) -> np.ndarray:
     """SipHash-2-4 of each id under ``key`` (16 characters) as uint64; equal ids hash alike whatever
     the file. Each distinct id is hashed once (Arrow's ``dictionary_encode`` first)."""
     if isinstance(values, pa.ChunkedArray):
@@ -112,7 +115,8 @@ def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: str) -> np.ndarray:
     uniques = encoded.dictionary.to_numpy(zero_copy_only=False)
     if uniques.dtype.kind in "iu":  # an integer id hashes as its decimal digits: one rule for every width
         uniques = uniques.astype(str)
-    hashed = pd.util.hash_array(np.asarray(uniques, dtype=object), hash_key=key, categorize=False)
+    secret = key.value if isinstance(key, HashKey) else key
+    hashed = pd.util.hash_array(np.asarray(uniques, dtype=object), hash_key=secret, categorize=False)
     return hashed[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -125,7 +129,7 @@ def scatter_users(
     out_options: dict,
     index: int,
     outputs: int,
-    key: str,
+    key: HashKey,
 ) -> np.ndarray:
     """Route source file ``index``'s rows to the ``outputs`` by the keyed hash of their ids; the pieces
     hold the hash, never the id. Returns the rows sent to each output."""
@@ -238,9 +242,29 @@ def gather_users(
     return write_part(fs, f"{root}/part-{target:05d}.parquet", table, row_group_rows, groups)
 
 
-def new_key() -> str:
-    """A fresh 96-bit SipHash key (16 URL-safe characters) from OS entropy; never stored."""
-    return secrets.token_urlsafe(12)
+class HashKey:
+    """A shuffle's SipHash key: 16 URL-safe characters (96 bits) from OS entropy, never stored. Its repr
+    hides it: Dask logs a failed task's arguments, and this one travels to every scatter task."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str | None = None):
+        self.value = value if value is not None else secrets.token_urlsafe(12)
+
+    def __repr__(self) -> str:
+        return "HashKey(<secret>)"
+
+    __str__ = __repr__
+
+    def __getstate__(self) -> str:
+        return self.value
+
+    def __setstate__(self, value: str) -> None:
+        self.value = value
+
+
+def new_key() -> HashKey:
+    return HashKey()
 
 
 def shuffle_users(
@@ -282,7 +306,7 @@ def shuffle_users(
         for i, file in enumerate(summary.files)
     ]
     sent = run(scatter_users, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
-    del key  # the pieces are all written: nothing needs the key again
+    del key, scatter_args  # the pieces are all written: nothing needs the key again
     received = np.sum(sent, axis=0).astype(np.int64)
     noise_seed, *seeds = np.random.SeedSequence(secrets.randbits(128)).spawn(1 + outputs)
     max_rows = bounding.max_rows_per_user

@@ -148,7 +148,9 @@ def check_user_ids(values: Any, spec: LakeSpec, path: str, offset: int = 0) -> N
     missing = values.is_null().to_numpy(zero_copy_only=False)
     kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        missing = missing | pc.fill_null(pc.equal(values.cast(kind), ""), False).to_numpy(zero_copy_only=False)
+        missing = missing | pc.fill_null(pc.equal(values.cast(kind), ""), False).to_numpy(
+            zero_copy_only=False
+        )
     if missing.any():
         row = offset + int(np.flatnonzero(missing)[0])
         raise LakeError(

@@ -10,7 +10,7 @@ import pytest
 from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
 from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import InMemoryExecutor, execute
-from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel
+from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, MultinomialLogisticModel
 from dpstream.noise import NoiseKey, make_noise_process
 from dpstream.privacy import GdpAccountant, NeighbouringRelation
 from dpstream.run_plan import PlanMismatchError, RunPlan
@@ -117,9 +117,12 @@ def test_the_plan_states_its_privacy_unit_which_owns_the_sensitivities():
         assert (
             person_plan.mu == pytest.approx(rows_plan.mu, rel=1e-12) and "one user" in person_plan.report.unit
         )
-        with pytest.raises(ValueError, match=r"SRGD, the KAN and the multi-class model do not combine"):
-            RunPlan.build(per_person, KANModel(), ROWS, DIM)
-    with pytest.raises(ValueError, match=r"SRGD, the KAN and the multi-class model do not combine"):
+        assert RunPlan.build(per_person, KANModel(), ROWS, DIM).report.unit.startswith("one user")
+        with pytest.raises(ValueError, match=r"SRGD and the multi-class model do not combine"):
+            RunPlan.build(per_person, MultinomialLogisticModel(), ROWS, DIM)
+        with pytest.raises(ValueError, match=r"on the NumPy backend; the model's backend is 'auto'"):
+            RunPlan.build(per_person, LinearRegressionModel(backend="auto"), ROWS, DIM)
+    with pytest.raises(ValueError, match=r"SRGD and the multi-class model do not combine"):
         relation = ALGORITHMS["srgd"].relation
         dataclasses.replace(ALGORITHMS["srgd"], unit=PrivacyUnit.user("customer_id", 8, relation=relation))
     with pytest.raises(PlanMismatchError, match="the executor reads rows without their users"):

@@ -98,10 +98,8 @@ class GLM:
         contribution: AdaSSP's weighted sufficient statistics (``dpstream.models.users``), a person's
         mean gradient clipped once (``dpstream.models.user_gradients``), a person's DP-STAT value.
         """
-        if users is not None and request.previous_params is not None:
-            raise ValueError(
-                USER_LEVEL_UNSUPPORTED
-            )  # SRGD's recursive differences are not combined per person
+        if users is not None and request.previous_params is not None:  # SRGD's differences: not per person
+            raise ValueError(USER_LEVEL_UNSUPPORTED)
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(X)

@@ -39,7 +39,7 @@ from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _BLAS, _cumulative_counts
 from dpstream.models.kan_cpu import output_layer
 from dpstream.models.stats import BatchStats, StatsRequest
-from dpstream.models.user_gradients import user_gradient_statistics
+from dpstream.models.user_gradients import user_gradient_statistics, user_starts
 
 __all__ = ["KANModel", "CHUNK_ELEMENTS"]
 
@@ -278,21 +278,35 @@ class KANModel:
         n, d = X.shape
         W, c = self._device_params(request.params, d, xp)
         labels = (y > 0) * 2.0 - 1.0  # label > 0 is +1, else −1
-        with _BLAS.limit(limits=1, user_api="blas"):
-            margins, H, a, _ = self._forward(X, W, c, xp, True)
-        beta = -labels / (1.0 + np.exp(np.clip(labels * margins, -700.0, 700.0)))
         scale = 1.0 / math.sqrt(self.num_hidden * d)
-        sums, clipped, norms = user_gradient_statistics(
-            a * (beta * scale)[:, None], H, request.clip_norms, users
-        )
+        clip_norms = np.asarray(request.clip_norms, dtype=np.float64)
+        sums = np.zeros((clip_norms.size, W.size))
+        clipped = np.zeros(clip_norms.size, dtype=np.int64)
+        norms, loss_sum = [], 0.0
+        starts = user_starts(users)
+        ends = np.append(starts[1:], n)
+        first = 0
+        while first < starts.size:  # chunks of whole people, as the row path's chunks of rows
+            last = max(first + 1, int(np.searchsorted(ends, starts[first] + self._chunk_rows(), "right")))
+            lo, hi = int(starts[first]), int(ends[last - 1])
+            with _BLAS.limit(limits=1, user_api="blas"):
+                margins, H, a, _ = self._forward(X[lo:hi], W, c, xp, True)
+            chunk_labels = labels[lo:hi]
+            loss_sum += float(np.logaddexp(0.0, -chunk_labels * margins).sum())
+            beta = -chunk_labels / (1.0 + np.exp(np.clip(chunk_labels * margins, -700.0, 700.0)))
+            chunk = user_gradient_statistics(a * (beta * scale)[:, None], H, clip_norms, users[lo:hi])
+            sums += chunk[0]
+            clipped += chunk[1]
+            norms.append(chunk[2])
+            first = last
         histogram = None
         if role == "stat":
-            histogram = _cumulative_counts(norms, request.thresholds)
+            histogram = _cumulative_counts(np.concatenate(norms or [np.zeros(0)]), request.thresholds)
             sums, clipped = np.zeros_like(sums), np.zeros_like(clipped)
         return BatchStats(
             clipped_sums=sums,
             row_count=n,
             histogram=histogram,
-            loss_sum=float(np.logaddexp(0.0, -labels * margins).sum()),
+            loss_sum=loss_sum,
             clipped_rows=clipped,
         )

@@ -69,8 +69,11 @@ def user_gradient_statistics(
     """(Σ_u ḡ_{u,C} for each clip norm C (K, a·b), #{u : ‖g_u‖ > C} (K,), ‖g_u‖ per person) of a block
     whose ``users`` are contiguous, for per-row gradients of rank one, g_i = vec(left_i ⊗ right_i): a GLM's
     s_i·x_i (left (rows, 1)), the KAN's β_i a_i ⊗ h(x_i) (``dpstream.models.kan``). People are taken in
-    chunks of at most ``max_elements`` gradient entries (a person of more rows is a chunk of its own), so
-    memory stays bounded whatever the block (module docstring)."""
+    chunks of at most ``max_elements`` gradient entries; a person of more rows is a chunk of its own,
+    summed as leftᵀ·right without the per-row gradients, so memory stays bounded whatever the block."""
+    users = np.asarray(users)
+    if users.size and np.any(users[1:] < users[:-1]):
+        raise ValueError("the user codes must ascend through the block, each person's rows contiguous")
     left = np.asarray(left, dtype=np.float64)
     right = np.asarray(right, dtype=np.float64)
     clip_norms = np.asarray(clip_norms, dtype=np.float64)
@@ -87,13 +90,30 @@ def user_gradient_statistics(
             first + 1, int(np.searchsorted(ends, starts[first] + max(1, max_elements // width), "right"))
         )
         lo, hi = int(starts[first]), int(ends[last - 1])
-        rows = (left[lo:hi, :, None] * right[lo:hi, None, :]).reshape(hi - lo, width)
         counts = ends[first:last] - starts[first:last]
-        gradients = np.add.reduceat(rows, starts[first:last] - lo, axis=0) / counts[:, None]
-        chunk_norms = np.sqrt((gradients**2).sum(axis=1))
+        with np.errstate(over="ignore", invalid="ignore"):  # ∞ and NaN are handled by _norms
+            if (hi - lo) * width > max_elements:  # one heavy person
+                gradients = (left[lo:hi].T @ right[lo:hi]).reshape(1, width) / counts[:, None]
+            else:
+                rows = (left[lo:hi, :, None] * right[lo:hi, None, :]).reshape(hi - lo, width)
+                gradients = np.add.reduceat(rows, starts[first:last] - lo, axis=0) / counts[:, None]
+            chunk_norms = _norms(gradients)
         factors = clip_factors(chunk_norms, clip_norms)  # (people, K): ‖factor·g_u‖ ≤ C
         sums += factors.T @ gradients
         clipped += (chunk_norms[:, None] > clip_norms[None, :]).sum(axis=0)
         norms[first:last] = chunk_norms
         first = last
     return sums, clipped, norms
+
+
+def _norms(gradients: np.ndarray) -> np.ndarray:
+    """‖g_u‖ per row of ``gradients``, scaled by the largest entry so that a large finite gradient does not
+    overflow to ∞ (whose clip factor 0 times the gradient's ∞ would make the whole sum NaN). A gradient
+    with a non-finite entry is zeroed in place and given norm ∞: factor 0, contribution 0, within any C."""
+    scale = np.abs(gradients).max(axis=1) if gradients.shape[1] else np.zeros(gradients.shape[0])
+    finite = np.isfinite(scale)
+    if not finite.all():
+        gradients[~finite] = 0.0
+    safe = np.where(finite & (scale > 0), scale, 1.0)
+    norms = safe * np.sqrt(((gradients / safe[:, None]) ** 2).sum(axis=1))
+    return np.where(finite, norms, np.inf)

@@ -53,19 +53,26 @@ __all__ = [
 USER_LEVEL_ALGORITHMS = ("ssp", "dpsgd", "ambssgd")
 USER_LEVEL_UNSUPPORTED = (
     "user-level DP (groups / the user privacy unit) trains with AdaSSP (algorithm 'ssp', any model), or with "
-    "DP-SGD ('dpsgd', any noise) and DP-AMBSSGD ('ambssgd') on the linear and logistic models, whose gradients "
-    "combine a person's rows into one clipped contribution; SRGD, the KAN and the multi-class model do not "
+    "DP-SGD ('dpsgd', any noise) and DP-AMBSSGD ('ambssgd') on the linear and logistic models and the KAN, whose "
+    "gradients combine a person's rows into one clipped contribution; SRGD and the multi-class model do not "
     "combine them yet: use one of those (the default 'auto' picks AdaSSP up to 256 inputs)"
 )
 
 
 def check_user_level(algorithm: str, model: Any) -> None:
     """Refuse, from public settings, a user-level run whose algorithm or model cannot combine a person's
-    rows into one contribution (``USER_LEVEL_UNSUPPORTED``)."""
+    rows into one contribution (``USER_LEVEL_UNSUPPORTED``), or whose model computes on a GPU (a person's
+    rows are combined on the NumPy backend)."""
     if algorithm not in USER_LEVEL_ALGORITHMS or (
         algorithm != "ssp" and not getattr(model, "combines_user_gradients", False)
     ):
         raise ValueError(USER_LEVEL_UNSUPPORTED)
+    backend = getattr(model, "backend", "numpy")
+    if backend != "numpy":
+        raise ValueError(
+            f"user-level DP combines a person's rows on the NumPy backend; the model's backend is {backend!r}: set "
+            "[model] backend = \"numpy\" in a pipeline config (backend='numpy' for an estimator)"
+        )
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,8 @@ def bound_contributions(
     rng = rng if rng is not None else np.random.default_rng()  # OS entropy
     codes = np.asarray(codes, dtype=np.int64)
     num_users = int(codes.max()) + 1 if codes.size else 0
+    if num_users >= 2**31:  # the sort key below holds a user's position in 31 bits
+        raise ValueError(f"{num_users:,} users in one block; bound them in blocks of fewer than 2³¹")
     order = rng.permutation(num_users)  # user code → its position in the pass
     # A random key per row breaks ties uniformly: sorting by (position of the user, key) lists each
     # user's rows in uniformly random order, and its first k are a uniform k-subset. One int64 key,

@@ -92,6 +92,10 @@ class UnitMismatchError(ValueError):
     its first run fixed: spends per row and per person cannot be composed."""
 
 
+def _unit_word(unit: str) -> str:
+    return "row" if unit == "row" else f"person (one per value of {unit[5:]!r})"
+
+
 def _unit_setting(unit: str) -> str:
     if unit == "row":
         return "no [privacy] section, or unit = 'row'"
@@ -166,7 +170,8 @@ class LakeLedger:
                     raise UnitMismatchError(
                         f"lake {self.fingerprint} shares source files with lake {lake}, whose budget counts "
                         f"{describe_ledger_unit(budget.unit)}, not {describe_ledger_unit(self.budget.unit)}: the two "
-                        f"spends cannot be added. Train both with the privacy unit {budget.unit!r}"
+                        f"spends cannot be added. Train both with the privacy unit of lake {lake} "
+                        f"({_unit_setting(budget.unit)})"
                     )
                 cap = min(cap, budget.mu)
                 own = lake == self.fingerprint
@@ -426,8 +431,8 @@ class LakeLedger:
         shared = f"; shares source files with {', '.join(others)}, whose runs count too" if others else ""
         return (
             f"lake {self.fingerprint}: {len(entries)} run(s), spent epsilon={eps:.4g} of "
-            f"{self.budget.epsilon:g} at delta={self.budget.delta:g} ({self.budget.relation}; "
-            f"mu={spent:.4g} of {self.budget.mu:.4g}){shared}"
+            f"{self.budget.epsilon:g} at delta={self.budget.delta:g} per {_unit_word(self.budget.unit)} "
+            f"({self.budget.relation}; mu={spent:.4g} of {self.budget.mu:.4g}){shared}"
         )
 
 
@@ -466,6 +471,17 @@ class Ledger:
         budget_path = f"{root}/{BUDGET_NAME}"
         if self._fs.exists(budget_path):
             recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
+            if (
+                budget is not None
+                and budget.unit != recorded.unit
+                and budget == replace(recorded, unit=budget.unit)
+            ):
+                unused = LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
+                if (
+                    not unused.entries() and not unused.aborted()
+                ):  # opened, never charged: the first run decides
+                    write_json_atomic(self._fs, budget_path, budget.to_json())
+                    return LakeLedger(self._fs, root, fingerprint, budget, unused.files)
             if budget is not None and budget.unit != recorded.unit:
                 raise UnitMismatchError(
                     f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by "

@@ -142,3 +142,31 @@ def test_convert_per_person_then_train_per_person(tmp_path):
     refused = dpstream("validate", rows / "pipeline.toml")
     assert refused.returncode != 0 and "Convert the CSV again with --user person" in refused.stderr
     assert not (rows / "lake-ledger").exists()  # nothing charged
+
+
+def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
+    from dpstream.flows.config import ConfigError, load_config
+    from dpstream.flows.planning import bound_charge, source_ledger
+    from dpstream.pipelines.user_shuffle import AUTO_MU
+    from dpstream.privacy import BudgetExceededError, mu_for_epsilon_delta
+
+    config_path = write_config(tmp_path)
+    config = load_config(config_path)
+    ledger = source_ledger(config, "lake-1", ("md5:a",))
+    # Spend all but room for one run at ε = 2 alone: μ_k beside it does not fit.
+    lifetime, run = (mu_for_epsilon_delta(e, 1e-6) for e in (4.0, 2.0))
+    ledger.claim(
+        "earlier", (lifetime**2 - run**2) ** 0.5, mechanism="m", relation="replace-one", unit="user:customer"
+    )
+    with pytest.raises(BudgetExceededError):
+        bound_charge(config, "lake-1", ("md5:a",), before_run=True)("max-rows_g-x", AUTO_MU)
+    assert [e.run_id for e in ledger.entries()] == ["earlier"]  # nothing charged
+    bound_charge(config, "lake-1", ("md5:a",))("max-rows_g-y", AUTO_MU)  # `dpstream shuffle`: μ_k alone fits
+    assert {e.run_id for e in ledger.entries()} == {"earlier", "max-rows_g-y"}
+
+    text = config_path.read_text().replace("epsilon = 2.0", "epsilon = 4.0")
+    config_path.write_text(text)
+    with pytest.raises(
+        ConfigError, match="give max_rows_per_user a whole number, or a lifetime_epsilon of at least"
+    ):
+        load_config(config_path)

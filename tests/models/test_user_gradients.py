@@ -94,24 +94,30 @@ def test_dp_stat_counts_each_person_once():
 def test_user_level_dpsgd_beats_the_row_model_converted_by_group_privacy():
     """The synthetic Zipf panel (3,000 people, 1–20 rows) at ε = 1 per person, 4 seeds (`python -m
     benchmarks.user_level`): user-level DP-SGD measured 0.63–0.73 RMSE, the row-level DP-SGD at μ/20 per row
-    9.6–25.6 and the label mean 1.69. Asserted on 2 seeds: below the label mean and 5× below the row model."""
+    9.6–25.6 and the label mean 1.69. Over 30 noise keys on these 2 panels the user-level RMSE was 0.36–0.58
+    of the label mean's (median 0.44). Asserted with fixed keys on 2 seeds: below 0.7 × the label mean and
+    5× below the row model."""
     from benchmarks.user_level import DELTA, panel
     from dpstream.estimators import DPLinearRegression
+    from dpstream.noise import NoiseKey
     from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
 
     row_epsilon = epsilon_for_delta(DELTA, mu_for_epsilon_delta(1.0, DELTA) / 20)
     for seed in range(2):
         X, y, ids, X_test, y_test = panel(seed)
         bounds = dict(feature_bounds=(-1.0, 1.0), label_bounds=(-6.0, 6.0), delta=DELTA, algorithm="dpsgd")
-        user = DPLinearRegression(epsilon=1.0, max_rows_per_user=20, **bounds).fit(X, y, groups=ids)
+        key = NoiseKey.from_secret(bytes([seed]) * 32)
+        user = DPLinearRegression(epsilon=1.0, max_rows_per_user=20, noise_key=key, **bounds).fit(
+            X, y, groups=ids
+        )
         assert "one user" in user.privacy_report_.unit and user.algorithm_ == "dpsgd"
         kept = bound_contributions(ids, 20)
-        row = DPLinearRegression(epsilon=row_epsilon, **bounds).fit(X[kept.rows], y[kept.rows])
+        row = DPLinearRegression(epsilon=row_epsilon, noise_key=key, **bounds).fit(X[kept.rows], y[kept.rows])
         user_rmse, row_rmse = (
             float(np.sqrt(np.mean((m.predict(X_test) - y_test) ** 2))) for m in (user, row)
         )
         label_mean = float(np.sqrt(np.mean((y_test - y.mean()) ** 2)))
-        assert user_rmse < 0.6 * label_mean and 5 * user_rmse < row_rmse, (user_rmse, row_rmse, label_mean)
+        assert user_rmse < 0.7 * label_mean and 5 * user_rmse < row_rmse, (user_rmse, row_rmse, label_mean)
 
 
 def test_user_level_ambssgd_trains_per_person():
@@ -133,6 +139,33 @@ def test_user_level_ambssgd_trains_per_person():
     assert model.privacy_report_.rows_per_step <= 12_000  # the plan counts people
     rmse = float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)))
     assert rmse < 0.85 * float(np.sqrt(np.mean((y_test - y.mean()) ** 2))), rmse
+
+
+def test_the_kans_chunks_of_whole_people_give_the_same_sums(monkeypatch):
+    from dpstream.models import KANModel
+    from dpstream.models import kan as kan_module
+
+    model = KANModel(num_hidden=4, grid_size=3)
+    rng = np.random.default_rng(8)
+    users = np.repeat(np.arange(60), rng.integers(1, 30, 60))
+    X = rng.uniform(-1, 1, (users.size, 3))
+    y = (X[:, 0] > 0).astype(float)
+    request = StatsRequest(
+        model.init_params(3) + 0.1,
+        clip_norms=np.array([0.01, 1.0]),
+        thresholds=np.array([0.01, 1.0]),
+        statistic="gradient_norm",
+    )
+    whole = model.block_stats(X, y, request, users=users)
+    whole_stat = model.block_stats(X, y, request, role="stat", users=users)
+    monkeypatch.setattr(kan_module, "CHUNK_ELEMENTS", 4)  # 16 rows a chunk: many chunks, heavy people alone
+    chunked = model.block_stats(X, y, request, users=users)
+    np.testing.assert_allclose(chunked.clipped_sums, whole.clipped_sums, rtol=1e-12)
+    np.testing.assert_array_equal(chunked.clipped_rows, whole.clipped_rows)
+    np.testing.assert_array_equal(
+        model.block_stats(X, y, request, role="stat", users=users).histogram, whole_stat.histogram
+    )
+    assert whole_stat.histogram[-1] <= 60
 
 
 def test_the_kan_combines_a_persons_gradients():
@@ -176,3 +209,24 @@ def test_a_user_level_kan_trains_from_the_estimator():
     assert "one user" in model.privacy_report_.unit
     X_test = rng.uniform(-1, 1, (4000, 2))
     assert model.score(X_test, (X_test[:, 0] * X_test[:, 1] > 0).astype(int)) > 0.85
+
+
+def test_a_huge_or_infinite_person_never_makes_a_release_nan():
+    """A person whose mean gradient's squares overflow (features near 1e200) is clipped to C like any other;
+    a person whose gradient is not finite contributes nothing; a heavy person summed without the per-row
+    gradients gives the same sums."""
+    X = np.array([[1e200, 1.0], [0.5, -0.5], [0.2, 0.1], [1e308, 1e308], [1e308, 1e308]])
+    users = np.array([0, 1, 1, 2, 2])
+    derivatives = np.array([0.3, -1.0, 2.0, 1e10, 1e10])
+    sums, clipped, norms = user_gradient_statistics(derivatives[:, None], X, np.array([1.0]), users)
+    assert np.all(np.isfinite(sums)) and np.isinf(norms[2]) and norms[0] == pytest.approx(0.3e200)
+    expected = np.array([1.0, 3e-201]) + (derivatives[1:3, None] * X[1:3]).mean(axis=0)
+    np.testing.assert_allclose(sums[0], expected, rtol=1e-12)
+    assert clipped[0] == 2
+    X, y, users = heavy_panel(4)
+    derivatives = X @ np.ones(4) - y
+    whole = user_gradient_statistics(derivatives[:, None], X, np.array([0.5]), users)
+    by_products = user_gradient_statistics(derivatives[:, None], X, np.array([0.5]), users, max_elements=64)
+    np.testing.assert_allclose(by_products[0], whole[0], rtol=1e-10)
+    with pytest.raises(ValueError, match="must ascend"):
+        user_gradient_statistics(derivatives[:, None], X, np.array([0.5]), users[::-1])

@@ -257,3 +257,17 @@ def test_a_user_shuffle_on_s3_writes_no_id(s3_bucket):
     assert sum(1 for block in lake_blocks(manifest, options) for _ in [block]) == sum(
         len(p.users) for p in manifest.parts
     )
+
+
+def test_the_hash_key_never_shows_in_a_repr():
+    """Dask logs a failed task's arguments: the key that travels to the scatter tasks prints as a mask."""
+    import pickle
+
+    from dpstream.pipelines.user_shuffle import keyed_hashes, new_key
+
+    key = new_key()
+    assert repr(key) == str(key) == "HashKey(<secret>)" and key.value not in repr((key, "args"))
+    again = pickle.loads(pickle.dumps(key))
+    ids = pa.array(["a", "b", "a"])
+    assert keyed_hashes(ids, again).tolist() == keyed_hashes(ids, key).tolist()
+    assert keyed_hashes(ids, new_key())[0] != keyed_hashes(ids, key)[0]  # a fresh key, fresh pseudonyms
