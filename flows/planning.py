@@ -127,9 +127,18 @@ def plan_run(
 
 
 def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> None:
-    """Refuse a user-level run on a lake whose conversion estimated bounds privately per row: the sample
-    of every 10th row holds some rows of most people, whose other rows are in the lake, so the bounds'
-    release and the run would compose for a person (the row argument's parallel composition fails)."""
+    """Refuse an id column that ``dpstream convert`` carried into the lake (``--id``/``--user``) as a feature,
+    and a user-level run on a lake whose conversion estimated bounds privately per row: the sample of every
+    10th row holds some rows of most people, whose other rows are in the lake, so the bounds' release and
+    the run would compose for a person (the row argument's parallel composition fails)."""
+    features = [config.lake.features] if isinstance(config.lake.features, str) else config.lake.features
+    carried = [column for column in (record or {}).get("passthrough", ()) if column in features]
+    if carried:
+        raise ValueError(
+            f"lake.features lists {', '.join(map(repr, carried))}, which `dpstream convert` carried into the lake "
+            "as an id (--id/--user): an id is never a feature (a model would learn people by their number); "
+            "remove it from lake.features"
+        )
     private = (record or {}).get("private_bounds")
     if not config.is_user_level or not private or private.get("unit") == config.privacy_unit().ledger_unit:
         return  # rows, or bounds estimated from a sample of this pipeline's people (`convert --user`)

@@ -36,6 +36,8 @@ def validate(config: PipelineConfig, client: Any = None) -> ValidatedLake:
     and refuse a layout that leaves no file to hold out, before anything is shuffled."""
     from dpstream.flows.config import delta_warning
     from dpstream.pipelines import validate_lake
+    from dpstream.pipelines.convert import read_convert_record
+    from dpstream.privacy import Ledger
 
     summary = validate_lake(
         config.lake_spec(),
@@ -43,9 +45,27 @@ def validate(config: PipelineConfig, client: Any = None) -> ValidatedLake:
         client=client,
         worker_timeout=config.cluster.worker_timeout,
     )
+    # A lake's ledger unit is fixed by its first run: refuse another before anything is shuffled.
+    Ledger(config.budget.ledger_url).check_unit(summary.fingerprint, config.privacy_unit().ledger_unit)
     files, training_rows, held_out_rows = config.training_split(summary.num_rows)
-    notes = (summary.stray_note(), delta_warning(config.budget.delta, summary.num_rows))
+    notes = (
+        summary.stray_note(),
+        delta_warning(config.budget.delta, summary.num_rows),
+        _row_level_note(config, read_convert_record(config.lake.url, config.lake.storage_options)),
+    )
     return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
+
+
+def _row_level_note(config: PipelineConfig, record: dict[str, Any] | None) -> str | None:
+    """A warning when ``dpstream convert --user`` marked a person column but the config protects rows."""
+    person = (record or {}).get("user_column")
+    if person is None or config.is_user_level:
+        return None
+    return (
+        f"the lake was converted with --user {person}: its people hold several rows each, but this config "
+        f'protects single rows (a person of k rows gets k times the ε); add [privacy] unit = "user", '
+        f'user_column = "{person}" to protect people'
+    )
 
 
 def shuffle_protected(config_path: str | Path) -> tuple[str, ...]:

@@ -70,7 +70,10 @@ class PrivateBoundsRequest:
         if not isinstance(error, TooFewRows) or sample_rows <= 0:
             return ""
         needed = mechanism.mu * error.threshold / sample_rows
-        return f" (at least {epsilon_for_delta(self.delta, needed):.3g} for this sample)"
+        return (
+            f" (more than {epsilon_for_delta(self.delta, needed):.3g} for this sample even if one bin held every "
+            "value; more where the values spread over several)"
+        )
 
     def release(
         self, sample: dict[str, np.ndarray], sample_rows: int, users: np.ndarray | None = None
@@ -95,8 +98,10 @@ class PrivateBoundsRequest:
             raise LakeError(
                 f"private bounds of {', '.join(map(repr, self.columns))}: {error} (the sample is every "
                 f"{self.sample_every}th {'person' if self.user_column else 'row'}: {sample_rows:,} "
-                f"{'people' if self.user_column else 'rows'} here). Flags: --bounds COLUMN=LOW,HIGH for public "
-                f"ranges, or a larger --private-epsilon{self._needed_epsilon(error, mechanism, sample_rows)}"
+                f"{'people' if self.user_column else 'rows'} here). This attempt spent epsilon={self.epsilon:g} on the "
+                "sample like any release (this refusal is computed from the noisy counts): another attempt on the "
+                "same CSV adds its own, and a lake it writes states only its own. Flags: --bounds COLUMN=LOW,HIGH for "
+                f"public ranges, or a larger --private-epsilon{self._needed_epsilon(error, mechanism, sample_rows)}"
             ) from None
         bounds = {
             column: (float(lo), float(hi)) for column, lo, hi in zip(self.columns, low, high, strict=True)

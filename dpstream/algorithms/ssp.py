@@ -409,8 +409,9 @@ class AdaSSP(OneRoundTrip):
             "logistic": "logistic loss, PASS-GLM degree-2",
             "softmax": f"{self.num_classes}-class softmax loss, PASS-GLM degree-2",
         }[self.link]
+        units = "people" if self.unit.is_user else "rows"
         mechanism = (
-            "AdaSSP, label mean only (too few rows for the regression)"
+            f"AdaSSP, label mean only (too few {units} for the regression)"
             if plan.label_mean_only
             else f"AdaSSP: sufficient-statistics perturbation with a private ridge ({target})"
         )
@@ -439,9 +440,11 @@ class AdaSSP(OneRoundTrip):
     def too_few_rows(self, plan: SSPPlan) -> str:
         """The report's note for a label-mean-only plan: what was released and why (public quantities)."""
         gram_std = self.noise_stds(plan.num_params)[1]
+        units = "people" if self.unit.is_user else "rows"
         return (
-            f"too few rows for the regression: AdaSSP's noise bound λ₀ = {self.noise_bound(gram_std, plan.num_params):.4g} "
-            f"exceeds N = {plan.num_rows:,} (the most curvature a feature on [-1, 1] can give) at this epsilon and "
-            f"{plan.num_params - 1} features, so only the label sum was released (labels clipped to |y| ≤ "
-            f"{self.label_bound:.6g}) and the model is the noisy label mean, the constant predictor"
+            f"too few {units} for the regression: AdaSSP's noise bound λ₀ = "
+            f"{self.noise_bound(gram_std, plan.num_params):.4g} exceeds N = {plan.num_rows:,} {units} (the most "
+            f"curvature a feature on [-1, 1] can give) at this epsilon and {plan.num_params - 1} features, so only "
+            f"the label sum was released (labels clipped to |y| ≤ {self.label_bound:.6g}) and the model is the noisy "
+            "label mean, the constant predictor"
         )

@@ -357,8 +357,8 @@ class FitWarnings:
         """AdaSSP's plan had too few rows for the regression (public quantities) and released the label mean."""
         if getattr(state, "label_mean_only", False):
             _warn(
-                f"{next(note for note in self.privacy_report_.notes if note.startswith('too few rows'))}. "
-                "Use more rows, a larger epsilon or fewer features"
+                f"{next(note for note in self.privacy_report_.notes if note.startswith('too few '))}. "
+                "Use more rows (people, under the user unit), a larger epsilon or fewer features"
             )
 
     def _warn_if_ridge_dominates(self, curvature: float | None) -> None:

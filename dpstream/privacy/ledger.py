@@ -261,8 +261,8 @@ class LakeLedger:
         check_ledger_unit(unit)
         if unit != self.budget.unit:
             raise UnitMismatchError(
-                f"run {run_id!r} is accounted per {describe_ledger_unit(unit)}, but lake {self.fingerprint}'s "
-                f"ledger per {describe_ledger_unit(self.budget.unit)} (fixed by its first run): the two do not mix, "
+                f"run {run_id!r} counts {describe_ledger_unit(unit)}, but lake {self.fingerprint}'s ledger counts "
+                f"{describe_ledger_unit(self.budget.unit)} (fixed by its first run): the two do not mix, "
                 f"since a row-level ε says nothing of a person's and a person's budget cannot be split into rows. "
                 f"Train with the lake's unit ({_unit_setting(self.budget.unit)})"
             )
@@ -515,6 +515,22 @@ class Ledger:
             return self.lake(fingerprint, budget, files)
         return LakeLedger(self._fs, root, fingerprint, budget, recorded_files)
 
+    def check_unit(self, fingerprint: str, unit: str) -> None:
+        """Refuse (``UnitMismatchError``), reading only, a run of ``unit`` on a lake whose ledger counts
+        another unit: the check a pipeline makes before it shuffles, so a refusal costs no shuffle."""
+        check_name("lake fingerprint", fingerprint)
+        path = f"{self._root}/{fingerprint}/{BUDGET_NAME}"
+        if not self._fs.exists(path):
+            return
+        recorded = LifetimeBudget.from_json(read_json(self._fs, path))
+        if recorded.unit != check_ledger_unit(unit) and self.lake(fingerprint).entries():
+            raise UnitMismatchError(
+                f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by its "
+                f"first run), not {describe_ledger_unit(unit)}: row-level and user-level runs on one lake do not mix "
+                f"(a second ledger would not make them: the records are the same). Train with the lake's unit "
+                f"({_unit_setting(recorded.unit)})"
+            )
+
     def _files(self, root: str, files: tuple[str, ...] | frozenset[str] | None) -> frozenset[str] | None:
         """The lake's recorded source files; records ``files`` on first use (before its budget, so a lake
         is never visible without them)."""
@@ -560,7 +576,7 @@ class Ledger:
             )
         if lake is not None and budget.unit != lake.budget.unit and lake.entries():
             raise UnitMismatchError(
-                f"lake {fingerprint} has runs accounted per {describe_ledger_unit(lake.budget.unit)}; its unit "
+                f"lake {fingerprint} has runs that count {describe_ledger_unit(lake.budget.unit)}; its unit "
                 "cannot change"
             )
         self._mark()

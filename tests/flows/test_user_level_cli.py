@@ -105,13 +105,11 @@ def test_a_user_level_run_from_the_cli(tmp_path):
     assert len(list(budget_path.parent.glob("runs/*.json"))) == 2
 
     rows = write_config(tmp_path, unit="row")
-    refused = dpstream("train", rows, "--run-id", "rows-1")
-    assert refused.returncode != 0
-    assert "user-level shuffle of this lake" in refused.stderr  # the shuffle refuses first
-    reshuffled = dpstream("shuffle", rows, "--reshuffle")
-    assert reshuffled.returncode == 0, reshuffled.stderr
-    refused = dpstream("train", rows, "--run-id", "rows-1")
-    assert refused.returncode != 0 and "counts people (one per value of 'customer')" in refused.stderr
+    generations = sorted(os.listdir(tmp_path / "shuffled"))
+    for command in (("validate", rows), ("train", rows, "--run-id", "rows-1")):  # refused before any shuffle
+        refused = dpstream(*command)
+        assert refused.returncode != 0 and "counts people (one per value of 'customer')" in refused.stderr
+    assert sorted(os.listdir(tmp_path / "shuffled")) == generations
     assert len(list(budget_path.parent.glob("runs/*.json"))) == 2  # nothing more was charged
 
 
@@ -170,3 +168,20 @@ def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
         ConfigError, match="give max_rows_per_user a whole number, or a lifetime_epsilon of at least"
     ):
         load_config(config_path)
+
+
+def test_a_carried_id_is_never_a_feature_and_a_row_config_on_people_warns(tmp_path):
+    from dpstream.flows.config import load_config
+    from dpstream.flows.planning import check_bounds_unit
+    from dpstream.flows.prepare import _row_level_note
+
+    config = load_config(write_config(tmp_path, unit="row"))
+    record = {"passthrough": ["x1"], "user_column": "x1"}
+    with pytest.raises(
+        ValueError, match="lake.features lists 'x1', which `dpstream convert` carried into the lake"
+    ):
+        check_bounds_unit(config, record)
+    note = _row_level_note(config, {"passthrough": ["customer"], "user_column": "customer"})
+    assert "converted with --user customer" in note and 'user_column = "customer"' in note
+    assert _row_level_note(load_config(write_config(tmp_path)), {"user_column": "customer"}) is None
+    assert _row_level_note(config, {"passthrough": ["customer"]}) is None

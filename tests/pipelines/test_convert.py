@@ -261,8 +261,9 @@ def test_private_bounds_refusals_write_nothing(tmp_path):
     assert not out.exists() or not any(out.iterdir())
     # The message says how much epsilon the sample needs at least, and that much is not refused for it.
     needed = float(
-        re.search(r"--private-epsilon \(at least ([0-9.e+-]+) for this sample\)$", str(refused.value))[1]
+        re.search(r"--private-epsilon \(more than ([0-9.e+-]+) for this sample", str(refused.value))[1]
     )
+    assert "This attempt spent epsilon=0.001 on the sample like any release" in str(refused.value)
     assert 0.001 < needed < 1.0
     enough = housing_spec(private_bounds=PrivateBoundsRequest(("median_income",), epsilon=needed * 4))
     csv_to_parquet(str(HOUSING), str(out), enough)

@@ -263,9 +263,9 @@ def test_a_lakes_unit_is_fixed_by_its_first_run(tmp_path):
     lake = ledger.lake("lake1", PEOPLE)
     entry = lake.reserve("u1", 0.5, mechanism="m", relation="replace-one", unit="user:customer")
     assert entry.unit == "user:customer"
-    with pytest.raises(UnitMismatchError, match="per rows, but lake lake1's ledger per people"):
+    with pytest.raises(UnitMismatchError, match="counts rows, but lake lake1's ledger counts people"):
         lake.reserve("r1", 0.1, mechanism="m", relation="replace-one")  # a row-level run
-    with pytest.raises(UnitMismatchError, match="per people \\(one per value of 'account'\\)"):
+    with pytest.raises(UnitMismatchError, match="counts people \\(one per value of 'account'\\)"):
         lake.reserve("a1", 0.1, mechanism="m", relation="replace-one", unit="user:account")
     with pytest.raises(UnitMismatchError, match="do not mix"):
         ledger.lake("lake1", BUDGET)  # a row-level config on the same lake
