@@ -27,12 +27,12 @@ from dpstream.privacy.gdp import (
 from dpstream.privacy.ledger import (
     BudgetExceededError,
     LakeLedger,
-    Ledger,
     LedgerEntry,
     LifetimeBudget,
     RunIdReusedError,
     UnitMismatchError,
 )
+from dpstream.privacy.ledgers import Ledger
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.privacy.unit import PrivacyUnit, group_mu
 

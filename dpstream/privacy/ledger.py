@@ -53,9 +53,6 @@ from typing import Any
 
 from dpstream.privacy import gdp
 from dpstream.privacy.ledger_records import (
-    BUDGET_NAME,
-    FILES_NAME,
-    LEDGER_MARKER,
     LedgerEntry,
     LifetimeBudget,
     check_ledger_unit,
@@ -66,16 +63,16 @@ from dpstream.privacy.ledger_records import (
     overlapping_lakes,
 )
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
+from dpstream.storage import write_json_atomic
 from dpstream.validation import check_name, check_positive
 
 __all__ = [
     "BudgetExceededError",
     "RunIdReusedError",
     "UnitMismatchError",
+    "unit_setting",
     "LifetimeBudget",
     "LedgerEntry",
-    "Ledger",
     "LakeLedger",
 ]
 
@@ -96,7 +93,7 @@ def _unit_word(unit: str) -> str:
     return "row" if unit == "row" else f"person (one per value of {unit[5:]!r})"
 
 
-def _unit_setting(unit: str) -> str:
+def unit_setting(unit: str) -> str:
     if unit == "row":
         return "no [privacy] section, or unit = 'row'"
     return f"[privacy] unit = 'user', user_column = {unit[5:]!r}"
@@ -171,7 +168,7 @@ class LakeLedger:
                         f"lake {self.fingerprint} shares source files with lake {lake}, whose budget counts "
                         f"{describe_ledger_unit(budget.unit)}, not {describe_ledger_unit(self.budget.unit)}: the two "
                         f"spends cannot be added. Train both with the privacy unit of lake {lake} "
-                        f"({_unit_setting(budget.unit)})"
+                        f"({unit_setting(budget.unit)})"
                     )
                 cap = min(cap, budget.mu)
                 own = lake == self.fingerprint
@@ -264,7 +261,7 @@ class LakeLedger:
                 f"run {run_id!r} counts {describe_ledger_unit(unit)}, but lake {self.fingerprint}'s ledger counts "
                 f"{describe_ledger_unit(self.budget.unit)} (fixed by its first run): the two do not mix, "
                 f"since a row-level ε says nothing of a person's and a person's budget cannot be split into rows. "
-                f"Train with the lake's unit ({_unit_setting(self.budget.unit)})"
+                f"Train with the lake's unit ({unit_setting(self.budget.unit)})"
             )
         return relation
 
@@ -434,152 +431,3 @@ class LakeLedger:
             f"{self.budget.epsilon:g} at delta={self.budget.delta:g} per {_unit_word(self.budget.unit)} "
             f"({self.budget.relation}; mu={spent:.4g} of {self.budget.mu:.4g}){shared}"
         )
-
-
-class Ledger:
-    """The collection of per-lake ledgers under one URL."""
-
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
-        self.url = url
-        self._fs, self._root = open_url(url, storage_options)
-        check_exclusive_create(self._fs, self._root)
-
-    def _mark(self) -> None:
-        """Write the ledger's root marker once (before its first lake), so no output is ever written here."""
-        path = f"{self._root}/{LEDGER_MARKER}"
-        if not self._fs.exists(path):
-            try:
-                write_json_atomic(self._fs, path, {"format": "dpstream-ledger/1"}, exclusive=True)
-            except FileExistsError:
-                pass
-
-    def lake(
-        self,
-        fingerprint: str,
-        budget: LifetimeBudget | None = None,
-        files: tuple[str, ...] | frozenset[str] | None = None,
-    ) -> LakeLedger:
-        """Open (and on first use create) the ledger of the lake with this fingerprint.
-
-        ``budget`` is required the first time; afterwards it must match the recorded one, so a
-        lifetime budget cannot be raised by accident (``set_budget`` is the deliberate change).
-        ``files`` are the content identities of the lake's source files (``pipelines`` computes them):
-        recorded once, they make runs on lakes that share files count against the same records.
-        """
-        check_name("lake fingerprint", fingerprint)
-        root = f"{self._root}/{fingerprint}"
-        budget_path = f"{root}/{BUDGET_NAME}"
-        if self._fs.exists(budget_path):
-            recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
-            if (
-                budget is not None
-                and budget.unit != recorded.unit
-                and budget == replace(recorded, unit=budget.unit)
-            ):
-                unused = LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
-                if (
-                    not unused.entries() and not unused.aborted()
-                ):  # opened, never charged: the first run decides
-                    write_json_atomic(self._fs, budget_path, budget.to_json())
-                    return LakeLedger(self._fs, root, fingerprint, budget, unused.files)
-            if budget is not None and budget.unit != recorded.unit:
-                raise UnitMismatchError(
-                    f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by "
-                    f"its first run), not {describe_ledger_unit(budget.unit)}: row-level and user-level runs on one "
-                    f"lake do not mix (a second ledger would not make them: the records are the same). Train with "
-                    f"the lake's unit ({_unit_setting(recorded.unit)})"
-                )
-            if budget is not None and budget != recorded:
-                raise ValueError(
-                    f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "
-                    f"delta={recorded.delta:g} ({recorded.relation}); the requested "
-                    f"epsilon={budget.epsilon:g}, delta={budget.delta:g} ({budget.relation}) differs. "
-                    "Use the recorded budget (in a pipeline config: budget.lifetime_epsilon and budget.delta), or change "
-                    f"it deliberately: `dpstream budget set-lifetime {fingerprint} --ledger {self.url} --epsilon E "
-                    "--delta D --confirm` (Python: Ledger.set_budget)"
-                )
-            return LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
-        if budget is None:
-            names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"))
-            holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"
-            raise ValueError(
-                f"lake {fingerprint} has no ledger at {self.url} yet ({holds}): no run has been charged to it there. "
-                "Check the fingerprint (`dpstream validate CONFIG` prints it) and the ledger URL (budget.ledger_url); "
-                "a first `dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
-            )
-        self._mark()
-        recorded_files = self._files(root, files)
-        try:
-            write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
-        except FileExistsError:
-            return self.lake(fingerprint, budget, files)
-        return LakeLedger(self._fs, root, fingerprint, budget, recorded_files)
-
-    def check_unit(self, fingerprint: str, unit: str) -> None:
-        """Refuse (``UnitMismatchError``), reading only, a run of ``unit`` on a lake whose ledger counts
-        another unit: the check a pipeline makes before it shuffles, so a refusal costs no shuffle."""
-        check_name("lake fingerprint", fingerprint)
-        path = f"{self._root}/{fingerprint}/{BUDGET_NAME}"
-        if not self._fs.exists(path):
-            return
-        recorded = LifetimeBudget.from_json(read_json(self._fs, path))
-        if recorded.unit != check_ledger_unit(unit) and self.lake(fingerprint).entries():
-            raise UnitMismatchError(
-                f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by its "
-                f"first run), not {describe_ledger_unit(unit)}: row-level and user-level runs on one lake do not mix "
-                f"(a second ledger would not make them: the records are the same). Train with the lake's unit "
-                f"({_unit_setting(recorded.unit)})"
-            )
-
-    def _files(self, root: str, files: tuple[str, ...] | frozenset[str] | None) -> frozenset[str] | None:
-        """The lake's recorded source files; records ``files`` on first use (before its budget, so a lake
-        is never visible without them)."""
-        path = f"{root}/{FILES_NAME}"
-        if self._fs.exists(path):
-            recorded = frozenset(read_json(self._fs, path)["files"])
-            if files is not None and frozenset(files) != recorded:
-                raise ValueError(
-                    f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
-                    "the fingerprint must come from the files (dpstream.pipelines.validate_lake)"
-                )
-            return recorded
-        if not files:
-            return None
-        try:
-            write_json_atomic(self._fs, path, {"files": sorted(files)}, exclusive=True)
-        except FileExistsError:
-            return self._files(root, files)
-        return frozenset(files)
-
-    def unfinished_data_versions(self) -> frozenset[str]:
-        """The data versions (pinned shuffle generations) of every ``reserved`` run of every lake here: what
-        a run that may still resume will read again, so a prune must keep it."""
-        versions = set()
-        for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"):
-            for entry in entries_in(self._fs, f"{path.rsplit('/', 1)[0]}/runs"):
-                if entry.status == "reserved" and entry.data_version:
-                    versions.add(entry.data_version)
-        return frozenset(versions)
-
-    def set_budget(self, fingerprint: str, budget: LifetimeBudget) -> LakeLedger:
-        """Replace a lake's lifetime budget (an operator decision; past spend stays recorded)."""
-        check_name("lake fingerprint", fingerprint)
-        lake = (
-            self.lake(fingerprint, None)
-            if self._fs.exists(f"{self._root}/{fingerprint}/{BUDGET_NAME}")
-            else None
-        )
-        if lake is not None and budget.relation is not lake.budget.relation and lake.entries():
-            raise ValueError(
-                f"lake {fingerprint} has runs accounted under {lake.budget.relation}; "
-                "its relation cannot change"
-            )
-        if lake is not None and budget.unit != lake.budget.unit and lake.entries():
-            raise UnitMismatchError(
-                f"lake {fingerprint} has runs that count {describe_ledger_unit(lake.budget.unit)}; its unit "
-                "cannot change"
-            )
-        self._mark()
-        write_json_atomic(self._fs, f"{self._root}/{fingerprint}/{BUDGET_NAME}", budget.to_json())
-        root = f"{self._root}/{fingerprint}"
-        return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None))
