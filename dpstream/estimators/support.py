@@ -358,7 +358,7 @@ class FitWarnings:
         if getattr(state, "label_mean_only", False):
             _warn(
                 f"{next(note for note in self.privacy_report_.notes if note.startswith('too few '))}. "
-                "Use more rows (people, under the user unit), a larger epsilon or fewer features"
+                "Use more rows, a larger epsilon or fewer features (more people, under the user unit)"
             )
 
     def _warn_if_ridge_dominates(self, curvature: float | None) -> None:
