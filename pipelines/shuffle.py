@@ -8,7 +8,9 @@ Two bounded-memory passes, each task holding one file:
 2. *Gather*: output j concatenates its pieces and permutes them.
 
 Assigning rows to output slots this way and permuting within files yields a uniformly random
-permutation with exactly balanced files. The randomness comes from OS entropy and is not stored: the
+permutation with exactly balanced files. Under the user privacy unit (``users=``) the two passes route
+and bound people instead (``dpstream.pipelines.user_shuffle``): at most k rows per person, a person's
+rows in one row group, person codes in place of ids. The randomness comes from OS entropy and is not stored: the
 shuffle serves utility (i.i.d. batches), and privacy holds for any order.
 
 **Each shuffle is a new, immutable generation** (``dpstream.pipelines.generations``): its parts are written into a
