@@ -219,8 +219,9 @@ def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
     """(filesystem, the lake's Parquet files, the other visible files), each sorted by path.
 
     A file is bookkeeping, not listed, when any part of its path below the lake's root starts with "."
-    or "_" (``_SUCCESS``, ``.crc``, ``_delta_log/``, the ``_tmp-*`` folders of an unfinished write, the
-    ``_g-*`` generations of a shuffled lake). Any other file without the ``.parquet`` suffix is "stray":
+    or "_" (``_SUCCESS``, ``.crc``, the ``_tmp-*`` folders of an unfinished write, the ``_g-*``
+    generations of a shuffled lake). A Delta Lake or Iceberg table anywhere under the root is refused
+    (``_refuse_table_formats``): its Parquet files are not its rows. Any other file without the ``.parquet`` suffix is "stray":
     not read, but reported, since a user who dropped a CSV or a ``.parq`` file into the lake expects it
     to count. A dpstream shuffled lake is refused as a source: its generations hold the same records."""
     try:
@@ -257,6 +258,7 @@ def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
             f"{spec.url} holds a shuffled lake written by dpstream in {stores[-1]}/, whose shuffles hold the same "
             "records again: move it out of the lake (or point lake.url at the source alone)"
         )
+    _refuse_table_formats(spec.url, relative)
     visible = [
         path
         for path, rel in zip(found, relative, strict=True)
@@ -264,6 +266,33 @@ def list_lake(spec: LakeSpec) -> tuple[Any, list[str], list[str]]:
     ]
     parquet = sorted(p for p in visible if p.endswith(".parquet"))
     return fs, parquet, sorted(p for p in visible if not p.endswith(".parquet"))
+
+
+def _refuse_table_formats(url: str, relative: list[str]) -> None:
+    """Refuse a Delta Lake or Apache Iceberg table read as a folder of Parquet files: its folder keeps the
+    files that deletes, updates, overwrites and compaction removed (until VACUUM / expiry), and deletion
+    vectors or delete files remove rows inside live files, so every Parquet file under it is not the
+    table's rows. Reading them would train on deleted and duplicated records, and break the bound on each
+    record's contribution."""
+    for rel in relative:
+        parts = rel.split("/")
+        if "_delta_log" in parts[:-1]:
+            table, kind = (
+                "/".join(parts[: parts.index("_delta_log")]) or ".",
+                "a Delta Lake table (_delta_log/)",
+            )
+        elif len(parts) >= 2 and parts[-2] == "metadata" and parts[-1].endswith(".metadata.json"):
+            table, kind = "/".join(parts[:-2]) or ".", "an Apache Iceberg table (metadata/*.metadata.json)"
+        else:
+            continue
+        where = url if table == "." else f"{url.rstrip('/')}/{table}"
+        raise LakeError(
+            f"{where} is {kind}: its folder keeps Parquet files that deletes, updates and compaction removed, and "
+            "its deletes can hide rows inside live files, so reading every Parquet file under it would train on "
+            "deleted and duplicated records. dpstream does not read table formats yet: export the table's "
+            "current version to a Parquet folder (e.g. deltalake's DeltaTable(url).to_pyarrow_dataset(), or "
+            "pyiceberg's table.scan().to_arrow(), written with pyarrow) and point lake.url there"
+        )
 
 
 def fingerprint(files: list[LakeFile]) -> str:

@@ -1,6 +1,7 @@
 """Every bad lake gets a clear error naming the file, column and row, before any budget is spent."""
 
 import os
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -300,5 +301,27 @@ def test_a_duplicated_column_is_named_as_duplicated_not_missing(lake):
     pq.write_table(doubled, path)
     with pytest.raises(
         LakeError, match=r"day=02.parquet: column 'x1' appears 2 times .* distinct column names"
+    ):
+        validate_lake(lake)
+
+
+@pytest.mark.parametrize(
+    "marker, where, kind",
+    [
+        ("_delta_log/00000000000000000000.json", "", "a Delta Lake table"),
+        ("events/_delta_log/00000000000000000003.checkpoint.parquet", "/events", "a Delta Lake table"),
+        ("metadata/00001-5d8f.metadata.json", "", "an Apache Iceberg table"),
+    ],
+    ids=["delta", "nested-delta", "iceberg"],
+)
+def test_a_table_format_is_never_read_as_a_parquet_folder(lake, marker, where, kind):
+    """A Delta or Iceberg folder keeps files its deletes and compactions removed: reading every Parquet file
+    under it would train on deleted rows (issue 32), so it is refused, naming the table and the way out."""
+    path = os.path.join(lake.url, marker)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write("{}")
+    with pytest.raises(
+        LakeError, match=rf"^{re.escape(lake.url + where)} is {kind}.*export the table's current"
     ):
         validate_lake(lake)
