@@ -181,9 +181,12 @@ def _check_invariants(outcomes: list[dict], spec: LakeSpec, out: str, ledger_url
     for outcome in outcomes:
         if outcome["status"] != "ok":
             # Only a second run started with one run id may be refused; everything else must succeed.
+            # CheckpointMismatchError (a CheckpointError): the second found the first's checkpoint, written
+            # on another shuffle generation than the one it validated, and refuses to resume it.
             assert outcome["kind"] == "train" and outcome["error"] in (
                 "RunIdReusedError",
                 "CheckpointError",
+                "CheckpointMismatchError",
             ), outcome
             assert sum(o["run_id"] == outcome["run_id"] for o in trains) > 1, outcome
             continue
