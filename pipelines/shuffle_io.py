@@ -15,12 +15,31 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.lake import footer_bytes, footer_identity
+from dpstream.pipelines.generations import SCRATCH
+from dpstream.pipelines.lake import (
+    LakeError,
+    LakeFile,
+    LakeSpec,
+    footer_bytes,
+    footer_identity,
+    open_unchanged,
+    pins_reads,
+)
 from dpstream.pipelines.manifest import Part
+from dpstream.pipelines.validate import check_user_ids, check_values
 from dpstream.pipelines.waiting import completed_within
-from dpstream.storage import write_atomic, write_bytes_atomic
+from dpstream.storage import open_url, write_atomic, write_bytes_atomic
 
-__all__ = ["write_piece", "read_piece", "finished_pieces", "write_part", "run_on_cluster", "run_tasks"]
+__all__ = [
+    "write_piece",
+    "read_piece",
+    "finished_pieces",
+    "write_part",
+    "run_tasks",
+    "read_validated",
+    "write_pieces",
+    "read_target",
+]
 
 _PIECE = re.compile(r"from-\d{5}\.arrow$")
 
@@ -77,26 +96,6 @@ def write_part(
     )
 
 
-def run_on_cluster(
-    client: Any,
-    function: Callable,
-    arguments: list[tuple],
-    done: Callable[[int, Any], None],
-    worker_timeout: float,
-) -> list:
-    """Submit ``function(*args)`` for each args; results in submission order, ``done`` as each finishes."""
-    futures = [client.submit(function, *args, pure=False) for args in arguments]
-    results: list = [None] * len(futures)
-    try:
-        for index, result in completed_within(client, futures, worker_timeout):
-            results[index] = result
-            done(index, result)
-    except BaseException:
-        client.cancel(futures)  # none of them may write into a generation folder about to be discarded
-        raise
-    return results
-
-
 def run_tasks(
     client: Any,
     function: Callable,
@@ -104,11 +103,67 @@ def run_tasks(
     done: Callable[[int, Any], None],
     worker_timeout: float,
 ) -> list:
-    """``run_on_cluster``, or in turn in this process when ``client`` is None."""
-    if client is not None:
-        return run_on_cluster(client, function, arguments, done, worker_timeout)
-    results = []
-    for index, args in enumerate(arguments):
-        results.append(function(*args))
-        done(index, results[-1])
+    """``function(*args)`` for each args, as Dask tasks with ``client`` (in turn in this process without
+    one); results in submission order, ``done(index, result)`` as each finishes."""
+    if client is None:
+        finished = ((index, function(*args)) for index, args in enumerate(arguments))
+        futures: list = []
+    else:
+        futures = [client.submit(function, *args, pure=False) for args in arguments]
+        finished = completed_within(client, futures, worker_timeout)
+    results: list = [None] * len(arguments)
+    try:
+        for index, result in finished:
+            results[index] = result
+            done(index, result)
+    except BaseException:
+        if futures:
+            client.cancel(futures)  # none of them may write into a generation folder about to be discarded
+        raise
     return results
+
+
+def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> tuple[pa.Table, str]:
+    """(the columns ``spec`` reads from source file ``file``, its path): read only if it is still the file
+    validation saw (``file.stamp``), refused if its row count changed; where the filesystem does not pin
+    the bytes read (``pins_reads``), its values (and a user-level lake's ids) are checked again."""
+    fs, path = open_url(source, spec.storage_options)
+    with open_unchanged(fs, path, file.stamp) as handle:
+        table = pq.read_table(handle, columns=spec.read_columns)
+    if table.num_rows != file.rows:
+        raise LakeError(
+            f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "
+            "changed since; run again once nothing writes to the lake"
+        )
+    if not pins_reads(fs):
+        check_values(table, spec, path, 0, width)
+        if spec.user_column is not None:
+            check_user_ids(table.column(spec.user_column), spec, path)
+    return table, path
+
+
+def write_pieces(folder_url: str, out_options: dict, index: int, table: pa.Table, counts: Any) -> None:
+    """Source file ``index``'s pieces: consecutive slices of ``table``, ``counts[j]`` rows to output j."""
+    out_fs, root = open_url(folder_url, out_options)
+    offset = 0
+    for target, count in enumerate(counts):
+        if count:
+            write_piece(
+                out_fs,
+                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.arrow",
+                table.slice(offset, int(count)),
+            )
+            offset += int(count)
+
+
+def read_target(fs: Any, root: str, target: int, columns: list[str] | None = None) -> pa.Table | None:
+    """The pieces written for output ``target`` (in source-file order), ``columns`` of them; None when
+    there are none."""
+    folder = f"{root}/{SCRATCH}/to-{target:05d}"
+    if not fs.exists(folder):
+        return None
+    tables = [read_piece(fs, path) for path in finished_pieces(fs, folder)]
+    if not tables:
+        return None
+    table = pa.concat_tables(tables)
+    return table.select(columns) if columns is not None else table

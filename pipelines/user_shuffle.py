@@ -39,14 +39,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dpstream.models.users import bound_contributions
-from dpstream.pipelines.generations import SCRATCH
-from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec, open_unchanged, pins_reads
+from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
-from dpstream.pipelines.shuffle_io import finished_pieces, read_piece, write_part, write_piece
-from dpstream.pipelines.validate import check_user_ids, check_values
+from dpstream.pipelines.shuffle_io import read_target, read_validated, write_part, write_pieces
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
 
@@ -133,51 +130,20 @@ def scatter_users(
 ) -> np.ndarray:
     """Route source file ``index``'s rows to the ``outputs`` by the keyed hash of their ids; the pieces
     hold the hash, never the id. Returns the rows sent to each output."""
-    fs, path = open_url(source, spec.storage_options)
-    with open_unchanged(fs, path, file.stamp) as handle:
-        table = pq.read_table(handle, columns=spec.read_columns)
-    if table.num_rows != file.rows:
-        raise LakeError(
-            f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "
-            "changed since; run again once nothing writes to the lake"
-        )
-    ids = table.column(spec.user_column)
-    if not pins_reads(fs):
-        check_values(table, spec, path, 0, width)
-        check_user_ids(ids, spec, path)
-    hashes = keyed_hashes(ids, key)
+    table, _ = read_validated(source, file, spec, width)
+    hashes = keyed_hashes(table.column(spec.user_column), key)
     table = table.drop_columns([spec.user_column]).append_column(_HASH_COLUMN, pa.array(hashes))
     targets = (hashes % np.uint64(outputs)).astype(np.int64)
     order = np.argsort(targets, kind="stable")
-    table, counts = table.take(order), np.bincount(targets, minlength=outputs)
-    out_fs, root = open_url(folder_url, out_options)
-    offset = 0
-    for target, count in enumerate(counts):
-        if count:
-            write_piece(
-                out_fs,
-                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.arrow",
-                table.slice(offset, int(count)),
-            )
-            offset += int(count)
+    counts = np.bincount(targets, minlength=outputs)
+    write_pieces(folder_url, out_options, index, table.take(order), counts)
     return counts
-
-
-def _read_target(fs: Any, root: str, target: int, columns: list[str] | None = None) -> pa.Table | None:
-    folder = f"{root}/{SCRATCH}/to-{target:05d}"
-    if not fs.exists(folder):
-        return None
-    tables = [read_piece(fs, path) for path in finished_pieces(fs, folder)]
-    if not tables:
-        return None
-    table = pa.concat_tables(tables)
-    return table.select(columns) if columns is not None else table
 
 
 def user_histogram(folder_url: str, out_options: dict, target: int) -> np.ndarray:
     """The people of output ``target`` binned by their number of rows (bin b: 2^{b−1} < k_u ≤ 2^b)."""
     fs, root = open_url(folder_url, out_options)
-    table = _read_target(fs, root, target, [_HASH_COLUMN])
+    table = read_target(fs, root, target, [_HASH_COLUMN])
     if table is None:
         return np.zeros(BINS, dtype=np.int64)
     _, counts = np.unique(table.column(_HASH_COLUMN).to_numpy(), return_counts=True)
@@ -223,7 +189,7 @@ def gather_users(
     """Bound, order and write output ``target``'s people (module docstring, item 2); returns its part, or
     None when no person hashed to this output."""
     fs, root = open_url(folder_url, out_options)
-    table = _read_target(fs, root, target)
+    table = read_target(fs, root, target)
     rows = 0 if table is None else table.num_rows
     if rows != expected_rows:
         raise LakeError(
