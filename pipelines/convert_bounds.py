@@ -31,6 +31,7 @@ import pyarrow as pa
 from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds, TooFewRows
 from dpstream.noise import NoiseKey
 from dpstream.pipelines.lake import LakeError
+from dpstream.pipelines.user_shuffle import keyed_hashes
 from dpstream.privacy import NeighbouringRelation, epsilon_for_delta, event_mu
 
 __all__ = ["PrivateBoundsRequest", "sample_mask", "person_sample_mask"]
@@ -135,16 +136,7 @@ def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarra
     """True for the rows whose person is in the sample: a fixed, public partition of the id space (the
     SipHash of the id's text under pandas' public default key, modulo ``every``), so a person is wholly
     in the sample or wholly in the lake, whatever file or batch holds their rows."""
-    import pandas as pd
-
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
-    encoded = ids.dictionary_encode()
-    uniques = encoded.dictionary.to_numpy(zero_copy_only=False)
-    if uniques.dtype.kind in "iu":
-        uniques = uniques.astype(str)
-    chosen = pd.util.hash_array(np.asarray(uniques, dtype=object), categorize=False) % np.uint64(every) == 0
-    return chosen[encoded.indices.to_numpy(zero_copy_only=False)]
+    return keyed_hashes(ids, None) % np.uint64(every) == 0
 
 
 def sample_mask(offset: int, num_rows: int, every: int) -> np.ndarray:

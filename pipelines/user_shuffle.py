@@ -99,9 +99,10 @@ class UserBounding:
         return sensitivity / self.auto_mu
 
 
-def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: HashKey | str) -> np.ndarray:
-    """SipHash-2-4 of each id under ``key`` (16 characters) as uint64; equal ids hash alike whatever
-    the file. Each distinct id is hashed once (Arrow's ``dictionary_encode`` first)."""
+def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: HashKey | str | None) -> np.ndarray:
+    """SipHash-2-4 of each id under ``key`` (16 characters; None: pandas' public default key, a fixed
+    partition of ids such as ``convert --user``'s sample) as uint64; equal ids hash alike whatever the
+    file. Each distinct id is hashed once (Arrow's ``dictionary_encode`` first)."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if pa.types.is_dictionary(values.type):
@@ -113,7 +114,8 @@ def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: HashKey | str) -> np.n
     if uniques.dtype.kind in "iu":  # an integer id hashes as its decimal digits: one rule for every width
         uniques = uniques.astype(str)
     secret = key.value if isinstance(key, HashKey) else key
-    hashed = pd.util.hash_array(np.asarray(uniques, dtype=object), hash_key=secret, categorize=False)
+    options = {"hash_key": secret} if secret is not None else {}
+    hashed = pd.util.hash_array(np.asarray(uniques, dtype=object), categorize=False, **options)
     return hashed[encoded.indices.to_numpy(zero_copy_only=False)]
 
 

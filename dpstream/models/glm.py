@@ -117,22 +117,23 @@ class GLM:
             len(request.clip_norms), X.shape[1], None if role == "gradient" else len(request.thresholds)
         )
         stats.row_count = X.shape[0]
-        if users is not None:
-            return self._user_stats(X, y, request, role, users, stats)
-        if xp is not np:
+        if users is None and xp is not np:
             self._accumulate_on_device(X, y, request, role, stats, xp)
             return stats
-        sums, loss_sum, clipped_rows, values = glm_cpu.block_statistics(
-            X,
-            self.targets(y.astype(np.float64, copy=False)),
-            request.params,
-            request.clip_norms,
-            glm_cpu.LOSS_KINDS[self.name],
-            request.previous_params,
-            request.weight,
-            request.previous_weight,
-            statistic_kind=-1 if role == "gradient" else glm_cpu.STATISTIC_KINDS[request.statistic],
-        )
+        if users is not None:
+            sums, loss_sum, clipped_rows, values = self._user_statistics(X, y, request, role, users)
+        else:
+            sums, loss_sum, clipped_rows, values = glm_cpu.block_statistics(
+                X,
+                self.targets(y.astype(np.float64, copy=False)),
+                request.params,
+                request.clip_norms,
+                glm_cpu.LOSS_KINDS[self.name],
+                request.previous_params,
+                request.weight,
+                request.previous_weight,
+                statistic_kind=-1 if role == "gradient" else glm_cpu.STATISTIC_KINDS[request.statistic],
+            )
         stats.loss_sum += loss_sum
         if role == "stat":
             stats.histogram += _cumulative_counts(values, request.thresholds)
@@ -141,25 +142,21 @@ class GLM:
             stats.clipped_rows += clipped_rows
         return stats
 
-    def _user_stats(
-        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str, users: Any, stats: BatchStats
-    ) -> BatchStats:
-        """The user unit's gradient or DP-STAT statistics: one clipped mean gradient, or one DP-STAT value,
-        per person (``dpstream.models.user_gradients``; NumPy)."""
+    def _user_statistics(
+        self, X: np.ndarray, y: np.ndarray, request: StatsRequest, role: str, users: Any
+    ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray | None]:
+        """``glm_cpu.block_statistics``' outputs under the user unit: each person's mean gradient clipped
+        once, or one DP-STAT value per person (``dpstream.models.user_gradients``; NumPy)."""
         if array_module(self.backend) is not np:
             raise ValueError("user-level gradients are computed on the NumPy backend; set backend='numpy'")
         labels = self.targets(np.asarray(y, dtype=np.float64))
         margins = X.astype(np.float64, copy=False) @ np.asarray(request.params, dtype=np.float64)
         derivatives = self.derivative(margins, labels)
+        loss_sum = float(self.loss(margins, labels).sum())
+        if role == "stat" and request.statistic == "residual":  # no gradient needed: the mean |s_i|
+            return None, loss_sum, None, user_mean(np.abs(derivatives), users)
         sums, clipped, norms = user_gradient_statistics(derivatives[:, None], X, request.clip_norms, users)
-        stats.loss_sum += float(self.loss(margins, labels).sum())
-        if role == "stat":
-            values = norms if request.statistic == "gradient_norm" else user_mean(np.abs(derivatives), users)
-            stats.histogram += _cumulative_counts(values, request.thresholds)
-        else:
-            stats.clipped_sums += sums
-            stats.clipped_rows += clipped
-        return stats
+        return sums, loss_sum, clipped, norms if role == "stat" else None
 
     def _moment_stats(
         self, X: np.ndarray, y: np.ndarray, request: StatsRequest, xp: Any, users: Any = None
