@@ -53,7 +53,9 @@ REQUIRED_KEYS = frozenset(
         "privacy",
     }
 )
-OPTIONAL_KEYS = frozenset({"metrics"})  # written by earlier versions (the non-private evaluation): ignored
+# "metrics": written by earlier versions (the non-private evaluation), ignored; "source": the table
+# version trained on (a Delta version or an Iceberg snapshot), absent for a Parquet folder.
+OPTIONAL_KEYS = frozenset({"metrics", "source"})
 
 
 def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
@@ -268,6 +270,7 @@ def model_document(
     params: np.ndarray,
     report: Any,
     preprocessing: dict[str, Any] | None = None,
+    source: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """model.json, the document ``ModelDocument.from_dict`` reads back: the parameters with what is needed
     to apply them (the [model] section: kind, settings, a classifier's classes; feature names in order;
@@ -277,7 +280,7 @@ def model_document(
     The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
     recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists,
     the class list): new rows go through the same steps, and a bounded label maps back to its units; None
-    for a lake written otherwise."""
+    for a lake written otherwise. ``source`` is the table version trained on (``SourceVersion.to_json``)."""
     return {
         "format": MODEL_FORMAT,
         "run_id": run_id,
@@ -289,6 +292,7 @@ def model_document(
         "preprocessing": preprocessing,
         "params": np.asarray(params).tolist(),
         "privacy": report.to_dict(),
+        **({"source": dict(source)} if source else {}),
     }
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,6 +71,37 @@ class LakeConfig(_Section):
     # None: 250,000, but at most N/5 so the held-out last file exists for every lake (dpstream.pipelines.shuffle)
     rows_per_file: int | None = Field(default=None, gt=0)
     storage_options: dict[str, Any] = Field(default_factory=dict)
+    # A Delta Lake or Iceberg table at url, pinned to one version (dpstream.pipelines.sources): "auto"
+    # detects _delta_log/ or metadata/*.metadata.json at url. version (Delta) or snapshot_id (Iceberg), or
+    # as_of (ISO-8601: the version current then); none of them: the latest, pinned when validated.
+    format: Literal["auto", "parquet", "delta", "iceberg"] = "auto"
+    version: int | None = Field(default=None, ge=0)
+    snapshot_id: int | None = None
+    as_of: str | datetime | None = None  # a TOML date-time, or a string in ISO-8601
+    table: str | None = Field(default=None, min_length=1)  # an Iceberg table in lake.catalog: "db.events"
+    catalog: dict[str, str | int | bool] = Field(
+        default_factory=dict
+    )  # pyiceberg catalog properties, and name
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LakeConfig:
+        if self.version is not None and self.snapshot_id is not None:
+            raise ValueError(
+                "version: give lake.version (a Delta table) or lake.snapshot_id (Iceberg), not both"
+            )
+        if self.version is not None and self.format == "iceberg":
+            raise ValueError("version: an Iceberg table is pinned with lake.snapshot_id, not lake.version")
+        if self.snapshot_id is not None and self.format in ("delta", "parquet"):
+            raise ValueError(f"snapshot_id pins an Iceberg snapshot; a {self.format} source has none")
+        self.source_spec()  # the data plane's checks: one version pin, an ISO-8601 as_of, Iceberg-only settings
+        return self
+
+    def source_spec(self):
+        from dpstream.pipelines.lake import SourceSpec
+
+        pinned = self.version if self.version is not None else self.snapshot_id
+        as_of = self.as_of.isoformat() if isinstance(self.as_of, datetime) else self.as_of
+        return SourceSpec(self.format, pinned, as_of, self.table, tuple(self.catalog.items()))
 
     @field_validator("features")
     @classmethod
@@ -359,7 +391,12 @@ class PipelineConfig(_Section):
         lake = self.lake
         features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
         return LakeSpec(
-            lake.url, features, lake.label, dict(lake.storage_options), user_column=self.privacy.user_column
+            lake.url,
+            features,
+            lake.label,
+            dict(lake.storage_options),
+            user_column=self.privacy.user_column,
+            source=lake.source_spec(),
         )
 
 

@@ -30,7 +30,14 @@ from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointSto
 from dpstream.export import model_document
 from dpstream.flows.config import PipelineConfig, load_config
 from dpstream.flows.locations import RunLocations, run_locations
-from dpstream.flows.planning import PlannedRun, evaluate_holdout, lake_ledger, plan_run, with_bound_note
+from dpstream.flows.planning import (
+    PlannedRun,
+    evaluate_holdout,
+    lake_ledger,
+    plan_run,
+    with_bound_note,
+    with_source_note,
+)
 from dpstream.flows.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.progress import RunProgress
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
@@ -53,8 +60,8 @@ def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
 
 # Tasks given the run's Dask client skip Prefect's input hashing: a client is not data to cache on.
 @task(name="validate lake", cache_policy=NO_CACHE)
-def validate_task(config: PipelineConfig, client: Any = None) -> ValidatedLake:
-    validated = validate(config, client)
+def validate_task(config: PipelineConfig, client: Any = None, generation: str | None = None) -> ValidatedLake:
+    validated = validate(config, client, generation)
     for warning in validated.warnings:
         get_run_logger().warning(warning)
     return validated
@@ -220,12 +227,12 @@ def train_flow(
     generation = pinned_generation(locations.checkpoints, run_id)  # a resume reads what it started on
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
     with config.cluster.preparation_client() as client:
-        validated = validate_task(config, client)
+        validated = validate_task(config, client, generation)  # a resume: the table version it started on
         manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
     planned = plan_task(config, manifest, run_id, locations)
     # quote: Prefect would otherwise walk every step span of the plan at each task call
     fit, mode = train_task(config, quote(planned), show_progress)
-    params, report = fit.params, with_bound_note(fit.report, manifest)
+    params, report = fit.params, with_source_note(with_bound_note(fit.report, manifest), manifest)
     metrics = evaluate_task(config, quote(planned), params)
     section = config.model.model_dump()
     document = model_document(
@@ -242,6 +249,7 @@ def train_flow(
         params=params,
         report=report,
         preprocessing=planned.preprocessing,
+        source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
     )
     paths = publish_task(locations, document, report, fit.training_loss, metrics)
     return {

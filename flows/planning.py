@@ -258,3 +258,15 @@ def with_bound_note(report: PrivacyReport, lake: Manifest) -> PrivacyReport:
         f"{unit.charge_id} and not part of this run's guarantee"
     )
     return replace(report, notes=(*report.notes, note))
+
+
+def with_source_note(report: PrivacyReport, lake: Manifest) -> PrivacyReport:
+    """The run's report with the table version it trained on (a Parquet folder has none: no note)."""
+    version = lake.source_version
+    if version.version is None:
+        return report
+    note = (
+        f"data: {version.describe()} of {lake.source_url} (table id {version.table_id}), "
+        f"{lake.source_rows:,} live rows, lake fingerprint {lake.fingerprint}"
+    )
+    return replace(report, notes=(*report.notes, note))

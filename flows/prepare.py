@@ -31,16 +31,23 @@ class ValidatedLake:
     warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N
 
 
-def validate(config: PipelineConfig, client: Any = None) -> ValidatedLake:
+def validate(config: PipelineConfig, client: Any = None, generation: str | None = None) -> ValidatedLake:
     """Validate the lake for the config's model (labels included; one Dask task per file with ``client``)
-    and refuse a layout that leaves no file to hold out, before anything is shuffled."""
+    and refuse a layout that leaves no file to hold out, before anything is shuffled. ``generation``: a
+    resumed run's shuffle generation, whose table version is validated again (not the table's latest)."""
     from dpstream.flows.config import delta_warning
     from dpstream.pipelines import validate_lake
     from dpstream.pipelines.convert import read_convert_record
+    from dpstream.pipelines.shuffle import read_manifest
+    from dpstream.pipelines.sources import pinned_spec
     from dpstream.privacy import Ledger
 
+    spec = config.lake_spec()
+    if generation is not None:
+        shuffled = read_manifest(config.lake.shuffled_url, config.lake.storage_options, generation)
+        spec = pinned_spec(spec, shuffled.source_version)
     summary = validate_lake(
-        config.lake_spec(),
+        spec,
         labels=config.label_contract,
         client=client,
         worker_timeout=config.cluster.worker_timeout,
@@ -96,7 +103,7 @@ def shuffle(
 
     summary = validated.summary
     return shuffle_once(
-        config.lake_spec(),
+        summary.spec,  # the lake as validated: a table at the version validation pinned
         config.lake.shuffled_url,
         rows_per_file=config.lake.rows_per_file,
         client=client,

@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from dpstream.storage import is_local, open_url
 __all__ = [
     "LakeError",
     "LakeSpec",
+    "SourceSpec",
+    "FORMATS",
     "LakeFile",
     "list_parquet_files",
     "list_lake",
@@ -55,6 +58,50 @@ class LakeError(ValueError):
     """A lake cannot be used as given. The message names the file, column and row, and the fix."""
 
 
+FORMATS = ("auto", "parquet", "delta", "iceberg")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Which kind of source ``LakeSpec.url`` is and which version of it to read
+    (``dpstream.pipelines.sources``). ``format="auto"`` detects a Delta table (``_delta_log/``) or an
+    Iceberg table (``metadata/*.metadata.json``) at the URL's root, else reads a Parquet folder.
+    ``version`` is a Delta version or an Iceberg snapshot id, ``as_of`` an ISO-8601 time (the version
+    current then); neither: the latest. ``table`` and ``catalog`` name an Iceberg table in a pyiceberg
+    catalog (its properties, with ``name``); without them the newest metadata file under the URL is read."""
+
+    format: str = "auto"
+    version: int | None = None
+    as_of: str | None = None
+    table: str | None = None
+    catalog: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise LakeError(f"lake.format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.version is not None and self.as_of is not None:
+            raise LakeError("lake.version and lake.as_of both pin a version: give one of them")
+        if self.as_of is not None:
+            try:
+                datetime.fromisoformat(self.as_of)
+            except (TypeError, ValueError):
+                raise LakeError(
+                    f"lake.as_of must be an ISO-8601 time such as 2026-11-01T12:00:00+00:00, got {self.as_of!r}"
+                ) from None
+        if (self.table is not None or self.catalog) and self.format not in ("auto", "iceberg"):
+            raise LakeError(
+                f"lake.table and lake.catalog name an Iceberg table, but lake.format is {self.format!r}; "
+                "remove them or set lake.format = 'iceberg'"
+            )
+        if self.catalog and self.table is None:
+            raise LakeError(
+                "lake.catalog is given without lake.table: name the table, e.g. table = 'db.events'"
+            )
+        object.__setattr__(
+            self, "catalog", tuple(sorted((str(k), str(v)) for k, v in dict(self.catalog).items()))
+        )
+
+
 @dataclass(frozen=True)
 class LakeSpec:
     url: str
@@ -64,6 +111,7 @@ class LakeSpec:
     # The user unit: the source's id column (hashed by the shuffle, never a feature), or a shuffled
     # lake's dense user codes (``dpstream.pipelines.user_shuffle.USER_CODE_COLUMN``). None: the row.
     user_column: str | None = None
+    source: SourceSpec = field(default_factory=SourceSpec)  # its format and the version to read
 
     def __post_init__(self) -> None:
         if isinstance(self.features, (list, tuple)):
@@ -110,6 +158,10 @@ class LakeFile:
     identity: str = ""  # content identity (file_identity): what the ledger charges
     # What the file looked like when validated (file_stamp): the shuffle reads it only if unchanged.
     stamp: str = ""
+    # A table version's deletes inside the file (sources.deleted_positions; ``rows`` counts the rows left)
+    # and the values of the partition columns it does not store: (name, value, Arrow type).
+    deleted: bytes = b""
+    constants: tuple[tuple[str, Any, str], ...] = ()
 
 
 def file_stamp(fs: Any, path: str) -> str:
@@ -289,20 +341,28 @@ def _refuse_table_formats(url: str, relative: list[str]) -> None:
         raise LakeError(
             f"{where} is {kind}: its folder keeps Parquet files that deletes, updates and compaction removed, and "
             "its deletes can hide rows inside live files, so reading every Parquet file under it would train on "
-            "deleted and duplicated records. dpstream does not read table formats yet: export the table's "
-            "current version to a Parquet folder (e.g. deltalake's DeltaTable(url).to_pyarrow_dataset(), or "
-            "pyiceberg's table.scan().to_arrow(), written with pyarrow) and point lake.url there"
+            f"deleted and duplicated records. Point lake.url at the table itself ({where}) and set lake.format "
+            "to 'auto' (the default), 'delta' or 'iceberg': dpstream then reads one version's live rows"
         )
 
 
-def fingerprint(files: list[LakeFile]) -> str:
-    """The lake's identity for the privacy ledger: a hash of the multiset of its files' content identities.
+def fingerprint(files: list[LakeFile], lineage: str | None = None) -> str:
+    """The lake's identity for the privacy ledger: a hash of the multiset of its files' content identities
+    (with, for a table version, each file's deletes and partition values, and the table's ``lineage``).
 
     The unit is the data, not how a config reads it: file names, their order, the lake's URL and the
-    columns a config selects or how it orders them do not enter, so none of them yields a fresh budget.
-    Different bytes (new or rewritten files) give another fingerprint; the ledger then still charges the
-    files the lakes share (``dpstream.privacy.ledger``)."""
-    document = sorted([f.identity, f.size] for f in files)
+    columns a config selects or how it orders them do not enter, so none of them yields a fresh budget;
+    a byte copy of a table is the same lake. Different bytes (new or rewritten files) or other deletes
+    give another fingerprint; the ledger then still charges the files the lakes share
+    (``dpstream.privacy.ledger``)."""
+    from dpstream.pipelines.sources import deletes_digest
+
+    document: list[list[Any]] = sorted(
+        [f.identity, f.size] + ([deletes_digest(f.deleted, f.constants)] if f.deleted or f.constants else [])
+        for f in files
+    )
+    if lineage is not None:
+        document.append(["lineage", lineage])
     return "lake-" + hashlib.sha256(json.dumps(document).encode()).hexdigest()[:24]
 
 

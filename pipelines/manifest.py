@@ -33,6 +33,7 @@ from dpstream.pipelines.lake import (
     read_verified_footer,
     shown_part,
 )
+from dpstream.pipelines.sources import SourceVersion
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
 
@@ -147,6 +148,7 @@ class Manifest:
     source_files: tuple[str, ...] = ()  # content identities of the source files (the ledger's units)
     shuffle_id: str = ""  # random per shuffle
     unit: ShuffleUnit | None = None  # a user-level shuffle (None: rows)
+    source_version: SourceVersion = SourceVersion()  # the table version shuffled (a folder has none)
 
     @property
     def is_user_level(self) -> bool:
@@ -191,11 +193,12 @@ class Manifest:
 
     @property
     def row_order(self) -> str:
-        """The data a run on this manifest reads: the source fingerprint and the generation. A checkpoint
+        """The data a run on this manifest reads: the source fingerprint, the table version it pinned
+        (``@delta-7``; none for a Parquet folder) and the generation. A checkpoint
         and the ledger entry record it, so a run never resumes on another shuffle of the same lake: its
         remaining steps would read rows its earlier steps already used (two releases of a record that
         the single-pass accounting charged once)."""
-        return f"{self.source_fingerprint}/{self.generation}"
+        return f"{self.source_fingerprint}{self.source_version.tag}/{self.generation}"
 
     def spec(self, storage_options: dict[str, Any] | None = None) -> LakeSpec:
         """How to read the parts: the features, the label, and a user-level shuffle's person codes."""
@@ -255,6 +258,11 @@ class Manifest:
             "source_files": list(self.source_files),
             "shuffle_id": self.shuffle_id,
             **({"unit": self.unit.to_json()} if self.unit is not None else {}),
+            **(
+                {"source_version": self.source_version.to_json()}
+                if self.source_version.version is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -303,6 +311,7 @@ class Manifest:
                 source_files=tuple(str(f) for f in document.get("source_files", ())),
                 shuffle_id=str(document.get("shuffle_id", "")),
                 unit=ShuffleUnit.from_json(document["unit"]) if user_level else None,
+                source_version=SourceVersion.from_json(document.get("source_version")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise bad(f"{type(error).__name__}: {error}") from None

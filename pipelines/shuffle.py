@@ -392,6 +392,7 @@ def _shuffle_into(
         source_files=summary.file_identities,
         shuffle_id=secrets.token_hex(8),
         unit=unit,
+        source_version=summary.version,
     )
 
 

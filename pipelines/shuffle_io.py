@@ -26,6 +26,7 @@ from dpstream.pipelines.lake import (
     pins_reads,
 )
 from dpstream.pipelines.manifest import Part
+from dpstream.pipelines.sources import deleted_positions, live_table, stored_columns
 from dpstream.pipelines.validate import check_user_ids, check_values
 from dpstream.pipelines.waiting import completed_within
 from dpstream.storage import open_url, write_atomic, write_bytes_atomic
@@ -125,11 +126,13 @@ def run_tasks(
 
 def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> tuple[pa.Table, str]:
     """(the columns ``spec`` reads from source file ``file``, its path): read only if it is still the file
-    validation saw (``file.stamp``), refused if its row count changed; where the filesystem does not pin
+    validation saw (``file.stamp``), the rows its table version deleted dropped (``sources.live_table``),
+    refused if its row count changed; where the filesystem does not pin
     the bytes read (``pins_reads``), its values (and a user-level lake's ids) are checked again."""
     fs, path = open_url(source, spec.storage_options)
     with open_unchanged(fs, path, file.stamp) as handle:
-        table = pq.read_table(handle, columns=spec.read_columns)
+        table = pq.read_table(handle, columns=stored_columns(spec.read_columns, file.constants))
+    table = live_table(table, deleted_positions(file.deleted), file.constants, spec.read_columns)
     if table.num_rows != file.rows:
         raise LakeError(
             f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "

@@ -22,7 +22,14 @@ from dpstream.pipelines.lake import (
     file_identity,
     file_stamp,
     fingerprint,
-    list_lake,
+)
+from dpstream.pipelines.sources import (
+    SourceVersion,
+    TableFile,
+    deleted_positions,
+    live_table,
+    open_source,
+    stored_columns,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url
@@ -47,6 +54,7 @@ class LakeSummary:
     num_features: int
     fingerprint: str
     stray_files: tuple[str, ...] = ()  # visible files without the .parquet suffix: not read, reported
+    version: SourceVersion = SourceVersion()  # the table version validated (a Parquet folder has none)
 
     def stray_note(self) -> str | None:
         """One line naming the files validation did not read, or None."""
@@ -65,8 +73,10 @@ class LakeSummary:
 
     @property
     def file_identities(self) -> tuple[str, ...]:
-        """The content identities of the source files: the units the ledger charges."""
-        return tuple(sorted(f.identity for f in self.files))
+        """The content identities of the source files, and a table's lineage (``SourceVersion.lineage``): the
+        units the ledger charges. A file's deletes do not enter: its remaining rows are among its records."""
+        lineage = () if self.version.lineage is None else (self.version.lineage,)
+        return tuple(sorted({f.identity for f in self.files} | set(lineage)))
 
 
 def _name(path: str) -> str:
@@ -226,24 +236,28 @@ def check_values(
 
 def _scan(
     fs,
-    path: str,
+    listed: TableFile,
     spec: LakeSpec,
     width: int,
     labels_seen: set[float] | None = None,
     labels: LabelContract | None = None,
-) -> int:
-    """Stream the file once through ``check_values``. Returns the vector width."""
-    offset = 0
+) -> tuple[int, int]:
+    """Stream the file's live rows (its table version's deletes dropped) once through ``check_values``.
+    Returns (the vector width, the live rows). A row a message names counts live rows."""
+    path, deleted = listed.path, deleted_positions(listed.deleted)
+    physical, live = 0, 0
+    columns = stored_columns(spec.read_columns, listed.constants)
     with fs.open(path, "rb") as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
         for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
-            batch_size=SCAN_BATCH_ROWS, columns=spec.read_columns
+            batch_size=SCAN_BATCH_ROWS, columns=columns
         ):
-            width = check_values(batch, spec, path, offset, width, labels_seen, labels)
+            rows = live_table(batch, deleted, listed.constants, spec.read_columns, physical)
+            width = check_values(rows, spec, path, live, width, labels_seen, labels)
             if spec.user_column is not None:
-                check_user_ids(batch.column(spec.user_column), spec, path, offset)
-            offset += batch.num_rows
-    return width
+                check_user_ids(rows.column(spec.user_column), spec, path, live)
+            physical, live = physical + batch.num_rows, live + rows.num_rows
+    return width, live
 
 
 @dataclass(frozen=True)
@@ -258,12 +272,16 @@ class FileCheck:
     error: str | None = None
 
 
-def check_file(url: str, spec: LakeSpec, labels: LabelContract | None = None) -> FileCheck:
+def check_file(
+    url: str, spec: LakeSpec, labels: LabelContract | None = None, listed: TableFile | None = None
+) -> FileCheck:
     """Footer, identity and a streaming scan of one file, with no knowledge of the other files: the
     per-file unit ``validate_lake`` runs in a loop or as one Dask task per file. A problem is returned
     as ``FileCheck.error`` (its ``LakeError`` message), not raised, so the caller can order problems by
-    file whatever order the tasks finish in."""
+    file whatever order the tasks finish in. ``listed``: the file as a table version lists it (the rows
+    its metadata records, its deletes, its partition values)."""
     fs, path = open_url(url, spec.storage_options)
+    listed = TableFile(path) if listed is None else listed
     try:
         try:
             stamp = file_stamp(fs, path)
@@ -279,15 +297,24 @@ def check_file(url: str, spec: LakeSpec, labels: LabelContract | None = None) ->
             raise LakeError(
                 f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
             ) from None
-        if rows == 0:
+        if listed.rows is not None and rows != listed.rows:
+            raise LakeError(
+                f"{_name(path)} holds {rows:,} rows, but the table's metadata records {listed.rows:,} for it: it is "
+                "not the file the table's version lists (replaced outside the table); repair the table"
+            )
+        if rows == 0 and listed.rows is None:
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
+        for name, _, type_name in listed.constants:
+            if name not in schema.names:
+                schema = schema.append(pa.field(name, pa.type_for_alias(type_name)))
         width = _feature_width(schema, spec, path)
         if spec.user_column is not None:
             _check_user_column(schema, spec, path)
         classes = labels is not None and bool(labels.allowed())
         seen: set[float] | None = set() if classes else None
-        width = _scan(fs, path, spec, width, seen, labels)
-        file = LakeFile(path, rows, int(fs.size(path)), file_identity(fs, path), stamp)
+        width, live = _scan(fs, listed, spec, width, seen, labels)
+        identity = file_identity(fs, path)
+        file = LakeFile(path, live, int(fs.size(path)), identity, stamp, listed.deleted, listed.constants)
         if file_stamp(fs, path) != stamp:
             raise LakeError(
                 f"{_name(path)} changed while it was being validated; run again once nothing writes to the lake"
@@ -298,17 +325,25 @@ def check_file(url: str, spec: LakeSpec, labels: LabelContract | None = None) ->
 
 
 def _check_files(
-    fs, paths: list[str], spec: LakeSpec, labels: LabelContract | None, client, worker_timeout: float
+    fs,
+    listed: tuple[TableFile, ...],
+    spec: LakeSpec,
+    labels: LabelContract | None,
+    client,
+    worker_timeout: float,
 ) -> list[FileCheck]:
-    urls = [fs.unstrip_protocol(path) for path in paths]
+    urls = [fs.unstrip_protocol(file.path) for file in listed]
     if client is None:
         checks = []
-        for url in urls:
-            checks.append(check_file(url, spec, labels))
+        for url, file in zip(urls, listed, strict=True):
+            checks.append(check_file(url, spec, labels, file))
             if checks[-1].error:  # a later file cannot change which problem is reported
                 break
         return checks
-    futures = [client.submit(check_file, url, spec, labels, pure=False) for url in urls]
+    futures = [
+        client.submit(check_file, url, spec, labels, file, pure=False)
+        for url, file in zip(urls, listed, strict=True)
+    ]
     return gather_within(client, futures, worker_timeout=worker_timeout)
 
 
@@ -331,7 +366,8 @@ def validate_lake(
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity are refused (their records would be used twice). On a cluster left without
     workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``)."""
-    fs, paths, stray = list_lake(spec)
+    pinned = open_source(spec).pin()
+    fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
         found = (
             f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)"
@@ -339,7 +375,7 @@ def validate_lake(
             else ""
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
-    checks = _check_files(fs, paths, spec, labels, client, worker_timeout)
+    checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout)
     first = checks[0]
     seen: set[float] = set()
     for path, check in zip(paths, checks, strict=False):
@@ -361,7 +397,12 @@ def validate_lake(
             _check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
     files = tuple(check.file for check in checks)
     _refuse_copies(files)
-    return LakeSummary(spec, files, first.schema, first.width, fingerprint(files), tuple(stray))
+    if sum(file.rows for file in files) == 0:
+        raise LakeError(
+            f"{pinned.version.describe()} at {spec.url} holds no rows: its deletes removed every row"
+        )
+    identity = fingerprint(files, pinned.version.lineage)
+    return LakeSummary(spec, files, first.schema, first.width, identity, tuple(stray), pinned.version)
 
 
 def _refuse_copies(files: tuple[LakeFile, ...]) -> None:

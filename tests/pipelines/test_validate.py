@@ -1,5 +1,6 @@
 """Every bad lake gets a clear error naming the file, column and row, before any budget is spent."""
 
+import dataclasses
 import os
 import re
 
@@ -10,6 +11,7 @@ import pytest
 
 from dpstream.models.kinds import LabelContract
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
+from dpstream.pipelines.lake import SourceSpec
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
 
@@ -316,12 +318,15 @@ def test_a_duplicated_column_is_named_as_duplicated_not_missing(lake):
 )
 def test_a_table_format_is_never_read_as_a_parquet_folder(lake, marker, where, kind):
     """A Delta or Iceberg folder keeps files its deletes and compactions removed: reading every Parquet file
-    under it would train on deleted rows (issue 32), so it is refused, naming the table and the way out."""
+    under it would train on deleted rows (issue 32), so lake.format = "parquet" on it is refused, naming
+    the table and the way out (a table below the URL's root is refused whatever the format says)."""
     path = os.path.join(lake.url, marker)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
         handle.write("{}")
-    with pytest.raises(
-        LakeError, match=rf"^{re.escape(lake.url + where)} is {kind}.*export the table's current"
-    ):
-        validate_lake(lake)
+    as_folder = dataclasses.replace(lake, source=SourceSpec(format="parquet"))
+    for spec in (as_folder, lake) if where else (as_folder,):
+        with pytest.raises(
+            LakeError, match=rf"^{re.escape(lake.url + where)} is {kind}.*Point lake.url at the table itself"
+        ):
+            validate_lake(spec)
