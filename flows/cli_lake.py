@@ -119,11 +119,28 @@ def add_lake_parsers(commands) -> None:
     convert.add_argument("--rows-per-file", type=int, default=250_000)
     convert.set_defaults(handler=convert_command)
     predict = commands.add_parser(
-        "predict", help="score a Parquet lake with a published model on a Dask cluster, writing Parquet"
+        "predict",
+        help="score a lake (Parquet folder, Delta or Iceberg table) with a published model on a Dask cluster",
     )
     predict.add_argument("model", help="model.json of a run (or the run's folder)")
-    predict.add_argument("lake", help="the lake to score: features as in the training lake, any column order")
+    predict.add_argument(
+        "lake",
+        help="the lake to score: a Parquet folder, or a Delta or Iceberg table's location (its live rows); "
+        "features as in the training lake, any column order",
+    )
     predict.add_argument("out", help="a new location for the predictions (one file per lake file)")
+    predict.add_argument(
+        "--format",
+        choices=["parquet", "delta"],
+        default="parquet",
+        help="write the predictions as Parquet files (default) or as a new Delta table (one commit)",
+    )
+    predict.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        help="score this version of a Delta table (or this snapshot id of an Iceberg table); default the latest",
+    )
     predict.add_argument(
         "--keep",
         nargs="*",
@@ -278,6 +295,7 @@ def predict_command(args, console: Console) -> int:
     from dpstream.export import read_model
     from dpstream.locations import Protected
     from dpstream.pipelines import connect
+    from dpstream.pipelines.lake import SourceSpec
     from dpstream.pipelines.predict import check_predictions_location, predict_lake
 
     model = read_model(args.model)  # checked whole: its run id names the log file
@@ -289,12 +307,23 @@ def predict_command(args, console: Console) -> int:
     log_to_file(args, "predict", model.run_id)  # a worker's traceback goes there, not to the terminal
     client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
     try:
-        summary = predict_lake(model, args.lake, args.out, client=client, keep=tuple(args.keep))
+        summary = predict_lake(
+            model,
+            args.lake,
+            args.out,
+            client=client,
+            keep=tuple(args.keep),
+            source=SourceSpec(version=args.version),
+            out_format=args.format,
+        )
     finally:
         client.close()
     columns = ", ".join(model.output_columns()) + ("" if model.is_classifier else f" ({model.label})")
+    written = "a new Delta table of" if args.format == "delta" else ""
+    source = f" of {summary.source.describe()}" if summary.source.version is not None else ""
     console.print(
-        f"scored {summary.rows:,} rows into {len(summary.files)} Parquet file(s) under {args.out}: {columns}"
+        f"scored {summary.rows:,} rows{source} into {written} {len(summary.files)} Parquet file(s) under "
+        f"{args.out}: {columns}".replace("  ", " ")
     )
     return EXIT_OK
 

@@ -1,4 +1,5 @@
-"""Batch scoring: a published model over a Parquet lake of any size, on the Dask cluster.
+"""Batch scoring: a published model over a lake of any size (a Parquet folder, or one version of a Delta
+or Iceberg table: its live rows, ``dpstream.pipelines.sources``), on the Dask cluster.
 
 ``predict_lake(model, lake_url, out_url, client=...)`` runs one task per lake file. A task streams its
 file in record batches of at most ``batch_rows`` rows (only the model's features and the ``keep``
@@ -13,7 +14,9 @@ Why not ``dask.dataframe.read_parquet(...).map_partitions(...).to_parquet(...)``
 or file in memory, the output names and order are Dask's, and ``to_parquet`` writes in place. Here
 memory is bounded by the batch, and the output appears only when complete: parts are written under a
 temporary folder in ``out_url`` and moved into place after every task succeeded, then ``_predict.json``
-records the model's run id, the input files and the row counts. A failure leaves ``out_url`` as it was.
+records the model's run id, the table version scored, the input files and the row counts. A failure
+leaves ``out_url`` as it was. With ``out_format="delta"`` the finished parts become a new Delta table in
+one commit (``deltalake.convert_to_deltalake``: its version 0 adds every part) before the record.
 
 Columns are selected by name, so a lake whose columns are in another order scores the same. ``keep``
 columns are copied beside the predictions: in the CSV's units where ``dpstream convert`` mapped them
@@ -31,7 +34,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
-from dpstream.pipelines.lake import LakeError, LakeSpec, list_lake
+from dpstream.pipelines.lake import LakeError, LakeSpec, SourceSpec
+from dpstream.pipelines.sources import (
+    SourceVersion,
+    TableFile,
+    deleted_positions,
+    live_table,
+    open_source,
+    stored_columns,
+)
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url, url_of, write_json_atomic
 
@@ -45,6 +56,7 @@ BATCH_ROWS = 65_536
 class PredictSummary:
     files: tuple[str, ...]  # the output files, in input order
     rows: int
+    source: SourceVersion = SourceVersion()  # the table version scored (a Parquet folder has none)
 
 
 def _check_columns(schema: pa.Schema, source: str, features: list[str], keep: list[str]) -> None:
@@ -92,24 +104,35 @@ def score_file(
     target_options: dict[str, Any],
     keep: tuple[str, ...],
     batch_rows: int,
+    listed: TableFile | None = None,
 ) -> int:
-    """Score one input file into ``target_url`` batch by batch; returns its row count (a Dask task)."""
+    """Score one input file into ``target_url`` batch by batch; returns its row count (a Dask task).
+    ``listed``: the file as a table version lists it (its deleted rows are skipped, its partition
+    columns added)."""
     import numpy as np
 
     in_fs, in_path = open_url(source, source_options)
     out_fs, out_path = open_url(target_url, target_options)
+    listed = listed or TableFile(in_path)
+    deleted = deleted_positions(listed.deleted)
     features = list(model.features)
+    wanted = list(dict.fromkeys(features + list(keep)))
     out_fs.makedirs(out_path.rsplit("/", 1)[0], exist_ok=True)  # a no-op on object stores
-    rows, writer = 0, None
+    rows, physical, writer = 0, 0, None
     with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
-        _check_columns(reader.schema_arrow, source, features, list(keep))
+        schema = reader.schema_arrow
+        for name, _, type_name in listed.constants:
+            schema = schema.append(pa.field(name, pa.type_for_alias(type_name)))
+        _check_columns(schema, source, features, list(keep))
         units = _original_units(model)
-        for batch in reader.iter_batches(
-            batch_size=batch_rows, columns=list(dict.fromkeys(features + list(keep)))
+        for stored in reader.iter_batches(
+            batch_size=batch_rows, columns=stored_columns(wanted, listed.constants)
         ):
+            batch = live_table(stored, deleted, listed.constants, wanted, physical)
+            physical += stored.num_rows
             X = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in features])
             if not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
@@ -156,17 +179,26 @@ def predict_lake(
     storage_options: dict[str, Any] | None = None,
     batch_rows: int = BATCH_ROWS,
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
+    source: SourceSpec | None = None,
+    out_format: str = "parquet",
 ) -> PredictSummary:
-    """Score every Parquet file of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
-    ``distributed.Client`` (None: in this process)."""
+    """Score every live row of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
+    ``distributed.Client`` (None: in this process). ``source``: the lake's format and version (default:
+    detected, the latest). ``out_format="delta"``: the predictions become a new Delta table, created by
+    one commit once every part is written."""
     options = dict(storage_options or {})
+    if out_format not in ("parquet", "delta"):
+        raise LakeError(f"--format must be parquet or delta, got {out_format!r}")
     check_predictions_location(out_url, lake_url, options)
     clashes = [name for name in keep if name in model.output_columns()]
     if clashes:
         raise LakeError(
             f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
         )
-    fs, files, _ = list_lake(LakeSpec(lake_url, model.features, model.label, options))
+    spec = LakeSpec(lake_url, model.features, model.label, options, source=source or SourceSpec())
+    pinned = open_source(spec).pin()
+    fs, listed = pinned.fs, pinned.files
+    files = [file.path for file in listed]
     if not files:
         raise LakeError(f"the lake {lake_url} holds no .parquet files; check the URL")
     out_fs, root = open_url(out_url, options)
@@ -177,8 +209,8 @@ def predict_lake(
     parts = [f"{staging}/part-{index:05d}.parquet" for index in range(len(files))]
     sources = [url_of(fs, path) for path in files]
     arguments = [
-        (model, source, options, url_of(out_fs, part), options, tuple(keep), batch_rows)
-        for source, part in zip(sources, parts, strict=True)
+        (model, source, options, url_of(out_fs, part), options, tuple(keep), batch_rows, file)
+        for source, part, file in zip(sources, parts, listed, strict=True)
     ]
     try:
         if client is None:
@@ -191,6 +223,8 @@ def predict_lake(
             destination = f"{root}/{part.rsplit('/', 1)[-1]}"
             out_fs.mv(part, destination)
             final.append(url_of(out_fs, destination))
+        if out_format == "delta":
+            _commit_delta(out_url, options)
         write_json_atomic(
             out_fs,
             f"{root}/{PREDICT_RECORD}",
@@ -198,15 +232,29 @@ def predict_lake(
                 "format": "dpstream-predictions/1",
                 "model_run_id": model.run_id,
                 "model_kind": model.kind,
+                "source": pinned.version.to_json(),
+                "output_format": out_format,
                 "inputs": sources,
                 "outputs": final,
                 "rows": [int(c) for c in counts],
                 "columns": list(keep) + model.output_columns(),
             },
         )
-        return PredictSummary(tuple(final), int(sum(counts)))
+        return PredictSummary(tuple(final), int(sum(counts)), pinned.version)
     finally:
         if out_fs.exists(staging):
             out_fs.rm(staging, recursive=True)
         if created and out_fs.isdir(root) and not out_fs.ls(root, detail=False):
             out_fs.rm(root, recursive=True)
+
+
+def _commit_delta(out_url: str, options: dict[str, Any]) -> None:
+    """Make the folder of finished parts a Delta table: one commit (version 0) adds every part, so a reader
+    sees no table, or all of it. The parts' footers give the statistics."""
+    from deltalake import convert_to_deltalake
+
+    from dpstream.pipelines.table_options import delta_storage_options
+
+    convert_to_deltalake(
+        out_url, mode="error", storage_options=delta_storage_options(out_url, options), name="predictions"
+    )

@@ -23,6 +23,7 @@ the same version again (``LakeSpec.pinned``), and into the ledger entry, model.j
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -338,19 +339,27 @@ class DeltaSource:
             raise LakeError(
                 f"the Delta table {url} holds no rows at version {table.version()}; check lake.version"
             )
-        history = table.history(1)
-        committed = history[0].get("timestamp") if history else None
-        if self.spec.source.version is not None or self.spec.source.as_of is not None:
-            committed = _delta_commit_time(table)
+        committed = _delta_commit_time(fs, self.spec, table.version())
         version = SourceVersion("delta", table.version(), table.metadata().id, _iso(committed))
         return PinnedSource(version, fs, tuple(sorted(files, key=lambda file: file.path)))
 
 
-def _delta_commit_time(table) -> int | None:
-    """The commit time of the version ``table`` is loaded at (``history`` lists from the newest)."""
-    for entry in table.history():
-        if entry.get("version") == table.version():
-            return entry.get("timestamp")
+def _delta_commit_time(fs: Any, spec: LakeSpec, version: int) -> int | None:
+    """The commit time (ms) of ``version``, from its commit's ``commitInfo`` (None when the log no longer
+    holds the commit, or it records none). Read here rather than with ``DeltaTable.history``, which lists
+    the whole log (and never returned against the moto S3 server)."""
+    _, root = spec.filesystem()
+    try:
+        with fs.open(f"{root}/_delta_log/{version:020d}.json", "rb") as handle:
+            for line in handle:
+                action = json.loads(line)
+                if "commitInfo" in action:
+                    stamp = action["commitInfo"].get("inCommitTimestamp") or action["commitInfo"].get(
+                        "timestamp"
+                    )
+                    return int(stamp) if stamp is not None else None
+    except (FileNotFoundError, ValueError):
+        return None
     return None
 
 
