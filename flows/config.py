@@ -37,6 +37,7 @@ worker_timeout = 300                 # seconds without any worker before a run s
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from datetime import datetime
 from pathlib import Path
@@ -414,6 +415,9 @@ def _suggest(num_rows: int) -> float:
     return 10.0 ** math.floor(math.log10(1.0 / (10 * num_rows)))
 
 
+_KEYS_OF_SECTION_CHECKS = frozenset({"features", "version", "snapshot_id"})
+
+
 def _describe(error: ValidationError) -> str:
     problems = []
     for item in error.errors():
@@ -436,8 +440,11 @@ def _describe(error: ValidationError) -> str:
             )
         elif item["type"] == "less_than" and path.endswith("delta"):
             message = f"must be below {MAX_DELTA}: δ is the probability that the guarantee fails; use δ well below 1/N, e.g. 1e-6"
-        elif item["type"] == "value_error" and message.startswith("Value error, features: "):
-            path, message = f"{path}.features", message[len("Value error, features: ") :]
+        elif item["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
+            key = re.match(r"^(\w+): ", message)  # a section's check names the key it is about
+            if key is not None and key.group(1) in _KEYS_OF_SECTION_CHECKS:
+                path, message = f"{path}.{key.group(1)}", message[key.end() :]
         problems.append(f"{path}: {message}")
     return "; ".join(problems)
 
