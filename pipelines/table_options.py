@@ -33,34 +33,34 @@ def _s3_settings(storage_options: dict[str, Any]) -> dict[str, str]:
     return {name: str(value) for name, value in found.items() if value}
 
 
-def delta_storage_options(url: str, storage_options: dict[str, Any]) -> dict[str, str] | None:
-    """``deltalake``'s ``storage_options`` for the table at ``url`` (None on a local path)."""
+# What each library calls (key, secret, token, endpoint, region).
+_DELTA_NAMES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_REGION",
+)
+_ICEBERG_NAMES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token", "s3.endpoint", "s3.region")
+_SETTINGS = ("key", "secret", "token", "endpoint", "region")
+
+
+def _named(url: str, storage_options: dict[str, Any], names: tuple[str, ...]) -> dict[str, str] | None:
+    """The S3 settings for ``url`` under a library's ``names`` (None when ``url`` is not on S3)."""
     if not str(url).startswith(("s3://", "s3a://")):
         return None
     settings = _s3_settings(storage_options)
-    names = {
-        "key": "AWS_ACCESS_KEY_ID",
-        "secret": "AWS_SECRET_ACCESS_KEY",
-        "token": "AWS_SESSION_TOKEN",
-        "endpoint": "AWS_ENDPOINT_URL",
-        "region": "AWS_REGION",
-    }
-    options = {names[name]: value for name, value in settings.items()}
-    if settings.get("endpoint", "").startswith("http://"):
+    return {names[_SETTINGS.index(name)]: value for name, value in settings.items()}
+
+
+def delta_storage_options(url: str, storage_options: dict[str, Any]) -> dict[str, str] | None:
+    """``deltalake``'s ``storage_options`` for the table at ``url`` (None on a local path)."""
+    options = _named(url, storage_options, _DELTA_NAMES)
+    if options is not None and options.get("AWS_ENDPOINT_URL", "").startswith("http://"):
         options["AWS_ALLOW_HTTP"] = "true"  # a test or on-premises endpoint without TLS
     return options
 
 
 def iceberg_properties(url: str, storage_options: dict[str, Any]) -> dict[str, str]:
     """``pyiceberg`` FileIO properties for a table at ``url`` (none on a local path)."""
-    if not str(url).startswith(("s3://", "s3a://")):
-        return {}
-    settings = _s3_settings(storage_options)
-    names = {
-        "key": "s3.access-key-id",
-        "secret": "s3.secret-access-key",
-        "token": "s3.session-token",
-        "endpoint": "s3.endpoint",
-        "region": "s3.region",
-    }
-    return {names[name]: value for name, value in settings.items()}
+    return _named(url, storage_options, _ICEBERG_NAMES) or {}
