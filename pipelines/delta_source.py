@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -102,26 +103,32 @@ class DeltaSource:
             )
         removed = _delta_deletes(table, fs)
         partition_types = {field.name: field.type for field in pa.schema(table.schema().to_arrow())}
+        relative, records = actions.column("path").to_pylist(), actions.column("num_records").to_pylist()
         files = []
         for index, uri in enumerate(uris):
-            path = fs._strip_protocol(uri)
+            # file_uris and the add actions list one snapshot in one order; a mismatch is refused, never guessed.
+            if not uri.endswith(unquote(relative[index])):
+                raise LakeError(
+                    f"the Delta table {url}: file {uri} does not match add action {relative[index]}; dpstream cannot pair "
+                    "the version's files with their metadata. Report this with the deltalake version"
+                )
+            path = _path(fs, uri)
             constants = tuple(
                 (
-                    name.removeprefix("partition."),
+                    name[len("partition.") :],
                     actions.column(name)[index].as_py(),
-                    str(partition_types[name[10:]]),
+                    partition_types[name[len("partition.") :]],
                 )
                 for name in actions.column_names
                 if name.startswith("partition.")
             )
-            positions = removed.get(path, np.zeros(0, np.int64))
-            files.append(
-                TableFile(
-                    path,
-                    int(actions.column("num_records")[index].as_py()),
-                    encode_positions(positions),
-                    constants,
-                )
+            positions = removed.pop(path, np.zeros(0, np.int64))
+            rows = None if records[index] is None else int(records[index])  # statistics are optional in Delta
+            files.append(TableFile(path, rows, encode_positions(positions), constants))
+        if removed:  # fail closed: a deletion vector whose file is not among the version's files
+            raise LakeError(
+                f"the Delta table {url} has a deletion vector for {sorted(removed)[0]}, which is not one of version "
+                f"{table.version()}'s files as dpstream lists them; nothing was read. Report this with the deltalake version"
             )
         if not files:
             raise LakeError(
@@ -160,5 +167,13 @@ def _delta_deletes(table, fs) -> dict[str, np.ndarray]:
             batch.column("filepath").to_pylist(), batch.column("selection_vector"), strict=True
         ):
             mask = np.asarray(keep.values.to_numpy(zero_copy_only=False), dtype=bool)
-            deleted[fs._strip_protocol(uri)] = np.flatnonzero(~mask)
+            deleted[_path(fs, unquote(uri))] = np.flatnonzero(~mask)
     return deleted
+
+
+def _path(fs: Any, uri: str) -> str:
+    """A data file's path on ``fs`` from a URI as ``file_uris`` gives it: the log's percent-encoded path
+    decoded once, which is how the file is named in storage (a partition folder's own name may hold
+    ``%20``: writers encode partition values in folder names). ``deletion_vectors`` gives the log's
+    encoding: decode it once first."""
+    return fs._strip_protocol(uri)

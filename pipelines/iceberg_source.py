@@ -91,18 +91,24 @@ class IcebergSource:
                 if delete.content == DataFileContent.EQUALITY_DELETES:
                     raise LakeError(_EQUALITY_REFUSAL.format(url=url, snapshot=snapshot.snapshot_id))
                 if delete.file_format != FileFormat.PARQUET:
+                    vectors = "; a format v3 deletion vector" if delete.file_format.name == "PUFFIN" else ""
                     raise LakeError(
                         f"the Iceberg table at {url} deletes rows with a {delete.file_format.name} delete file "
-                        f"({delete.file_path}; format v3 deletion vectors): dpstream applies Parquet positional "
-                        "delete files only. Rewrite the table's deletes (e.g. Spark's rewrite_position_delete_files)"
+                        f"({delete.file_path}{vectors}): dpstream applies Parquet positional delete files only. "
+                        "Rewrite the table's deletes (e.g. Spark's rewrite_position_delete_files)"
                     )
                 positional.setdefault(delete.file_path, set()).add(task.file.file_path)
         removed = _iceberg_deletes(fs, positional)
+        schema = (
+            table.metadata.schema_by_id(snapshot.schema_id) if snapshot.schema_id is not None else None
+        ) or table.schema()
+        field_ids = tuple((field.name, field.field_id) for field in schema.fields)
         files = [
             TableFile(
                 fs._strip_protocol(task.file.file_path),
                 int(task.file.record_count),
                 encode_positions(removed.get(task.file.file_path, np.zeros(0, np.int64))),
+                field_ids=field_ids,
             )
             for task in tasks
         ]
@@ -140,6 +146,15 @@ def _newest_metadata(spec: LakeSpec) -> str:
     """The newest ``metadata/*.metadata.json`` of the table at ``spec.url`` (by the version number its name
     starts with), as a URL pyiceberg opens; without a catalog this is the table's current state."""
     fs, root = spec.filesystem()
+    hint = f"{root}/metadata/version-hint.text"
+    if fs.exists(
+        hint
+    ):  # a Hadoop-style table names its current metadata file; an orphan of a failed commit is not it
+        with fs.open(hint, "rb") as handle:
+            number = handle.read().decode().strip()
+        for name in (f"v{number}.metadata.json", f"{number}.metadata.json"):
+            if fs.exists(f"{root}/metadata/{name}"):
+                return fs.unstrip_protocol(f"{root}/metadata/{name}")
     numbered = []
     for path in fs.glob(f"{root}/metadata/*.metadata.json"):
         match = _METADATA_NUMBER.match(path.rsplit("/", 1)[-1])

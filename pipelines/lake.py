@@ -114,7 +114,7 @@ class LakeFile:
     # A table version's deletes inside the file (sources.deleted_positions; ``rows`` counts the rows left)
     # and the values of the partition columns it does not store: (name, value, Arrow type).
     deleted: bytes = b""
-    constants: tuple[tuple[str, Any, str], ...] = ()
+    constants: tuple[tuple[str, Any, pa.DataType], ...] = ()
 
 
 def file_stamp(fs: Any, path: str) -> str:

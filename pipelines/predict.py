@@ -38,9 +38,10 @@ from dpstream.pipelines.lake import LakeError, LakeSpec, SourceSpec
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
+    check_field_ids,
     deleted_positions,
     live_table,
-    open_source,
+    pin,
     stored_columns,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
@@ -124,9 +125,11 @@ def score_file(
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
         schema = reader.schema_arrow
-        for name, _, type_name in listed.constants:
-            schema = schema.append(pa.field(name, pa.type_for_alias(type_name)))
+        for name, _, kind in listed.constants:
+            if name in wanted and name not in schema.names:
+                schema = schema.append(pa.field(name, kind))
         _check_columns(schema, source, features, list(keep))
+        check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
         for stored in reader.iter_batches(
             batch_size=batch_rows, columns=stored_columns(wanted, listed.constants)
@@ -196,7 +199,7 @@ def predict_lake(
             f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
         )
     spec = LakeSpec(lake_url, model.features, model.label, options, source=source or SourceSpec())
-    pinned = open_source(spec).pin()
+    pinned = pin(spec)
     fs, listed = pinned.fs, pinned.files
     files = [file.path for file in listed]
     if not files:
@@ -218,13 +221,19 @@ def predict_lake(
         else:
             futures = [client.submit(score_file, *args, pure=False) for args in arguments]
             counts = gather_within(client, futures, worker_timeout=worker_timeout)
-        final = []
-        for part in parts:
-            destination = f"{root}/{part.rsplit('/', 1)[-1]}"
-            out_fs.mv(part, destination)
-            final.append(url_of(out_fs, destination))
-        if out_format == "delta":
-            _commit_delta(out_url, options)
+        final, moved = [], []
+        try:
+            for part in parts:
+                destination = f"{root}/{part.rsplit('/', 1)[-1]}"
+                out_fs.mv(part, destination)
+                moved.append(destination)
+                final.append(url_of(out_fs, destination))
+            if out_format == "delta":
+                _commit_delta(out_url, options)
+        except BaseException:
+            for destination in moved:  # ours alone (the folder was empty): a failed commit leaves nothing
+                out_fs.rm(destination)
+            raise
         write_json_atomic(
             out_fs,
             f"{root}/{PREDICT_RECORD}",

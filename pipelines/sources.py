@@ -38,10 +38,12 @@ __all__ = [
     "TableFile",
     "PinnedSource",
     "open_source",
+    "pin",
     "detect_format",
     "live_table",
     "stored_columns",
     "deleted_positions",
+    "check_field_ids",
 ]
 
 
@@ -105,7 +107,10 @@ class TableFile:
     rows: int | None = None  # the rows the table's metadata records (None: a Parquet folder's file)
     deleted: bytes = b""  # the positions the version deletes inside the file (``deleted_positions``)
     # Columns the file does not store (a Delta table's partition columns): (name, value, Arrow type).
-    constants: tuple[tuple[str, Any, str], ...] = ()
+    constants: tuple[tuple[str, Any, pa.DataType], ...] = ()
+    # An Iceberg snapshot's columns as field ids: (name, id). A data file's column of that name must carry
+    # the id, else it is another column (renamed, or dropped and added again since the file was written).
+    field_ids: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,14 +149,14 @@ def deleted_positions(encoded: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype="<i8").astype(np.int64)
 
 
-def deletes_digest(encoded: bytes, constants: tuple[tuple[str, Any, str], ...]) -> str:
+def deletes_digest(encoded: bytes, constants: tuple[tuple[str, Any, pa.DataType], ...]) -> str:
     """What a version does to a file beyond its bytes: its deleted positions and partition values."""
     digest = hashlib.sha256(deleted_positions(encoded).astype("<i8").tobytes())
     digest.update(repr(sorted(constants)).encode())
     return digest.hexdigest()[:24]
 
 
-def stored_columns(columns: list[str], constants: tuple[tuple[str, Any, str], ...]) -> list[str]:
+def stored_columns(columns: list[str], constants: tuple[tuple[str, Any, pa.DataType], ...]) -> list[str]:
     """The ``columns`` a data file stores (a partition column's value comes from the table's metadata)."""
     derived = {name for name, _, _ in constants}
     return [name for name in columns if name not in derived]
@@ -160,7 +165,7 @@ def stored_columns(columns: list[str], constants: tuple[tuple[str, Any, str], ..
 def live_table(
     table: pa.Table | pa.RecordBatch,
     deleted: np.ndarray,
-    constants: tuple[tuple[str, Any, str], ...],
+    constants: tuple[tuple[str, Any, pa.DataType], ...],
     columns: list[str],
     offset: int = 0,
 ) -> pa.Table:
@@ -173,11 +178,29 @@ def live_table(
             keep = np.ones(table.num_rows, dtype=bool)
             keep[inside] = False
             table = table.filter(pa.array(keep))
-    for name, value, type_name in constants:
+    for name, value, kind in constants:
         if name in columns and name not in table.column_names:
-            kind = pa.type_for_alias(type_name)
             table = table.append_column(pa.field(name, kind), pa.array([value] * table.num_rows, type=kind))
     return table
+
+
+def check_field_ids(schema: pa.Schema, listed: TableFile, columns: list[str], name: str) -> None:
+    """Refuse (``LakeError``) a data file whose column of a name ``columns`` reads is not the snapshot's
+    column of that name: Iceberg matches columns by field id, and a file written before a rename (or a
+    drop and re-add) holds another column's values under the name."""
+    wanted = dict(listed.field_ids)
+    for column in columns:
+        if column not in wanted or column not in schema.names:
+            continue  # not a table column, or not in the file: validation names what is missing
+        found = (schema.field(column).metadata or {}).get(b"PARQUET:field_id")
+        if found is None or int(found) != wanted[column]:
+            held = "no field id" if found is None else f"field id {int(found)}"
+            raise LakeError(
+                f"{name}: column {column!r} has {held}, but the table's {column!r} at this snapshot is field id "
+                f"{wanted[column]}: the file was written before the column was renamed or re-added, so its values "
+                "under that name are another column's. Rewrite the table's data files (compaction), or pin an earlier "
+                "snapshot with lake.snapshot_id"
+            )
 
 
 _TABLE_MARKERS = {"delta": "_delta_log", "iceberg": "metadata"}
@@ -216,6 +239,24 @@ def open_source(spec: LakeSpec) -> Source:
             "remove them (or set lake.format to the table's format)"
         )
     return ParquetFolder(spec)
+
+
+def pin(spec: LakeSpec) -> PinnedSource:
+    """``open_source(spec).pin()``, refused (``LakeError``) when the version lists a file outside
+    ``spec.url``: a table's metadata holds absolute paths, so a byte copy of a table, a shallow clone or a
+    table with a data path elsewhere reads files that dpstream neither fingerprints as this lake's
+    location nor protects from its own writes."""
+    pinned = open_source(spec).pin()
+    _, root = spec.filesystem()
+    prefix = root.rstrip("/") + "/"
+    outside = [file.path for file in pinned.files if not file.path.startswith(prefix)]
+    if outside:
+        raise LakeError(
+            f"{pinned.version.describe()} at {spec.url} lists data file {outside[0]}, outside {spec.url} "
+            f"({len(outside)} such file(s)): a copied or cloned table still points at the original's files. Point "
+            "lake.url at the table that holds them, or rewrite the copy's files into its own location"
+        )
+    return pinned
 
 
 @dataclass(frozen=True)

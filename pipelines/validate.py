@@ -26,9 +26,10 @@ from dpstream.pipelines.lake import (
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
+    check_field_ids,
     deleted_positions,
     live_table,
-    open_source,
+    pin,
     stored_columns,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
@@ -304,9 +305,10 @@ def check_file(
             )
         if rows == 0 and listed.rows is None:
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
-        for name, _, type_name in listed.constants:
-            if name not in schema.names:
-                schema = schema.append(pa.field(name, pa.type_for_alias(type_name)))
+        check_field_ids(schema, listed, spec.read_columns, _name(path))
+        for name, _, kind in listed.constants:
+            if name in spec.read_columns and name not in schema.names:
+                schema = schema.append(pa.field(name, kind))
         width = _feature_width(schema, spec, path)
         if spec.user_column is not None:
             _check_user_column(schema, spec, path)
@@ -366,7 +368,7 @@ def validate_lake(
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity are refused (their records would be used twice). On a cluster left without
     workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``)."""
-    pinned = open_source(spec).pin()
+    pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
         found = (
@@ -396,7 +398,7 @@ def validate_lake(
         if labels is not None and labels.allowed():
             _check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
     files = tuple(check.file for check in checks)
-    _refuse_copies(files)
+    _refuse_copies(files, table=pinned.version.version is not None)
     if sum(file.rows for file in files) == 0:
         raise LakeError(
             f"{pinned.version.describe()} at {spec.url} holds no rows: its deletes removed every row"
@@ -405,9 +407,10 @@ def validate_lake(
     return LakeSummary(spec, files, first.schema, first.width, identity, tuple(stray), pinned.version)
 
 
-def _refuse_copies(files: tuple[LakeFile, ...]) -> None:
+def _refuse_copies(files: tuple[LakeFile, ...], table: bool = False) -> None:
     """Two files with one content identity hold the same records: training on both would use each of them
-    twice in one pass, under a guarantee that counts it once."""
+    twice in one pass, under a guarantee that counts it once. In a table (``table``) that is the same
+    batch of rows appended twice: its files are the table's to change, not the user's."""
     first_of: dict[str, LakeFile] = {}
     prefix = os.path.commonpath([file.path for file in files]) if len(files) > 1 else ""
     for file in files:
@@ -415,6 +418,12 @@ def _refuse_copies(files: tuple[LakeFile, ...]) -> None:
         if earlier is not file:
             shown = [path[len(prefix) :].lstrip("/") or _name(path) for path in (earlier.path, file.path)]
             raise LakeError(
-                f"{shown[0]} and {shown[1]} have the same content ({file.identity}): a copy or link of one file inside "
-                "the lake would put each of its records in one training pass twice. Remove the copy from the lake"
+                f"{shown[0]} and {shown[1]} have the same content ({file.identity}): "
+                + ("two files of " if table else "a copy or link of one file inside ")
+                + (
+                    "the table (the same rows appended twice) would put each of its records in one training pass "
+                    "twice. Delete the duplicate rows through the table, or pin a version before them"
+                    if table
+                    else "the lake would put each of its records in one training pass twice. Remove the copy from the lake"
+                )
             )

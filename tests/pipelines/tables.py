@@ -19,6 +19,7 @@ import time
 import uuid
 import zlib
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,9 +42,17 @@ def z85(data: bytes) -> str:
     return "".join(out)
 
 
-def add_deletion_vector(fs: Any, table_path: str, file_name: str, positions: list[int], rows: int) -> int:
+def add_deletion_vector(
+    fs: Any,
+    table_path: str,
+    file_name: str,
+    positions: list[int],
+    rows: int,
+    partition_values: dict[str, str] | None = None,
+) -> int:
     """Commit a new version of the Delta table at ``table_path`` (on ``fs``) that deletes ``positions``
-    of its data file ``file_name`` (``rows`` rows) with a deletion vector; returns the version."""
+    of its data file ``file_name`` (the path its add action records, percent-encoded; ``rows`` rows, in
+    the partition ``partition_values``) with a deletion vector; returns the version."""
     bitmap = struct.pack("<i", _DV_MAGIC) + BitMap64(positions).serialize()
     ident = uuid.uuid4()
     body = b"\x01" + struct.pack(">i", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
@@ -51,7 +60,8 @@ def add_deletion_vector(fs: Any, table_path: str, file_name: str, positions: lis
         handle.write(body)
     log = f"{table_path}/_delta_log"
     version = max(int(path.rsplit("/", 1)[-1][:20]) for path in fs.glob(f"{log}/*.json")) + 1
-    size, now = fs.size(f"{table_path}/{file_name}"), int(time.time() * 1000)
+    size, now = fs.size(f"{table_path}/{unquote(file_name)}"), int(time.time() * 1000)
+    partition = dict(partition_values or {})
     vector = {
         "storageType": "u",
         "pathOrInlineDv": z85(ident.bytes),
@@ -67,14 +77,14 @@ def add_deletion_vector(fs: Any, table_path: str, file_name: str, positions: lis
                 "dataChange": True,
                 "deletionTimestamp": now,
                 "extendedFileMetadata": True,
-                "partitionValues": {},
+                "partitionValues": partition,
                 "size": size,
             }
         },
         {
             "add": {
                 "path": file_name,
-                "partitionValues": {},
+                "partitionValues": partition,
                 "size": size,
                 "modificationTime": now,
                 "dataChange": True,

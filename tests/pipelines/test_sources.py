@@ -388,3 +388,93 @@ def test_delta_and_iceberg_tables_on_s3(s3_bucket, tmp_path):
     iceberg = validate_lake(LakeSpec(location, FEATURES, "y", options))
     assert iceberg.num_rows == 1000 - (first.record_count + 1) // 2
     assert iceberg.version.format == "iceberg"
+
+
+def test_storage_options_reach_both_libraries_in_their_own_spelling(monkeypatch):
+    from dpstream.pipelines.table_options import delta_storage_options, iceberg_properties
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    options = {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}
+    assert delta_storage_options("s3://b/t", options) == {
+        "AWS_ACCESS_KEY_ID": "K",
+        "AWS_SECRET_ACCESS_KEY": "S",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    assert iceberg_properties("s3://b/t", options)["s3.endpoint"] == "http://127.0.0.1:9000"
+    assert delta_storage_options("/data/t", options) is None and iceberg_properties("/data/t", options) == {}
+
+
+def test_deletion_vectors_on_a_partition_whose_name_is_percent_encoded(tmp_path):
+    """A partition folder's name is percent-encoded in storage (``city=New%20York``) and again in the log
+    (``city=New%2520York``), and the deletion vectors name it as the log does: the deletes must still reach
+    their file (review of issue 32)."""
+    url = str(tmp_path / "events")
+    data = events(600).append_column("city", pa.array(["New York", "Paris: Nord"] * 300))
+    write_deltalake(url, data, partition_by=["city"], configuration={"delta.enableDeletionVectors": "true"})
+    actions = pa.table(DeltaTable(url).get_add_actions(flatten=True)).to_pylist()
+    target = next(action for action in actions if action["partition.city"] == "New York")
+    assert "%2520" in target["path"]
+    add_deletion_vector(
+        fsspec.filesystem("file"), url, target["path"], list(range(0, 300, 3)), 300, {"city": "New York"}
+    )
+    summary = validate_lake(LakeSpec(url, FEATURES, "y"))
+    assert summary.num_rows == 500
+    manifest = shuffle_once(LakeSpec(url, FEATURES, "y"), str(tmp_path / "shuffled"), rows_per_file=100)
+    new_york = np.sort(data.filter(pa.compute.equal(data["city"], "New York"))["key"].to_numpy())
+    expected = np.sort(np.concatenate([np.delete(new_york, np.arange(0, 300, 3)), np.arange(1, 600, 2.0)]))
+    assert np.array_equal(shuffled_keys(manifest), expected)
+
+
+def test_partition_columns_of_any_type_and_files_without_statistics(tmp_path):
+    """A timestamp partition column that no config reads does not stop the table being read; a log whose
+    add actions carry no statistics (they are optional) is read with the rows the files hold."""
+    from datetime import UTC, datetime
+
+    url = str(tmp_path / "events")
+    stamps = pa.array(
+        [datetime(2026, 1, 1 + i % 2, tzinfo=UTC) for i in range(400)], pa.timestamp("us", tz="UTC")
+    )
+    write_deltalake(url, events(400).append_column("day", stamps), partition_by=["day"])
+    assert validate_lake(LakeSpec(url, FEATURES, "y")).num_rows == 400
+    log = f"{url}/_delta_log/{0:020d}.json"
+    import json
+
+    with open(log) as handle:
+        actions = [json.loads(line) for line in handle]
+    with open(log, "w") as handle:
+        for action in actions:
+            action.get("add", {}).pop("stats", None)
+            handle.write(json.dumps(action) + "\n")
+    assert validate_lake(LakeSpec(url, FEATURES, "y")).num_rows == 400
+
+
+def test_iceberg_files_written_before_a_rename_are_refused_not_read_as_another_column(tmp_path):
+    table, catalog = iceberg_table(tmp_path)
+    with table.update_schema() as update:
+        update.rename_column("x1", "old")
+    table = catalog.load_table("ns.events")
+    with table.update_schema() as update:
+        update.add_column("x1", table.schema().find_field("old").field_type)
+    table = catalog.load_table("ns.events")
+    table.append(
+        events(50, start=5000)
+        .rename_columns(["id", "key", "old", "y", "g"])
+        .append_column("x1", pa.array(np.ones(50)))
+    )
+    with pytest.raises(
+        LakeError, match=r"column 'x1' has field id \d+, but the table's 'x1' at this snapshot is field id"
+    ):
+        validate_lake(LakeSpec(table.location().removeprefix("file://"), FEATURES, "y"))
+
+
+def test_a_copied_iceberg_table_pointing_at_the_original_files_is_refused(tmp_path):
+    table, _ = iceberg_table(tmp_path)
+    location = table.location().removeprefix("file://")
+    copy = str(tmp_path / "copy")
+    shutil.copytree(location, copy)  # its metadata still names the original's data files
+    with pytest.raises(LakeError, match=r"lists data file .* outside .*copy.*a copied or cloned table"):
+        validate_lake(LakeSpec(copy, FEATURES, "y"))
