@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from datetime import datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,7 +78,7 @@ class LakeConfig(_Section):
     format: Literal["auto", "parquet", "delta", "iceberg"] = "auto"
     version: int | None = Field(default=None, ge=0)
     snapshot_id: int | None = None
-    as_of: str | datetime | None = None  # a TOML date-time, or a string in ISO-8601
+    as_of: str | datetime | date | None = None  # a TOML date-time or date, or a string in ISO-8601
     table: str | None = Field(default=None, min_length=1)  # an Iceberg table in lake.catalog: "db.events"
     catalog: dict[str, str | int | bool] = Field(
         default_factory=dict
@@ -101,8 +101,12 @@ class LakeConfig(_Section):
         from dpstream.pipelines.lake import SourceSpec
 
         pinned = self.version if self.version is not None else self.snapshot_id
-        as_of = self.as_of.isoformat() if isinstance(self.as_of, datetime) else self.as_of
-        return SourceSpec(self.format, pinned, as_of, self.table, tuple(self.catalog.items()))
+        as_of = self.as_of
+        if isinstance(as_of, date) and not isinstance(as_of, datetime):  # a TOML date: its midnight, UTC
+            as_of = datetime(as_of.year, as_of.month, as_of.day, tzinfo=UTC)
+        as_of = as_of.isoformat() if isinstance(as_of, datetime) else as_of
+        pinned_by = "snapshot_id" if self.snapshot_id is not None else "version"
+        return SourceSpec(self.format, pinned, as_of, self.table, tuple(self.catalog.items()), pinned_by)
 
     @field_validator("features")
     @classmethod

@@ -58,9 +58,31 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
     notes = (
         summary.stray_note(),
         delta_warning(config.budget.delta, summary.num_rows),
-        _row_level_note(config, read_convert_record(config.lake.url, config.lake.storage_options)),
+        _row_level_note(config, record := read_convert_record(config.lake.url, config.lake.storage_options)),
+        _units_note(config, record, summary.version.version is not None),
     )
     return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
+
+
+def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bool) -> str | None:
+    """A warning when the model will read a lake in its own units with the bounds meant for columns on
+    about [−1, 1]: a lake ``dpstream convert`` did not write, and no public bounds in the config. Public:
+    it reads the config and the conversion record, never the rows."""
+    given = config.algorithm.model_fields_set & {"row_norm_bound", "label_bound"}
+    if record is not None or given or config.model.kind == "kan":
+        return None
+    way = (
+        "a table cannot go through `dpstream convert` yet: scale its columns in the table (e.g. to [−1, 1] from "
+        "their public ranges), or give [algorithm] row_norm_bound and label_bound from public ranges"
+        if table
+        else "write the lake with `dpstream convert` (public ranges, scaled columns, an intercept), or give "
+        "[algorithm] row_norm_bound and label_bound from public ranges"
+    )
+    return (
+        f"{config.lake.url} was not written by `dpstream convert`: the model reads its columns as they are, clipping "
+        f"rows to the defaults meant for columns on about [−1, 1] (labels to |y| ≤ {config.algorithm.label_bound:g}). "
+        f"In other units (dollars, years) the model is poor and can lose to predicting the mean: {way}"
+    )
 
 
 def _row_level_note(config: PipelineConfig, record: dict[str, Any] | None) -> str | None:

@@ -53,6 +53,11 @@ class DeltaSource:
         from deltalake.exceptions import DeltaError, TableNotFoundError
 
         source, url = self.spec.source, self.spec.url
+        if source.version is not None and source.pinned_by == "snapshot_id":
+            raise LakeError(
+                f"lake.snapshot_id pins an Iceberg snapshot, but {url} is a Delta Lake table: pin its version with "
+                "lake.version"
+            )
         options = delta_storage_options(url, self.spec.storage_options)
         try:
             table = DeltaTable(url, version=source.version, storage_options=options)
@@ -70,11 +75,21 @@ class DeltaSource:
                 if source.as_of
                 else "its latest version"
             )
+            latest = _latest_version(url, options)
             raise LakeError(
-                f"the Delta table {url} cannot be read at {asked}: {str(error).splitlines()[0]}. Check lake.version "
-                "/ lake.as_of (`deltalake.DeltaTable(url).history()` lists the versions; VACUUM removes old "
-                "versions' files), the URL and the credentials"
+                f"the Delta table {url} cannot be read at {asked}"
+                + (f" (its versions run from 0 to {latest})" if latest is not None else "")
+                + f": {str(error).splitlines()[0]}. Check lake.version / lake.as_of (VACUUM and log cleanup remove "
+                "old versions), the URL and the credentials"
             ) from None
+        if source.as_of is not None:
+            committed = _delta_commit_time(self.spec.filesystem()[0], self.spec, table.version())
+            asked_ms = as_of_datetime(source.as_of).timestamp() * 1000
+            if committed is not None and committed > asked_ms:
+                raise LakeError(
+                    f"lake.as_of {source.as_of} is before the Delta table {url} existed (its first version was "
+                    f"committed {iso_time(committed)}): there was no data then. Check the date"
+                )
         return table
 
     def pin(self) -> PinnedSource:
@@ -137,6 +152,15 @@ class DeltaSource:
         committed = _delta_commit_time(fs, self.spec, table.version())
         version = SourceVersion("delta", table.version(), table.metadata().id, iso_time(committed))
         return PinnedSource(version, fs, tuple(sorted(files, key=lambda file: file.path)))
+
+
+def _latest_version(url: str, options: dict[str, str] | None) -> int | None:
+    from deltalake import DeltaTable
+
+    try:
+        return DeltaTable(url, storage_options=options).version()
+    except Exception:  # noqa: BLE001 - only for a message; the first error is the one reported
+        return None
 
 
 def _delta_commit_time(fs: Any, spec: LakeSpec, version: int) -> int | None:

@@ -60,6 +60,11 @@ class IcebergSource:
         from pyiceberg.manifest import DataFileContent, FileFormat
 
         table, source, url = self._table(), self.spec.source, self.spec.url
+        if source.version is not None and source.pinned_by == "version":
+            raise LakeError(
+                f"lake.version pins a Delta version, but {url} is an Iceberg table: pin a snapshot with "
+                "lake.snapshot_id (`table.snapshots()` in pyiceberg lists them)"
+            )
         snapshot = (
             table.snapshot_by_id(source.version)
             if source.version is not None
@@ -71,7 +76,7 @@ class IcebergSource:
             known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:]) or "none"
             raise LakeError(
                 f"the Iceberg table at {url} has no snapshot {source.version or source.as_of or '(it is empty)'}; "
-                f"its latest snapshots: {known}. Check lake.version / lake.as_of"
+                f"its latest snapshots: {known}. Check lake.snapshot_id / lake.as_of"
             )
         try:
             tasks = list(table.scan(snapshot_id=snapshot.snapshot_id).plan_files())
@@ -123,7 +128,7 @@ class IcebergSource:
 _EQUALITY_REFUSAL = (
     "the Iceberg table at {url} has equality delete files at snapshot {snapshot}, which dpstream does not apply "
     "(they delete rows by value, in files written before them): compact the table (e.g. Spark's "
-    "rewrite_data_files) so its deletes are applied, or pin a snapshot before them with lake.version"
+    "rewrite_data_files) so its deletes are applied, or pin a snapshot before them with lake.snapshot_id"
 )
 
 

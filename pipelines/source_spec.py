@@ -27,6 +27,9 @@ class SourceSpec:
     as_of: str | None = None
     table: str | None = None
     catalog: tuple[tuple[str, str], ...] = ()
+    # The config key that gave ``version``: "version" (Delta's name) or "snapshot_id" (Iceberg's), refused
+    # on the other format; "" (the API, `predict --version`): either.
+    pinned_by: str = ""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

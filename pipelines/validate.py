@@ -371,8 +371,11 @@ def validate_lake(
     pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
+        inside = spec.url.rstrip("/").rsplit("/", 1)[-1] in ("_delta_log", "metadata")
         found = (
-            f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)"
+            " (it is a table's log or metadata folder: point lake.url at the table, the folder that holds it)"
+            if inside
+            else f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)"
             if stray
             else ""
         )

@@ -142,7 +142,9 @@ def test_delta_time_travel_pins_a_version_by_number_or_time(deleted_and_compacte
     current_then = max(version for version, stamp in history.items() if stamp <= history[9] + 1)
     pinned = validate_lake(dataclasses.replace(spec, source=SourceSpec(as_of=as_of)))
     assert pinned.version.version == current_then >= 9
-    with pytest.raises(LakeError, match=r"cannot be read at version 99: .*lake.version"):
+    with pytest.raises(
+        LakeError, match=r"cannot be read at version 99 \(its versions run from 0 to 12\): .*lake.version"
+    ):
         validate_lake(dataclasses.replace(spec, source=SourceSpec(version=99)))
 
 
@@ -478,3 +480,26 @@ def test_a_copied_iceberg_table_pointing_at_the_original_files_is_refused(tmp_pa
     shutil.copytree(location, copy)  # its metadata still names the original's data files
     with pytest.raises(LakeError, match=r"lists data file .* outside .*copy.*a copied or cloned table"):
         validate_lake(LakeSpec(copy, FEATURES, "y"))
+
+
+def test_careless_version_settings_are_refused_naming_the_right_key(deleted_and_compacted, tmp_path):
+    url = deleted_and_compacted
+    spec = LakeSpec(url, FEATURES, "y")
+    refusals = {
+        SourceSpec(
+            version=2, pinned_by="snapshot_id"
+        ): r"lake.snapshot_id pins an Iceberg snapshot, .* lake.version",
+        SourceSpec(
+            as_of="2020-01-01T00:00:00+00:00"
+        ): r"lake.as_of 2020-01-01.* is before the Delta table .* existed",
+        SourceSpec(version=99): r"its versions run from 0 to 12",
+    }
+    for source, message in refusals.items():
+        with pytest.raises(LakeError, match=message):
+            validate_lake(dataclasses.replace(spec, source=source))
+    with pytest.raises(LakeError, match=r"a table's log or metadata folder: point lake.url at the table"):
+        validate_lake(LakeSpec(f"{url}/_delta_log", FEATURES, "y"))
+    table, _ = iceberg_table(tmp_path)
+    iceberg = LakeSpec(table.location().removeprefix("file://"), FEATURES, "y")
+    with pytest.raises(LakeError, match=r"lake.version pins a Delta version, .* lake.snapshot_id"):
+        validate_lake(dataclasses.replace(iceberg, source=SourceSpec(version=1, pinned_by="version")))
