@@ -28,6 +28,7 @@ MODULES = [
     "benchmarks.user_level",
     "benchmarks.user_level:audit",
     "benchmarks.user_shuffle",
+    "benchmarks.table_sources",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",

@@ -59,7 +59,7 @@ def _timed(step) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def main(rounds: int = 3, files: int = 2) -> None:
+def main(rounds: int = 5, files: int = 6) -> None:
     table_url, folder = write_table(files)
     specs = {"Delta table (version after delete + compact)": LakeSpec(table_url, FEATURES, "y")}
     specs["Parquet folder, same bytes"] = LakeSpec(folder, FEATURES, "y")
@@ -110,7 +110,7 @@ def main(rounds: int = 3, files: int = 2) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--files", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--files", type=int, default=6)
     arguments = parser.parse_args()
     main(arguments.rounds, arguments.files)
