@@ -203,9 +203,6 @@ def check_field_ids(schema: pa.Schema, listed: TableFile, columns: list[str], na
             )
 
 
-_TABLE_MARKERS = {"delta": "_delta_log", "iceberg": "metadata"}
-
-
 def detect_format(spec: LakeSpec) -> str:
     """``spec.source.format``, or for ``"auto"`` the format the URL's root holds: ``_delta_log/`` is a Delta
     table, ``metadata/*.metadata.json`` an Iceberg table, anything else a Parquet folder."""
@@ -249,7 +246,7 @@ def pin(spec: LakeSpec) -> PinnedSource:
     pinned = open_source(spec).pin()
     _, root = spec.filesystem()
     prefix = root.rstrip("/") + "/"
-    outside = [file.path for file in pinned.files if not file.path.startswith(prefix)]
+    outside = [file.path for file in pinned.files if not (file.path == root or file.path.startswith(prefix))]
     if outside:
         raise LakeError(
             f"{pinned.version.describe()} at {spec.url} lists data file {outside[0]}, outside {spec.url} "

@@ -160,12 +160,14 @@ def test_delta_updates_and_overwrites_are_read_as_the_version_has_them(tmp_path)
     write_deltalake(url, events(600))
     DeltaTable(url).update(updates={"y": "y + 1000"}, predicate="id < 100")
     updated = validate_lake(LakeSpec(url, FEATURES, "y"))
-    assert updated.num_rows == 600
+    assert updated.num_rows == 600 and updated.version.version == 1
     write_deltalake(url, events(250, start=5000), mode="overwrite")
+    before = tree_digest(url)
     overwritten = validate_lake(LakeSpec(url, FEATURES, "y"))
     assert overwritten.num_rows == 250 and overwritten.version.version == 2
     manifest = shuffle_once(LakeSpec(url, FEATURES, "y"), str(tmp_path / "shuffled"), rows_per_file=50)
     assert np.array_equal(shuffled_keys(manifest), np.arange(5000, 5250, dtype=float))
+    assert tree_digest(url) == before
 
 
 def test_delta_deletion_vectors_drop_their_rows(tmp_path, opened):
@@ -329,6 +331,9 @@ def test_a_version_pin_on_a_parquet_folder_is_refused(tmp_path):
     folder = tmp_path / "plain"
     folder.mkdir()
     pq.write_table(events(10), folder / "a.parquet")
+    assert (
+        validate_lake(LakeSpec(str(folder / "a.parquet"), FEATURES, "y")).num_rows == 10
+    )  # one file as a lake
     with pytest.raises(LakeError, match=r"is a Parquet folder, which has none"):
         open_source(LakeSpec(str(folder), FEATURES, "y", source=SourceSpec(version=3)))
 
