@@ -82,14 +82,6 @@ class DeltaSource:
                 + f": {str(error).splitlines()[0]}. Check lake.version / lake.as_of (VACUUM and log cleanup remove "
                 "old versions), the URL and the credentials"
             ) from None
-        if source.as_of is not None:
-            committed = _delta_commit_time(self.spec.filesystem()[0], self.spec, table.version())
-            asked_ms = as_of_datetime(source.as_of).timestamp() * 1000
-            if committed is not None and committed > asked_ms:
-                raise LakeError(
-                    f"lake.as_of {source.as_of} is before the Delta table {url} existed (its first version was "
-                    f"committed {iso_time(committed)}): there was no data then. Check the date"
-                )
         return table
 
     def pin(self) -> PinnedSource:
@@ -150,6 +142,16 @@ class DeltaSource:
                 f"the Delta table {url} holds no rows at version {table.version()}; check lake.version"
             )
         committed = _delta_commit_time(fs, self.spec, table.version())
+        as_of = self.spec.source.as_of
+        if (
+            as_of is not None
+            and committed is not None
+            and committed > as_of_datetime(as_of).timestamp() * 1000
+        ):
+            raise LakeError(
+                f"lake.as_of {as_of} is before the Delta table {url} existed (its first version was committed "
+                f"{iso_time(committed)}): there was no data then. Check the date"
+            )
         version = SourceVersion("delta", table.version(), table.metadata().id, iso_time(committed))
         return PinnedSource(version, fs, tuple(sorted(files, key=lambda file: file.path)))
 

@@ -48,7 +48,14 @@ from dpstream.pipelines.lake import (
     LakeSpec,
 )
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
-from dpstream.pipelines.shuffle_io import read_target, read_validated, run_tasks, write_part, write_pieces
+from dpstream.pipelines.shuffle_io import (
+    read_target,
+    read_validated,
+    run_tasks,
+    scatter_arguments,
+    write_part,
+    write_pieces,
+)
 from dpstream.pipelines.user_shuffle import UserBounding, shuffle_users
 from dpstream.pipelines.validate import LakeSummary, validate_lake
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
@@ -417,21 +424,9 @@ def _shuffle_rows(
         drawn = allocator.multivariate_hypergeometric(remaining, file.rows)
         remaining -= drawn
         counts.append(drawn)
-    source_fs, _ = spec.filesystem()
-    scatter_args = [
-        (
-            source_fs.unstrip_protocol(file.path),
-            file,
-            spec,
-            summary.num_features,
-            folder_url,
-            out_options,
-            i,
-            counts[i],
-            int(seeds[i].generate_state(1)[0]),
-        )
-        for i, file in enumerate(summary.files)
-    ]
+    scatter_args = scatter_arguments(
+        spec, summary, folder_url, out_options, lambda i: (counts[i], int(seeds[i].generate_state(1)[0]))
+    )
     gather_args = [
         (
             folder_url,

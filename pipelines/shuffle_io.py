@@ -38,6 +38,7 @@ __all__ = [
     "write_part",
     "run_tasks",
     "read_validated",
+    "scatter_arguments",
     "write_pieces",
     "read_target",
 ]
@@ -122,6 +123,28 @@ def run_tasks(
             client.cancel(futures)  # none of them may write into a generation folder about to be discarded
         raise
     return results
+
+
+def scatter_arguments(
+    spec: LakeSpec, summary: Any, folder_url: str, out_options: dict, extra: Callable[[int], tuple]
+) -> list[tuple]:
+    """The scatter tasks' arguments, one tuple per validated source file ``i`` of ``summary`` (a
+    ``LakeSummary``): its URL, its ``LakeFile``, ``spec``, the vector width, where its pieces go, ``i``,
+    then the shuffle's own ``extra(i)``."""
+    source_fs, _ = spec.filesystem()
+    return [
+        (
+            source_fs.unstrip_protocol(file.path),
+            file,
+            spec,
+            summary.num_features,
+            folder_url,
+            out_options,
+            i,
+            *extra(i),
+        )
+        for i, file in enumerate(summary.files)
+    ]
 
 
 def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> tuple[pa.Table, str]:

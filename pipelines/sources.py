@@ -172,8 +172,9 @@ def live_table(
     """The rows of ``table`` (physical rows ``offset`` on of its file) that the pinned version keeps, with
     the partition columns among ``columns`` added from their values."""
     table = pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table
-    if deleted.size:
-        inside = deleted[(deleted >= offset) & (deleted < offset + table.num_rows)] - offset
+    if deleted.size:  # sorted: the batch's deletes are one slice of them
+        first, last = np.searchsorted(deleted, [offset, offset + table.num_rows])
+        inside = deleted[first:last] - offset
         if inside.size:
             keep = np.ones(table.num_rows, dtype=bool)
             keep[inside] = False

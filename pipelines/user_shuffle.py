@@ -43,7 +43,13 @@ import pyarrow as pa
 from dpstream.models.users import bound_contributions
 from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
-from dpstream.pipelines.shuffle_io import read_target, read_validated, write_part, write_pieces
+from dpstream.pipelines.shuffle_io import (
+    read_target,
+    read_validated,
+    scatter_arguments,
+    write_part,
+    write_pieces,
+)
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
 
@@ -258,21 +264,9 @@ def shuffle_users(
             "it through a pipeline config (budget.ledger_url), or give a whole number of rows"
         )
     key = new_key()
-    source_fs, _ = spec.filesystem()
-    scatter_args = [
-        (
-            source_fs.unstrip_protocol(file.path),
-            file,
-            spec,
-            summary.num_features,
-            folder_url,
-            out_options,
-            i,
-            outputs,
-            key,
-        )
-        for i, file in enumerate(summary.files)
-    ]
+    scatter_args = scatter_arguments(
+        spec, summary, folder_url, out_options, lambda _, task=(outputs, key): task
+    )
     sent = run(scatter_users, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
     del key, scatter_args  # the pieces are all written: nothing needs the key again
     received = np.sum(sent, axis=0).astype(np.int64)
