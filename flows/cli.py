@@ -51,7 +51,7 @@ def _validate(args, console: Console) -> int:
     console.print(
         f"{args.config}: valid. Lake {config.lake.url}"
         + (f" ({summary.version.describe()})" if summary.version.version is not None else "")
-        + f": {summary.num_rows:,} rows in {len(summary.files)} files, "
+        + f": {summary.num_rows:,} rows in {len(summary.files)} file{'s' if len(summary.files) != 1 else ''}, "
         f"{summary.num_features} features, fingerprint {summary.fingerprint}. Training will use "
         f"{validated.training_rows:,} rows and hold out {validated.held_out_rows:,} (the last of {validated.files} "
         "shuffled files)"

@@ -72,8 +72,8 @@ def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bo
     if record is not None or given or config.model.kind == "kan":
         return None
     way = (
-        "a table cannot go through `dpstream convert` yet: scale its columns in the table (e.g. to [−1, 1] from "
-        "their public ranges), or give [algorithm] row_norm_bound and label_bound from public ranges"
+        "a table cannot go through `dpstream convert` yet: write its features and label onto about [−1, 1] from "
+        "their public ranges and add a constant column of 1s as a feature (what convert does)"
         if table
         else "write the lake with `dpstream convert` (public ranges, scaled columns, an intercept), or give "
         "[algorithm] row_norm_bound and label_bound from public ranges"
@@ -81,7 +81,8 @@ def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bo
     return (
         f"{config.lake.url} was not written by `dpstream convert`: the model reads its columns as they are, clipping "
         f"rows to the defaults meant for columns on about [−1, 1] (labels to |y| ≤ {config.algorithm.label_bound:g}). "
-        f"In other units (dollars, years) the model is poor and can lose to predicting the mean: {way}"
+        f"If the columns are in other units (dollars, years) the model is poor and can lose to predicting the mean: "
+        f"{way}"
     )
 
 
