@@ -29,6 +29,7 @@ MODULES = [
     "benchmarks.user_level:audit",
     "benchmarks.user_shuffle",
     "benchmarks.table_sources",
+    "benchmarks.table_preprocess",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.kan_correlation",

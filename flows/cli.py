@@ -76,13 +76,12 @@ def _check_trainable(config, validated) -> None:
     """What `train` would refuse before reading a row, refused here too: a hyperparameter the chosen
     algorithm ignores, a plan over its budget, too few rows for the algorithm. The plan built here is a
     check only (public: the row counts of the layout and the config); `train` builds its own."""
-    from dpstream.flows.planning import build_algorithm, check_bounds_unit
-    from dpstream.pipelines.convert import read_convert_record
+    from dpstream.flows.planning import build_algorithm, check_bounds_unit, lake_preprocessing
     from dpstream.run_plan import RunPlan
 
     model = config.model.build()
     dim = model.num_params(validated.summary.num_features)
-    record = read_convert_record(config.lake.url, config.lake.storage_options)
+    record = lake_preprocessing(config)
     check_bounds_unit(config, record)
     algorithm = build_algorithm(config, validated.training_rows, dim, record, model)
     RunPlan.build(algorithm, model, validated.training_rows, dim)

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.flows.cluster_config import ClusterConfig
+from dpstream.flows.preprocess_config import PreprocessConfig
 from dpstream.models import KANModel
 from dpstream.validation import MAX_EPSILON
 
@@ -292,6 +293,37 @@ class PipelineConfig(_Section):
     cluster: ClusterConfig = ClusterConfig()
     checkpoint: CheckpointConfig | None = None
     schedule: ScheduleConfig | None = None
+    # Public preprocessing of a lake in its own units, applied as rows are read (flows.preprocess_config).
+    preprocess: PreprocessConfig | None = None
+
+    @model_validator(mode="after")
+    def _preprocess_fits_lake(self) -> PipelineConfig:
+        if self.preprocess is not None:
+            if isinstance(self.lake.features, str):
+                raise ValueError(
+                    "preprocess: the features are one vector column; [preprocess] prepares named columns, so list "
+                    "them in lake.features (or remove [preprocess])"
+                )
+            self.read_preprocessing()  # a ValueError naming the key and the fix
+        return self
+
+    def read_preprocessing(self):
+        """The ``ConvertSpec`` that ``[preprocess]`` applies as rows are read, or None without one."""
+        if self.preprocess is None:
+            return None
+        declared = self.model.declaration
+        return self.preprocess.spec(
+            list(self.lake.features), self.lake.label, self.model.classes, declared.classifies
+        )
+
+    @property
+    def model_features(self) -> tuple[str, ...] | str:
+        """The columns the model reads: ``lake.features``, or the columns ``[preprocess]`` makes of them
+        (one-hot groups, the intercept)."""
+        spec = self.read_preprocessing()
+        if spec is not None:
+            return tuple(spec.output_columns())
+        return self.lake.features if isinstance(self.lake.features, str) else tuple(self.lake.features)
 
     @model_validator(mode="after")
     def _algorithm_fits_kind(self) -> PipelineConfig:
@@ -394,14 +426,14 @@ class PipelineConfig(_Section):
         from dpstream.pipelines import LakeSpec
 
         lake = self.lake
-        features = lake.features if isinstance(lake.features, str) else tuple(lake.features)
         return LakeSpec(
             lake.url,
-            features,
+            self.model_features,
             lake.label,
             dict(lake.storage_options),
             user_column=self.privacy.user_column,
             source=lake.source_spec(),
+            preprocess=self.read_preprocessing(),
         )
 
 
@@ -449,6 +481,9 @@ def _describe(error: ValidationError) -> str:
             key = re.match(r"^(\w+): ", message)  # a section's check names the key it is about
             if key is not None and key.group(1) in _KEYS_OF_SECTION_CHECKS:
                 path, message = f"{path}.{key.group(1)}", message[key.end() :]
+            dotted = re.match(r"^(preprocess(\.\w+)?): ", message)  # the whole config's check of [preprocess]
+            if dotted is not None and not item["loc"]:
+                path, message = dotted.group(1), message[dotted.end() :]
         problems.append(f"{path}: {message}")
     return "; ".join(problems)
 

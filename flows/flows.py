@@ -109,7 +109,10 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
     lifetime budget (the run's own earlier reservation is not counted twice when it resumes), or a run id
     the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
-    preprocessing = read_convert_record(config.lake.url, config.lake.storage_options)
+    # What the shuffled rows went through: [preprocess] as the shuffle read them, or `dpstream convert`.
+    preprocessing = manifest.preprocessing or read_convert_record(
+        config.lake.url, config.lake.storage_options
+    )
     checkpoint_url = locations.checkpoints
     plan = plan_run(config, training, checkpoint_url, preprocessing)
     lake = lake_ledger(config, manifest)
@@ -241,7 +244,7 @@ def train_flow(
             **{name: section[name] for name in config.model.declaration.settings},
             **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
         },
-        features=config.lake.features,
+        features=config.model_features,
         label=config.lake.label,
         run_id=run_id,
         lake_fingerprint=manifest.fingerprint,

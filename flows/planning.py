@@ -24,7 +24,7 @@ from dpstream.flows.locations import RunLocations
 from dpstream.models import Model
 from dpstream.models.kinds import CLIPPED_LABELS
 from dpstream.pipelines import Manifest, plan_on_lake
-from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec
+from dpstream.pipelines.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
 from dpstream.pipelines.executor import lake_blocks
 from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit, compose_mu, mu_for_epsilon_delta
 from dpstream.run_plan import RunPlan
@@ -58,7 +58,7 @@ def build_algorithm(
     ``model``: the config's model when the caller built it already; ``unit``: the run's privacy unit
     (default the config's, ``PipelineConfig.privacy_unit``)."""
     a, b = config.algorithm, config.budget
-    features = config.lake.features
+    features = config.model_features
     spec = AlgorithmSpec(
         name=a.name,
         epsilon=b.epsilon,
@@ -81,6 +81,16 @@ def build_algorithm(
         given=frozenset(a.model_fields_set) & HYPERPARAMETERS,  # the keys the config file sets
     )
     return build_spec(spec, model if model is not None else config.model.build(), num_rows, dim)[1]
+
+
+def lake_preprocessing(config: PipelineConfig) -> dict[str, Any] | None:
+    """The public preprocessing of the lake's rows, as recorded: ``[preprocess]``, applied as the rows are
+    read (``ConvertSpec.on_read``), else what ``dpstream convert`` recorded beside the lake it wrote, else
+    None (the model reads the columns as stored). Public: the config and the record, never the rows."""
+    spec = config.read_preprocessing()
+    if spec is not None:
+        return spec.record()
+    return read_convert_record(config.lake.url, config.lake.storage_options)
 
 
 def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:
@@ -131,7 +141,7 @@ def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> 
     and a user-level run on a lake whose conversion estimated bounds privately per row: the sample of every
     10th row holds some rows of most people, whose other rows are in the lake, so the bounds' release and
     the run would compose for a person (the row argument's parallel composition fails)."""
-    features = [config.lake.features] if isinstance(config.lake.features, str) else config.lake.features
+    features = [config.model_features] if isinstance(config.model_features, str) else config.model_features
     carried = [column for column in (record or {}).get("passthrough", ()) if column in features]
     if carried:
         raise ValueError(

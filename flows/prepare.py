@@ -36,8 +36,8 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
     and refuse a layout that leaves no file to hold out, before anything is shuffled. ``generation``: a
     resumed run's shuffle generation, whose table version is validated again (not the table's latest)."""
     from dpstream.flows.config import delta_warning
+    from dpstream.flows.planning import lake_preprocessing
     from dpstream.pipelines import validate_lake
-    from dpstream.pipelines.convert import read_convert_record
     from dpstream.pipelines.shuffle import read_manifest
     from dpstream.pipelines.sources import pinned_spec
     from dpstream.privacy import Ledger
@@ -58,7 +58,7 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
     notes = (
         summary.stray_note(),
         delta_warning(config.budget.delta, summary.num_rows),
-        _row_level_note(config, record := read_convert_record(config.lake.url, config.lake.storage_options)),
+        _row_level_note(config, record := lake_preprocessing(config)),
         _units_note(config, record, summary.version.version is not None),
     )
     return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
@@ -72,11 +72,10 @@ def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bo
     if record is not None or given or config.model.kind == "kan":
         return None
     way = (
-        "a table cannot go through `dpstream convert` yet: write its features and label onto about [−1, 1] from "
-        "their public ranges and add a constant column of 1s as a feature (what convert does)"
-        if table
-        else "write the lake with `dpstream convert` (public ranges, scaled columns, an intercept), or give "
-        "[algorithm] row_norm_bound and label_bound from public ranges"
+        "add [preprocess] to the config with the columns' public ranges ([preprocess.bounds], the label's too) "
+        "and category lists ([preprocess.categories]): the rows are then mapped onto [−1, 1], one-hot encoded and "
+        'given an intercept as the shuffle reads them (README, "A lake in its own units")'
+        + ("" if table else "; or write the lake with `dpstream convert`")
     )
     return (
         f"{config.lake.url} was not written by `dpstream convert`: the model reads its columns as they are, clipping "

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.source_spec import FORMATS, SourceSpec
 from dpstream.storage import is_local, open_url
@@ -65,6 +66,9 @@ class LakeSpec:
     # lake's dense user codes (``dpstream.pipelines.user_shuffle.USER_CODE_COLUMN``). None: the row.
     user_column: str | None = None
     source: SourceSpec = field(default_factory=SourceSpec)  # its format and the version to read
+    # Public preprocessing applied to each row as it is read (``ConvertSpec.on_read``): the source holds
+    # its raw columns, and ``features``/``label`` name the columns the preprocessing presents.
+    preprocess: ConvertSpec | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.features, (list, tuple)):
@@ -79,6 +83,15 @@ class LakeSpec:
             )
         if not isinstance(self.label, str) or not self.label:
             raise LakeError(f"label must be a column name, got {self.label!r}")
+        if self.preprocess is not None and (
+            not self.preprocess.on_read
+            or self.features != tuple(self.preprocess.output_columns())
+            or self.label != self.preprocess.label
+        ):
+            raise LakeError(
+                "a lake read with preprocessing presents its columns: features = preprocess.output_columns(), "
+                "label = preprocess.label, and the preprocessing applied on read (on_read=True)"
+            )
         if self.user_column is not None:
             if not isinstance(self.user_column, str) or not self.user_column:
                 raise LakeError(f"user_column must be a column name, got {self.user_column!r}")
@@ -96,8 +109,24 @@ class LakeSpec:
 
     @property
     def read_columns(self) -> list[str]:
-        """The columns read: ``columns`` and the user column, if any."""
-        return self.columns + ([self.user_column] if self.user_column is not None else [])
+        """The columns read from the source: ``columns`` (or, with ``preprocess``, the raw columns it
+        converts) and the user column, if any."""
+        users = [self.user_column] if self.user_column is not None else []
+        if self.preprocess is None:
+            return self.columns + users
+        raw = self.preprocess
+        return list(dict.fromkeys([*raw.columns, *raw.categorical, raw.label, *users]))
+
+    def present(self, rows: pa.Table, path: str, offset: int = 0) -> pa.Table:
+        """A source file's ``rows`` (starting at live row ``offset`` of ``path``) as the lake presents them:
+        ``columns`` and the user column, the raw columns converted by ``preprocess`` when it is set. Every
+        row is kept (``ConvertSpec.on_read``); a value it cannot convert raises ``LakeError`` naming it."""
+        if self.preprocess is None:
+            return rows
+        converted = convert_rows(rows, self.preprocess, offset, path.rsplit("/", 1)[-1])
+        if self.user_column is not None:
+            converted = converted.append_column(self.user_column, rows.column(self.user_column))
+        return converted
 
     def filesystem(self):
         return open_url(self.url, self.storage_options)

@@ -131,6 +131,12 @@ class ShuffleUnit:
         )
 
 
+def _record(document: Any) -> dict[str, Any] | None:
+    if document is not None and not isinstance(document, dict):
+        raise ValueError(f"preprocessing {document!r} is not a preprocessing record")
+    return document
+
+
 @dataclass(frozen=True)
 class Manifest:
     url: str  # the shuffled lake's root, where the manifest was read
@@ -149,6 +155,9 @@ class Manifest:
     shuffle_id: str = ""  # random per shuffle
     unit: ShuffleUnit | None = None  # a user-level shuffle (None: rows)
     source_version: SourceVersion = SourceVersion()  # the table version shuffled (a folder has none)
+    # The public preprocessing the shuffle applied to each source row (``ConvertSpec.record()``, on_read);
+    # None: the parts hold the source's columns as stored.
+    preprocessing: dict[str, Any] | None = None
 
     @property
     def is_user_level(self) -> bool:
@@ -263,6 +272,7 @@ class Manifest:
                 if self.source_version.version is not None
                 else {}
             ),
+            **({"preprocessing": self.preprocessing} if self.preprocessing is not None else {}),
         }
 
     @classmethod
@@ -312,6 +322,7 @@ class Manifest:
                 shuffle_id=str(document.get("shuffle_id", "")),
                 unit=ShuffleUnit.from_json(document["unit"]) if user_level else None,
                 source_version=SourceVersion.from_json(document.get("source_version")),
+                preprocessing=_record(document.get("preprocessing")),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise bad(f"{type(error).__name__}: {error}") from None

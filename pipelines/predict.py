@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
+from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
 from dpstream.pipelines.lake import LakeError, LakeSpec, SourceSpec
 from dpstream.pipelines.sources import (
     SourceVersion,
@@ -60,7 +61,9 @@ class PredictSummary:
     source: SourceVersion = SourceVersion()  # the table version scored (a Parquet folder has none)
 
 
-def _check_columns(schema: pa.Schema, source: str, features: list[str], keep: list[str]) -> None:
+def _check_columns(
+    schema: pa.Schema, source: str, features: list[str], keep: list[str], numeric: list[str]
+) -> None:
     missing = [name for name in features if name not in schema.names]
     if missing:
         raise LakeError(
@@ -73,7 +76,7 @@ def _check_columns(schema: pa.Schema, source: str, features: list[str], keep: li
             f"{source}: --keep names {missing[0]!r}, which is not in the file (columns: {', '.join(schema.names)}); "
             "a CSV column that is no feature reaches the lake with `dpstream convert --id COLUMN`"
         )
-    for name in features:
+    for name in numeric:
         kind = schema.field(name).type
         if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
             raise LakeError(f"{source}: feature column {name!r} has type {kind}, expected a numeric column")
@@ -117,7 +120,11 @@ def score_file(
     listed = listed or TableFile(in_path)
     deleted = deleted_positions(listed.deleted)
     features = list(model.features)
-    wanted = list(dict.fromkeys(features + list(keep)))
+    on_read = _read_preprocessing(model)
+    # With preprocessing applied on read, the file holds the raw columns it prepares (numbers, categories).
+    numeric = features if on_read is None else list(on_read.columns)
+    raw = numeric if on_read is None else [*on_read.columns, *on_read.categorical]
+    wanted = list(dict.fromkeys(raw + list(keep)))
     out_fs.makedirs(out_path.rsplit("/", 1)[0], exist_ok=True)  # a no-op on object stores
     rows, physical, writer = 0, 0, None
     with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
@@ -128,7 +135,7 @@ def score_file(
         for name, _, kind in listed.constants:
             if name in wanted and name not in schema.names:
                 schema = schema.append(pa.field(name, kind))
-        _check_columns(schema, source, features, list(keep))
+        _check_columns(schema, source, raw, list(keep), numeric)
         check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
         for stored in reader.iter_batches(
@@ -136,7 +143,10 @@ def score_file(
         ):
             batch = live_table(stored, deleted, listed.constants, wanted, physical)
             physical += stored.num_rows
-            X = np.column_stack([batch.column(name).to_numpy(zero_copy_only=False) for name in features])
+            inputs = batch
+            if on_read is not None:
+                inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)
+            X = np.column_stack([inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
             if not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
@@ -155,13 +165,21 @@ def score_file(
     return rows
 
 
+def _read_preprocessing(model: ModelDocument) -> ConvertSpec | None:
+    """The preprocessing the model's training applied to the lake's rows as it read them (a config's
+    ``[preprocess]``), which scoring applies to the scored rows alike; None for a model trained on columns
+    as stored (a lake ``dpstream convert`` wrote is scored in its converted form)."""
+    if not model.preprocessing or not model.preprocessing.get("on_read"):
+        return None
+    return ConvertSpec.from_record(model.preprocessing)
+
+
 def _original_units(model: ModelDocument):
     """(column, values) → the values in the CSV's units where ``dpstream convert`` scaled or coded the column
-    (``ConvertSpec.original_units``), else untouched (an id passes through as it is)."""
-    if not model.preprocessing:
+    (``ConvertSpec.original_units``), else untouched (an id passes through as it is; so does every column
+    of a lake preprocessed as it is read, which holds them in their own units)."""
+    if not model.preprocessing or model.preprocessing.get("on_read"):
         return lambda name, values: values
-    from dpstream.pipelines.convert import ConvertSpec
-
     spec = ConvertSpec.from_record(model.preprocessing)
 
     def units(name: str, values: pa.Array) -> pa.Array:

@@ -204,6 +204,14 @@ def _refusal(
     missing = [column for column in spec.columns if column not in existing.schema.names]
     if missing:
         return f"holds a shuffle of this lake without the column(s) {', '.join(missing)}"
+    wanted = None if spec.preprocess is None else spec.preprocess.record()
+    if existing.preprocessing != wanted:
+        return (
+            "holds a shuffle of this lake preprocessed otherwise ([preprocess] changed: bounds, categories, "
+            "imputation or intercept)"
+            if wanted is not None and existing.preprocessing is not None
+            else f"holds a shuffle of this lake {'with' if wanted is None else 'without'} [preprocess]"
+        )
     unit = existing.unit
     if users is None and unit is not None:
         return (
@@ -400,6 +408,7 @@ def _shuffle_into(
         shuffle_id=secrets.token_hex(8),
         unit=unit,
         source_version=summary.version,
+        preprocessing=None if spec.preprocess is None else spec.preprocess.record(),
     )
 
 

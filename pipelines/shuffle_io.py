@@ -150,8 +150,9 @@ def scatter_arguments(
 def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> tuple[pa.Table, str]:
     """(the columns ``spec`` reads from source file ``file``, its path): read only if it is still the file
     validation saw (``file.stamp``), the rows its table version deleted dropped (``sources.live_table``),
-    refused if its row count changed; where the filesystem does not pin
-    the bytes read (``pins_reads``), its values (and a user-level lake's ids) are checked again."""
+    refused if its row count changed, then converted by the lake's preprocessing (``LakeSpec.present``);
+    where the filesystem does not pin the bytes read (``pins_reads``), its values (and a user-level
+    lake's ids) are checked again."""
     fs, path = open_url(source, spec.storage_options)
     with open_unchanged(fs, path, file.stamp) as handle:
         table = pq.read_table(handle, columns=stored_columns(spec.read_columns, file.constants))
@@ -161,6 +162,7 @@ def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> t
             f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "
             "changed since; run again once nothing writes to the lake"
         )
+    table = spec.present(table, path)
     if not pins_reads(fs):
         check_values(table, spec, path, 0, width)
         if spec.user_column is not None:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dpstream.pipelines.convert_spec import ConvertSpec
 from dpstream.pipelines.lake import (
     LakeError,
     LakeFile,
@@ -84,8 +85,36 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+def _raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
+    """The width of the rows ``preprocess`` presents, once the raw columns it converts as numbers are numbers
+    (a categorical column, and a label coded by public classes, may hold anything)."""
+    numeric = [*preprocess.columns, *(() if preprocess.label_classes else (preprocess.label,))]
+    for column in numeric:
+        kind = schema.field(column).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+            where = "preprocess.categories" if column != preprocess.label else "model.classes"
+            raise LakeError(
+                f"{_name(path)}: column {column!r} has non-numeric type {kind}; list its public values in {where}"
+            )
+    return len(preprocess.output_columns())
+
+
+def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
+    """The schema of the rows ``spec`` presents from files of the raw ``schema`` (itself, without
+    preprocessing): float64 features, the label float64 (int64 when coded by public classes), the user
+    column as stored."""
+    preprocess = spec.preprocess
+    if preprocess is None:
+        return schema
+    label = pa.int64() if preprocess.label_classes else pa.float64()
+    fields = [pa.field(name, pa.float64()) for name in spec.features] + [pa.field(spec.label, label)]
+    if spec.user_column is not None:
+        fields.append(schema.field(spec.user_column))
+    return pa.schema(fields)
+
+
 def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
-    for column in spec.columns:
+    for column in spec.read_columns if spec.preprocess is not None else spec.columns:
         copies = len(schema.get_all_field_indices(column))
         if copies > 1:
             raise LakeError(
@@ -97,6 +126,8 @@ def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
                 f"{_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
                 "fix the feature/label names in the config"
             )
+    if spec.preprocess is not None:
+        return _raw_width(schema, spec.preprocess, path)
     label_type = schema.field(spec.label).type
     if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
         raise LakeError(
@@ -254,6 +285,7 @@ def _scan(
             batch_size=SCAN_BATCH_ROWS, columns=columns
         ):
             rows = live_table(batch, deleted, listed.constants, spec.read_columns, physical)
+            rows = spec.present(rows, path, live)
             width = check_values(rows, spec, path, live, width, labels_seen, labels)
             if spec.user_column is not None:
                 check_user_ids(rows.column(spec.user_column), spec, path, live)
@@ -407,7 +439,8 @@ def validate_lake(
             f"{pinned.version.describe()} at {spec.url} holds no rows: its deletes removed every row"
         )
     identity = fingerprint(files, pinned.version.lineage)
-    return LakeSummary(spec, files, first.schema, first.width, identity, tuple(stray), pinned.version)
+    schema = presented_schema(first.schema, spec)
+    return LakeSummary(spec, files, schema, first.width, identity, tuple(stray), pinned.version)
 
 
 def _refuse_copies(files: tuple[LakeFile, ...], table: bool = False) -> None:

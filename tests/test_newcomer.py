@@ -120,7 +120,7 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     # against labels at that bound (about 5 % of the rows), as it would for labels the conversion clipped.
     share = float(
         re.search(
-            r"; ([0-9.]+)% of the held-out labels sit at the conversion's label bounds", outputs["train"]
+            r"; ([0-9.]+)% of the held-out labels sit at the preprocessing's label bounds", outputs["train"]
         )[1]
     )
     assert 2.0 < share < 8.0

@@ -125,8 +125,9 @@ def summarise(metrics: Mapping[str, float]) -> str:
             clipped = metrics.get(CLIPPED_LABELS, 0.0)
             if clipped >= 0.01:
                 line += (
-                    f"; {clipped:.1%} of the held-out labels sit at the conversion's label bounds, so this RMSE is "
-                    "against clipped labels (wider --bounds for the label, or more --private-epsilon, keep more)"
+                    f"; {clipped:.1%} of the held-out labels sit at the preprocessing's label bounds, so this RMSE "
+                    "is against clipped labels (a wider public range for the label keeps more: convert --bounds or "
+                    "[preprocess.bounds]; or more --private-epsilon)"
                 )
             if metrics.get("held-out classes predicted") == 1.0:
                 line += (
