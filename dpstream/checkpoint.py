@@ -167,7 +167,9 @@ class CheckpointStore:
         delay = self.policy.backoff_seconds
         for attempt in range(self.policy.retries + 1):
             try:
-                write_bytes_atomic(self._fs, self._path(checkpoint.run_id), data, exclusive=exclusive)
+                # private: a checkpoint holds the noise key, readable by its owner only
+                path = self._path(checkpoint.run_id)
+                write_bytes_atomic(self._fs, path, data, exclusive=exclusive, private=True)
                 return
             except FileExistsError:
                 raise CheckpointError(

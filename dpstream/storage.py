@@ -86,6 +86,7 @@ def write_atomic(
     *,
     exclusive: bool = False,
     durable: bool = True,
+    private: bool = False,
 ) -> None:
     """Call ``write(handle)`` to produce the object at ``path``, so readers see either the old object or
     the whole new one; if ``write`` raises, nothing is left behind.
@@ -96,12 +97,17 @@ def write_atomic(
     PUT visible whole). ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing
     object. ``durable=False`` skips the fsync on local disks: for scratch data that an interrupted run
     discards and rewrites (the shuffle's pieces), where the rename alone gives the all-or-nothing view.
+    A local file gets the permissions a plain ``open`` would give under the process umask (the temporary
+    file's 0600 would keep workers running as another user of the group from reading a shuffled part),
+    except with ``private=True`` (a checkpoint, which holds the noise key): owner only.
     """
     if is_local(fs):
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         try:
+            if not private:
+                os.fchmod(fd, 0o666 & ~process_umask())
             with os.fdopen(fd, "wb") as handle:
                 write(handle)
                 handle.flush()
@@ -169,9 +175,27 @@ def write_bytes_atomic(
     *,
     exclusive: bool = False,
     durable: bool = True,
+    private: bool = False,
 ) -> None:
     """Write ``data`` (any bytes-like object) to ``path`` atomically (``write_atomic``)."""
-    write_atomic(fs, path, lambda handle: handle.write(data), exclusive=exclusive, durable=durable)
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(data)
+
+    write_atomic(fs, path, write, exclusive=exclusive, durable=durable, private=private)
+
+
+def process_umask() -> int:
+    """The process umask, read from ``/proc/self/status`` (setting it to read it back, ``os.umask``, would
+    race with other threads creating files); 0o022 where the kernel does not report it."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def write_json_atomic(

@@ -127,6 +127,30 @@ def test_kube_cluster_specs_round_trip_through_the_config():
     assert spec["spec"]["worker"]["replicas"] == 3
 
 
+def image_commands() -> set[str]:
+    """The commands the image provides: the console scripts the lock installs (this venv holds the same
+    lock) and the wrappers the Dockerfile writes into /opt/dpstream/bin, each of whose target must exist."""
+    text = (INFRA / "docker" / "Dockerfile").read_text()
+    wrappers = re.findall(r"printf '#!/bin/sh\\nexec (\S+) [^']*' > /opt/dpstream/bin/(\S+)", text)
+    assert wrappers and all((BIN / target).exists() for target, _ in wrappers)
+    return {name for _, name in wrappers} | {path.name for path in BIN.iterdir()}
+
+
+def test_every_pod_runs_a_command_the_image_provides():
+    """Issue 33: `dask-scheduler` was not in the image, so neither the DaskCluster nor KubeCluster's pods
+    could start. The shipped DaskCluster and the spec make_cluster_spec builds must name commands it has."""
+    from dask_kubernetes.operator import make_cluster_spec
+
+    commands = image_commands()
+    (cluster,) = [doc for _, doc in manifests() if doc["kind"] == "DaskCluster"]
+    generated = make_cluster_spec(name="dpstream", image="dpstream", n_workers=2)
+    for spec in (cluster, generated):
+        for role in ("scheduler", "worker"):
+            (container,) = spec["spec"][role]["spec"]["containers"]
+            first = (container.get("command") or container["args"])[0]
+            assert first in commands, (role, first)
+
+
 def test_the_kustomization_lists_exactly_the_manifests_and_the_rbac_is_minimal():
     kustomization = documents(INFRA / "k8s" / "kustomization.yaml")[0]
     listed = set(kustomization["resources"])

@@ -83,3 +83,32 @@ def test_an_object_store_that_ignores_conditional_writes_is_refused(s3_bucket, m
     with pytest.raises(RuntimeError, match="ignores conditional writes"):
         check_exclusive_create(fs, root)
     _EXCLUSIVE_CHECKED.clear()
+
+
+def test_local_files_get_the_umask_permissions_and_a_checkpoint_stays_private(tmp_path):
+    """A shuffled part must be readable by workers of the owner's group (issue 33: mkstemp's 0600 was kept);
+    a checkpoint holds the noise key and stays owner-only."""
+    import os
+    import stat
+
+    import fsspec
+    import numpy as np
+
+    from dpstream.checkpoint import CheckpointPolicy, CheckpointStore, new_checkpoint
+    from dpstream.noise import NoiseKey
+    from dpstream.storage import process_umask, write_bytes_atomic
+
+    old = os.umask(0o027)
+    try:
+        assert process_umask() == 0o027
+        fs = fsspec.filesystem("file")
+        write_bytes_atomic(fs, str(tmp_path / "part.parquet"), b"rows")
+        write_bytes_atomic(fs, str(tmp_path / "secret"), b"key", private=True)
+        assert stat.S_IMODE(os.stat(tmp_path / "part.parquet").st_mode) == 0o640
+        assert stat.S_IMODE(os.stat(tmp_path / "secret").st_mode) == 0o600
+        store = CheckpointStore(CheckpointPolicy(str(tmp_path / "checkpoints")))
+        store.save(new_checkpoint("run-1", "fp", 0, {"params": np.zeros(3)}, NoiseKey.generate(), []))
+        saved = [path for path in (tmp_path / "checkpoints").rglob("*") if path.is_file()]
+        assert saved and all(stat.S_IMODE(os.stat(path).st_mode) == 0o600 for path in saved)
+    finally:
+        os.umask(old)
