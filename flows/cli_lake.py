@@ -378,6 +378,12 @@ def report_command(args, console: Console) -> int:
 def _preprocessing_line(record: dict | None, label: str) -> str:
     if not record:
         return "preprocessing: not recorded (the lake was not written by `dpstream convert`); features are read as stored"
+    if record.get("on_read"):
+        return (
+            f"preprocessing ([preprocess], applied as rows are read): {len(record['bounds'])} column(s) clipped to public "
+            f"bounds and mapped onto [-1, 1], {len(record['categorical'])} one-hot, {len(record['impute_values'])} "
+            "imputed; `dpstream predict` prepares a table's raw columns alike; all in model.json"
+        )
     low, high = record["scale_range"]
     label_bounds = record["bounds"].get(label)
     label_part = (

@@ -296,17 +296,6 @@ class PipelineConfig(_Section):
     # Public preprocessing of a lake in its own units, applied as rows are read (flows.preprocess_config).
     preprocess: PreprocessConfig | None = None
 
-    @model_validator(mode="after")
-    def _preprocess_fits_lake(self) -> PipelineConfig:
-        if self.preprocess is not None:
-            if isinstance(self.lake.features, str):
-                raise ValueError(
-                    "preprocess: the features are one vector column; [preprocess] prepares named columns, so list "
-                    "them in lake.features (or remove [preprocess])"
-                )
-            self.read_preprocessing()  # a ValueError naming the key and the fix
-        return self
-
     def read_preprocessing(self):
         """The ``ConvertSpec`` that ``[preprocess]`` applies as rows are read, or None without one."""
         if self.preprocess is None:
@@ -344,6 +333,17 @@ class PipelineConfig(_Section):
                 f"privacy.user_column {column!r} is also lake.{'label' if column == self.lake.label else 'features'}: "
                 "a person's id is never trained on; remove it there"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _preprocess_fits_lake(self) -> PipelineConfig:
+        if self.preprocess is not None:
+            if isinstance(self.lake.features, str):
+                raise ValueError(
+                    "preprocess: the features are one vector column; [preprocess] prepares named columns, so list "
+                    "them in lake.features (or remove [preprocess])"
+                )
+            self.read_preprocessing()  # a ValueError naming the key and the fix
         return self
 
     @model_validator(mode="after")

@@ -88,9 +88,13 @@ def lake_preprocessing(config: PipelineConfig) -> dict[str, Any] | None:
     read (``ConvertSpec.on_read``), else what ``dpstream convert`` recorded beside the lake it wrote, else
     None (the model reads the columns as stored). Public: the config and the record, never the rows."""
     spec = config.read_preprocessing()
-    if spec is not None:
-        return spec.record()
-    return read_convert_record(config.lake.url, config.lake.storage_options)
+    converted = read_convert_record(config.lake.url, config.lake.storage_options)
+    if spec is not None and converted is not None:
+        raise ValueError(
+            f"preprocess: {config.lake.url} was written by `dpstream convert` (its _convert.json), so its columns are "
+            "prepared already (and its checks of ids and private bounds read that record): remove [preprocess]"
+        )
+    return spec.record() if spec is not None else converted
 
 
 def schema_row_norm_bound(record: dict[str, Any] | None, features: Any) -> float | None:

@@ -9,7 +9,7 @@ their own units (dollars, years, category names), applied to each row as the shu
     [preprocess.categories]                   # public category lists: one-hot columns
     ocean_proximity = ["<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN"]
     [preprocess.impute]                       # public constants for missing values
-    total_bedrooms = 435
+    total_bedrooms = 400
 
 It is what ``dpstream convert`` does to a CSV, without writing a second lake: the table (a Delta or
 Iceberg version, a Parquet folder) stays the data the ledger charges, and every row is kept (a missing
@@ -88,6 +88,19 @@ class PreprocessConfig(BaseModel):
                 f"preprocess.categories: the label {label!r} is coded by model.classes (a classifier's public "
                 "class list), not one-hot; move its values there"
             )
+        for key, columns in (("bounds", self.bounds), ("unscaled", self.unscaled), ("impute", self.impute)):
+            coded = [column for column in columns if column in self.categories]
+            if coded:
+                raise ValueError(
+                    f"preprocess.{key}: {', '.join(map(repr, coded))} is a category column (one-hot, in "
+                    "preprocess.categories), not a number; remove it here"
+                )
+            if label in columns and (classifies or key == "impute"):
+                raise ValueError(
+                    f"preprocess.{key}: the label {label!r} "
+                    + ("of a classifier is a class, not a number" if classifies else "is never imputed")
+                    + "; remove it here"
+                )
         # A classifier's label without public classes is read as 0/1 or −1/+1 (the label contract checks it).
         unscaled = [*self.unscaled, *([label] if classifies and classes is None else [])]
         numeric = tuple(column for column in features if column not in self.categories)
@@ -104,10 +117,22 @@ class PreprocessConfig(BaseModel):
             intercept=self.intercept,
             on_read=True,
         )
+        if self.intercept and "intercept" in known:
+            raise ValueError(
+                "preprocess.intercept: lake.features or lake.label has a column named 'intercept', the name of the "
+                "constant feature; set preprocess.intercept = false or rename the column"
+            )
         try:
             spec = ConvertSpec(**spec_arguments)
         except LakeError as error:
             raise ValueError(f"preprocess: {error}") from None
+        names = [*spec.output_columns(), label]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(
+                f"preprocess.categories: the model's columns would repeat {', '.join(map(repr, repeated))} (a one-hot "
+                "column is named COLUMN=VALUE): list each category once, as one type, and rename a clashing column"
+            )
         missing = spec.unbounded_columns()
         if missing:
             template = ", ".join(f"{column} = [LOW, HIGH]" for column in missing)

@@ -281,8 +281,12 @@ def convert_rows(
     )
     keep = np.ones(table.num_rows, dtype=bool)
     numeric: dict[str, np.ndarray] = {}
+    if spec.on_read:
+        _refuse_missing(table, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of)
     if spec.label_classes and with_label:
-        numeric[spec.label], known = _class_positions(table.column(spec.label), spec.label_classes)
+        numeric[spec.label], known = _class_positions(
+            table.column(spec.label), spec.label_classes, codes=spec.on_read
+        )
         _drop_or_refuse(
             known,
             keep,
@@ -303,6 +307,7 @@ def convert_rows(
         if not (
             pa.types.is_integer(values.type)
             or pa.types.is_floating(values.type)
+            or pa.types.is_decimal(values.type)
             or pa.types.is_null(values.type)
         ):
             raise LakeError(
@@ -310,6 +315,13 @@ def convert_rows(
                 "drop it from the selection or encode it as categorical"
             )
         array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+        infinite = np.isinf(array)
+        if spec.on_read and infinite.any():
+            row = int(np.argmax(infinite))
+            raise LakeError(
+                f"{source}: row {row_of(row)} of column {column!r} is {array[row]}: no range makes it a value; fix or "
+                "delete the row through the table"
+            )
         nulls = np.isnan(array)
         if nulls.any():
             if column == spec.label and spec.on_read:
@@ -383,11 +395,28 @@ def _drop_or_refuse(known: np.ndarray, keep: np.ndarray, spec: ConvertSpec, mess
     keep &= known
 
 
+def _refuse_missing(table: pa.Table, columns: list[str], source: str, row_of: Any) -> None:
+    """A null in a column coded by a public list (a category, a class label) has no code and no constant to
+    impute it with: refused, naming its row."""
+    for column in columns:
+        nulls = table.column(column).is_null().to_numpy(zero_copy_only=False)
+        if nulls.any():
+            raise LakeError(
+                f"{source}: row {row_of(int(np.argmax(nulls)))} of column {column!r} is missing (null); fill it in or "
+                "delete the row through the table"
+            )
+
+
 def _class_positions(
-    values: pa.ChunkedArray | pa.Array, classes: tuple[str, ...]
+    values: pa.ChunkedArray | pa.Array, classes: tuple[str, ...], codes: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """(each label's position in ``classes``, −1 where unknown or missing; which are known). Labels are
-    compared as text, so a CSV column of 0/1 numbers and the class list "0,1" agree."""
+    compared as text, so a CSV column of 0/1 numbers and the class list "0,1" agree; with ``codes`` (a
+    table read with [preprocess]) an integer column already holds the positions 0..K−1 of ``classes``."""
+    if codes and pa.types.is_integer(values.type):
+        positions = pc.fill_null(values, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        known = (positions >= 0) & (positions < len(classes))
+        return np.where(known, positions, -1), known
     text = pc.cast(values, pa.string()) if not pa.types.is_string(values.type) else values
     positions = pc.index_in(text, value_set=pa.array(list(classes), pa.string())).to_numpy(
         zero_copy_only=False

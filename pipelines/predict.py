@@ -43,6 +43,7 @@ from dpstream.pipelines.sources import (
     deleted_positions,
     live_table,
     pin,
+    plain_schema,
     stored_columns,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
@@ -62,13 +63,18 @@ class PredictSummary:
 
 
 def _check_columns(
-    schema: pa.Schema, source: str, features: list[str], keep: list[str], numeric: list[str]
+    schema: pa.Schema, source: str, features: list[str], keep: list[str], numeric: list[str], on_read: bool
 ) -> None:
     missing = [name for name in features if name not in schema.names]
     if missing:
+        fix = (
+            "the model prepares the raw columns of its training table ([preprocess]): score a table that has them"
+            if on_read
+            else "score a lake converted like its training lake"
+        )
         raise LakeError(
             f"{source}: column {missing[0]!r} is not in the file (columns: {', '.join(schema.names)}); the model "
-            "reads its features by name: score a lake converted like its training lake"
+            f"reads its features by name: {fix}"
         )
     missing = [name for name in keep if name not in schema.names]
     if missing:
@@ -78,7 +84,10 @@ def _check_columns(
         )
     for name in numeric:
         kind = schema.field(name).type
-        if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
+        if not any(
+            test(kind)
+            for test in (pa.types.is_floating, pa.types.is_integer, pa.types.is_boolean, pa.types.is_decimal)
+        ):
             raise LakeError(f"{source}: feature column {name!r} has type {kind}, expected a numeric column")
 
 
@@ -131,11 +140,11 @@ def score_file(
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
-        schema = reader.schema_arrow
+        schema = plain_schema(reader.schema_arrow)
         for name, _, kind in listed.constants:
             if name in wanted and name not in schema.names:
                 schema = schema.append(pa.field(name, kind))
-        _check_columns(schema, source, raw, list(keep), numeric)
+        _check_columns(schema, source, raw, list(keep), numeric, on_read is not None)
         check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
         for stored in reader.iter_batches(

@@ -162,6 +162,15 @@ def stored_columns(columns: list[str], constants: tuple[tuple[str, Any, pa.DataT
     return [name for name in columns if name not in derived]
 
 
+_PLAIN = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with Arrow's view types as their plain types: deltalake records ``string_view`` in the files
+    it writes, and the checks of a column's type (an id, a category) are of its values, not their layout."""
+    return pa.schema([field.with_type(_PLAIN.get(field.type, field.type)) for field in schema])
+
+
 def live_table(
     table: pa.Table | pa.RecordBatch,
     deleted: np.ndarray,
@@ -172,6 +181,8 @@ def live_table(
     """The rows of ``table`` (physical rows ``offset`` on of its file) that the pinned version keeps, with
     the partition columns among ``columns`` added from their values."""
     table = pa.Table.from_batches([table]) if isinstance(table, pa.RecordBatch) else table
+    if any(field.type in _PLAIN for field in table.schema):
+        table = table.cast(plain_schema(table.schema))
     if deleted.size:  # sorted: the batch's deletes are one slice of them
         first, last = np.searchsorted(deleted, [offset, offset + table.num_rows])
         inside = deleted[first:last] - offset

@@ -31,6 +31,7 @@ from dpstream.pipelines.sources import (
     deleted_positions,
     live_table,
     pin,
+    plain_schema,
     stored_columns,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
@@ -91,11 +92,13 @@ def _raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
     numeric = [*preprocess.columns, *(() if preprocess.label_classes else (preprocess.label,))]
     for column in numeric:
         kind = schema.field(column).type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
-            where = "preprocess.categories" if column != preprocess.label else "model.classes"
-            raise LakeError(
-                f"{_name(path)}: column {column!r} has non-numeric type {kind}; list its public values in {where}"
+        if not any(test(kind) for test in (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)):
+            fix = (
+                "a regression's label is a number (a classifier's class names go in model.classes)"
+                if column == preprocess.label
+                else "list its public values in preprocess.categories (one-hot), or leave it out of lake.features"
             )
+            raise LakeError(f"{_name(path)}: column {column!r} has non-numeric type {kind}; {fix}")
     return len(preprocess.output_columns())
 
 
@@ -320,7 +323,7 @@ def check_file(
             stamp = file_stamp(fs, path)
             with fs.open(path, "rb") as handle:
                 parquet = pq.ParquetFile(handle)
-                schema, rows = parquet.schema_arrow, parquet.metadata.num_rows
+                schema, rows = plain_schema(parquet.schema_arrow), parquet.metadata.num_rows
         except PermissionError as error:
             raise LakeError(
                 f"{_name(path)} cannot be read here: {error}. Grant read access to whoever validates the lake (with "

@@ -191,6 +191,80 @@ def test_a_string_label_is_coded_by_model_classes(tmp_path, table):
         validate_lake(load_config(str(path)).lake_spec(), labels=load_config(str(path)).label_contract)
 
 
+def test_columns_with_no_place_in_the_preprocessing_are_refused_when_the_config_loads(tmp_path, table):
+    path = write_config(tmp_path, table)
+    base = path.read_text()
+    features = 'features = ["income", "age", "region"]'
+    cases = [
+        ("[preprocess.bounds]", "[preprocess.bounds]\nregion = [0, 1]", r"'region' is a category column"),
+        (
+            "[preprocess.categories]",
+            "[preprocess.impute]\nprice = 1\n[preprocess.categories]",
+            r"never imputed",
+        ),
+        (
+            features,
+            features.replace('"region"', '"region", "intercept"'),
+            r"set preprocess.intercept = false",
+        ),
+        (
+            'region = ["north", "south", "east", "west"]',
+            'region = ["north", "1", 1]',
+            r"would repeat 'region=1'",
+        ),
+        (
+            "[budget]",
+            '[privacy]\nunit = "user"\nuser_column = "age"\n\n[budget]',
+            r"'age' is also lake.features",
+        ),
+    ]
+    for old, new, message in cases:
+        path.write_text(base.replace(old, new, 1))
+        with pytest.raises(ValueError, match=message):
+            load_config(str(path))
+    classifier = write_config(tmp_path, table, label="tier", kind="logistic", label_bounds="tier = [0, 1]")
+    with pytest.raises(ValueError, match=r"preprocess.bounds: the label 'tier' of a classifier is a class"):
+        load_config(str(classifier))
+
+
+def test_a_lake_written_by_convert_is_not_prepared_twice(tmp_path, table):
+    from dpstream.flows.prepare import validate
+
+    (Path(table) / "_convert.json").write_text(json.dumps({"format": "dpstream-convert/1"}))
+    with pytest.raises(ValueError, match=r"written by `dpstream convert` .*remove \[preprocess\]"):
+        validate(load_config(str(write_config(tmp_path, table))))
+
+
+def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_codes(tmp_path):
+    from dpstream.pipelines import validate_lake
+
+    rows = people(20).to_pydict()
+    rows["income"][3] = float("inf")
+    write_deltalake(str(tmp_path / "inf"), pa.table(rows))
+    with pytest.raises(ValueError, match=r"row 3 of column 'income' is inf: no range makes it a value"):
+        validate_lake(load_config(str(write_config(tmp_path, str(tmp_path / "inf")))).lake_spec())
+    rows = people(20).to_pydict()
+    rows["region"][5] = None
+    write_deltalake(str(tmp_path / "null"), pa.table(rows))
+    with pytest.raises(
+        ValueError, match=r"row 5 of column 'region' is missing \(null\); fill it in or delete"
+    ):
+        validate_lake(load_config(str(write_config(tmp_path, str(tmp_path / "null")))).lake_spec())
+    rows = people(40).to_pydict()
+    rows["tier"] = [index % 3 for index in range(40)]  # a label already coded 0..K−1
+    rows["customer"] = [f"c{index % 7}" for index in range(40)]  # deltalake stores string_view
+    write_deltalake(str(tmp_path / "coded"), pa.table(rows))
+    path = write_config(
+        tmp_path, str(tmp_path / "coded"), label="tier", kind="logistic", classes='classes = ["a", "b", "c"]', label_bounds=""
+    )  # fmt: skip
+    path.write_text(
+        path.read_text().replace("[budget]", '[privacy]\nunit = "user"\nuser_column = "customer"\n\n[budget]')
+    )
+    config = load_config(str(path))
+    summary = validate_lake(config.lake_spec(), labels=config.label_contract)
+    assert summary.num_rows == 40 and summary.schema.field("customer").type == pa.string()
+
+
 @pytest.mark.slow
 def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_stored(tmp_path, prefect_api):
     from benchmarks.table_preprocess import CONSTANT, RMSE, pipeline_toml, write_diamonds_table
