@@ -357,7 +357,14 @@ def convert_rows(
             spec,
             lambda row, column=column, values=values, categories=categories: (
                 f"{source}: row {row_of(row)} of "
-                f"column {column!r} has category {values[row]!r} not in the public list {list(categories)}; add it "
+                f"column {column!r} has category {values[row]!r} not in the public list {list(categories)}"
+                + (
+                    " (the column holds numbers and the list text: write the values without quotes)"
+                    if not isinstance(values[row], str)
+                    and all(isinstance(value, str) for value in categories)
+                    else ""
+                )
+                + "; add it "
                 + (
                     f"to preprocess.categories.{column}"
                     if spec.on_read

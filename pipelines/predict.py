@@ -80,7 +80,11 @@ def _check_columns(
     if missing:
         raise LakeError(
             f"{source}: --keep names {missing[0]!r}, which is not in the file (columns: {', '.join(schema.names)}); "
-            "a CSV column that is no feature reaches the lake with `dpstream convert --id COLUMN`"
+            + (
+                "keep a column of the scored table"
+                if on_read
+                else "a CSV column that is no feature reaches the lake with `dpstream convert --id COLUMN`"
+            )
         )
     for name in numeric:
         kind = schema.field(name).type

@@ -23,6 +23,7 @@ the same version again (``LakeSpec.pinned``), and into the ledger entry, model.j
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -31,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpstream.pipelines.lake import LakeError, LakeSpec, list_lake
+from dpstream.storage import is_local
 
 __all__ = [
     "Source",
@@ -256,9 +258,17 @@ def pin(spec: LakeSpec) -> PinnedSource:
     table with a data path elsewhere reads files that dpstream neither fingerprints as this lake's
     location nor protects from its own writes."""
     pinned = open_source(spec).pin()
-    _, root = spec.filesystem()
+    fs, root = spec.filesystem()
+    where = (
+        _resolved if is_local(fs) else (lambda path: path)
+    )  # `../t`, `t//x` or a link name the same folder
+    root = where(root)
     prefix = root.rstrip("/") + "/"
-    outside = [file.path for file in pinned.files if not (file.path == root or file.path.startswith(prefix))]
+    outside = [
+        file.path
+        for file in pinned.files
+        if not (where(file.path) == root or where(file.path).startswith(prefix))
+    ]
     if outside:
         raise LakeError(
             f"{pinned.version.describe()} at {spec.url} lists data file {outside[0]}, outside {spec.url} "
@@ -266,6 +276,10 @@ def pin(spec: LakeSpec) -> PinnedSource:
             "lake.url at the table that holds them, or rewrite the copy's files into its own location"
         )
     return pinned
+
+
+def _resolved(path: str) -> str:
+    return os.path.realpath(path)
 
 
 @dataclass(frozen=True)

@@ -508,3 +508,17 @@ def test_careless_version_settings_are_refused_naming_the_right_key(deleted_and_
     iceberg = LakeSpec(table.location().removeprefix("file://"), FEATURES, "y")
     with pytest.raises(LakeError, match=r"lake.version pins a Delta version, .* lake.snapshot_id"):
         validate_lake(dataclasses.replace(iceberg, source=SourceSpec(version=1, pinned_by="version")))
+
+
+def test_a_table_reached_through_dot_dot_or_a_link_is_inside_itself(tmp_path):
+    """A table's log holds absolute paths; `../tables/t`, `tables//t` or a symlink name the same folder and
+    must not be refused as a copy pointing elsewhere (found by a user walk, issue 32)."""
+    from .conftest import make_table
+
+    table = tmp_path / "tables" / "events"
+    write_deltalake(str(table), make_table(300, 0))
+    (tmp_path / "configs").mkdir()
+    os.symlink(table, tmp_path / "link")
+    names = [f"{tmp_path}/configs/../tables/events", f"{tmp_path}/tables//events", str(tmp_path / "link")]
+    for url in names:
+        assert validate_lake(LakeSpec(url, ("x0", "x1"), "y")).num_rows == 300, url

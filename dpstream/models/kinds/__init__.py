@@ -126,8 +126,8 @@ def summarise(metrics: Mapping[str, float]) -> str:
             if clipped >= 0.01:
                 line += (
                     f"; {clipped:.1%} of the held-out labels sit at the preprocessing's label bounds, so this RMSE "
-                    "is against clipped labels (a wider public range for the label keeps more: convert --bounds or "
-                    "[preprocess.bounds]; or more --private-epsilon)"
+                    "is against labels clipped there (if the label's true values go beyond them, a wider public "
+                    "range keeps more: preprocess.bounds in the config, or convert --bounds)"
                 )
             if metrics.get("held-out classes predicted") == 1.0:
                 line += (
