@@ -349,18 +349,19 @@ def convert_rows(
         numeric[column] = array
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():
-        values = np.asarray(table.column(column).to_pylist(), dtype=object)
-        known = np.isin(values, np.asarray(categories, dtype=object))
+        values = table.column(column)
+        codes = _category_positions(values, categories)
+        known = codes >= 0
         _drop_or_refuse(
             known,
             keep,
             spec,
             lambda row, column=column, values=values, categories=categories: (
                 f"{source}: row {row_of(row)} of "
-                f"column {column!r} has category {values[row]!r} not in the public list {list(categories)}"
+                f"column {column!r} has category {values[row].as_py()!r} not in the public list {list(categories)}"
                 + (
                     " (the column holds numbers and the list text: write the values without quotes)"
-                    if not isinstance(values[row], str)
+                    if not isinstance(values[row].as_py(), str)
                     and all(isinstance(value, str) for value in categories)
                     else ""
                 )
@@ -372,8 +373,8 @@ def convert_rows(
                 )
             ),
         )
-        for value in categories:
-            onehot[f"{column}={value}"] = (values == value).astype(np.float64)
+        for index, value in enumerate(categories):
+            onehot[f"{column}={value}"] = (codes == index).astype(np.float64)
     columns = {name: numeric[name][keep] for name in spec.columns}
     columns.update({name: array[keep] for name, array in onehot.items()})
     if spec.intercept:
@@ -400,6 +401,29 @@ def _drop_or_refuse(known: np.ndarray, keep: np.ndarray, spec: ConvertSpec, mess
     if spec.unknown_category != "drop":
         raise LakeError(message(int(np.argmax(~known))))
     keep &= known
+
+
+def _category_positions(values: pa.ChunkedArray | pa.Array, categories: tuple[Any, ...]) -> np.ndarray:
+    """Each value's position in ``categories``, −1 where it is in none (or null). A text column against a list
+    of text, or an integer column against integers, is matched in Arrow (``index_in``): the shuffle's hot
+    path, with no Python object per value; anything else value by value as Python compares them."""
+    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if (text and all(isinstance(value, str) for value in categories)) or (
+        pa.types.is_integer(kind) and all(type(value) is int for value in categories)
+    ):
+        value_set = pa.array(list(categories), type=pa.string() if text else pa.int64())
+        if not text:
+            values = pc.cast(values, pa.int64())
+        elif pa.types.is_dictionary(values.type):
+            values = pc.cast(values, pa.string())
+        found = pc.index_in(values, value_set=value_set)
+        return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    python = np.asarray(values.to_pylist(), dtype=object)
+    positions = np.full(len(python), -1, dtype=np.int64)
+    for index, value in enumerate(categories):
+        positions[(positions < 0) & (python == value)] = index
+    return positions
 
 
 def _refuse_missing(table: pa.Table, columns: list[str], source: str, row_of: Any) -> None:

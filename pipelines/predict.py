@@ -40,11 +40,9 @@ from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
     check_field_ids,
-    deleted_positions,
-    live_table,
+    live_batches,
     pin,
-    plain_schema,
-    stored_columns,
+    table_schema,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url, url_of, write_json_atomic
@@ -131,7 +129,6 @@ def score_file(
     in_fs, in_path = open_url(source, source_options)
     out_fs, out_path = open_url(target_url, target_options)
     listed = listed or TableFile(in_path)
-    deleted = deleted_positions(listed.deleted)
     features = list(model.features)
     on_read = _read_preprocessing(model)
     # With preprocessing applied on read, the file holds the raw columns it prepares (numbers, categories).
@@ -139,23 +136,16 @@ def score_file(
     raw = numeric if on_read is None else [*on_read.columns, *on_read.categorical]
     wanted = list(dict.fromkeys(raw + list(keep)))
     out_fs.makedirs(out_path.rsplit("/", 1)[0], exist_ok=True)  # a no-op on object stores
-    rows, physical, writer = 0, 0, None
+    rows, writer = 0, None
     with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False)
-        schema = plain_schema(reader.schema_arrow)
-        for name, _, kind in listed.constants:
-            if name in wanted and name not in schema.names:
-                schema = schema.append(pa.field(name, kind))
+        schema = table_schema(reader.schema_arrow, listed, wanted)
         _check_columns(schema, source, raw, list(keep), numeric, on_read is not None)
         check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
-        for stored in reader.iter_batches(
-            batch_size=batch_rows, columns=stored_columns(wanted, listed.constants)
-        ):
-            batch = live_table(stored, deleted, listed.constants, wanted, physical)
-            physical += stored.num_rows
+        for batch in live_batches(reader, listed, wanted, batch_rows):
             inputs = batch
             if on_read is not None:
                 inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dpstream.pipelines.lake import LakeError, LakeSpec, list_lake
 from dpstream.storage import is_local
@@ -171,6 +173,29 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` with Arrow's view types as their plain types: deltalake records ``string_view`` in the files
     it writes, and the checks of a column's type (an id, a category) are of its values, not their layout."""
     return pa.schema([field.with_type(_PLAIN.get(field.type, field.type)) for field in schema])
+
+
+def table_schema(stored: pa.Schema, listed: TableFile, columns: list[str]) -> pa.Schema:
+    """The schema of a file's rows as the version presents them: its stored schema (view types plain), with
+    the partition columns among ``columns`` that the file does not store."""
+    schema = plain_schema(stored)
+    for name, _, kind in listed.constants:
+        if name in columns and name not in schema.names:
+            schema = schema.append(pa.field(name, kind))
+    return schema
+
+
+def live_batches(
+    reader: pq.ParquetFile, listed: TableFile, columns: list[str], batch_rows: int
+) -> Iterator[pa.Table]:
+    """The live rows of ``listed``'s file, ``columns`` of them, a batch of at most ``batch_rows`` stored rows
+    at a time (``live_table``): what validation and scoring stream, one batch in memory."""
+    deleted, physical = deleted_positions(listed.deleted), 0
+    for stored in reader.iter_batches(
+        batch_size=batch_rows, columns=stored_columns(columns, listed.constants)
+    ):
+        yield live_table(stored, deleted, listed.constants, columns, physical)
+        physical += stored.num_rows
 
 
 def live_table(

@@ -28,11 +28,10 @@ from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
     check_field_ids,
-    deleted_positions,
-    live_table,
+    live_batches,
     pin,
     plain_schema,
-    stored_columns,
+    table_schema,
 )
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url
@@ -279,20 +278,16 @@ def _scan(
 ) -> tuple[int, int]:
     """Stream the file's live rows (its table version's deletes dropped) once through ``check_values``.
     Returns (the vector width, the live rows). A row a message names counts live rows."""
-    path, deleted = listed.path, deleted_positions(listed.deleted)
-    physical, live = 0, 0
-    columns = stored_columns(spec.read_columns, listed.constants)
+    path, live = listed.path, 0
     with fs.open(path, "rb") as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
-        for batch in pq.ParquetFile(handle, pre_buffer=False).iter_batches(
-            batch_size=SCAN_BATCH_ROWS, columns=columns
-        ):
-            rows = live_table(batch, deleted, listed.constants, spec.read_columns, physical)
+        reader = pq.ParquetFile(handle, pre_buffer=False)
+        for rows in live_batches(reader, listed, spec.read_columns, SCAN_BATCH_ROWS):
             rows = spec.present(rows, path, live)
             width = check_values(rows, spec, path, live, width, labels_seen, labels)
             if spec.user_column is not None:
                 check_user_ids(rows.column(spec.user_column), spec, path, live)
-            physical, live = physical + batch.num_rows, live + rows.num_rows
+            live += rows.num_rows
     return width, live
 
 
@@ -341,9 +336,7 @@ def check_file(
         if rows == 0 and listed.rows is None:
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
         check_field_ids(schema, listed, spec.read_columns, _name(path))
-        for name, _, kind in listed.constants:
-            if name in spec.read_columns and name not in schema.names:
-                schema = schema.append(pa.field(name, kind))
+        schema = table_schema(schema, listed, spec.read_columns)
         width = _feature_width(schema, spec, path)
         if spec.user_column is not None:
             _check_user_column(schema, spec, path)
