@@ -481,7 +481,9 @@ def _describe(error: ValidationError) -> str:
             key = re.match(r"^(\w+): ", message)  # a section's check names the key it is about
             if key is not None and key.group(1) in _KEYS_OF_SECTION_CHECKS:
                 path, message = f"{path}.{key.group(1)}", message[key.end() :]
-            dotted = re.match(r"^(preprocess(\.\w+)?): ", message)  # the whole config's check of [preprocess]
+            dotted = re.match(
+                r"^(preprocess(\.\w+)?):? ", message
+            )  # the whole config's check of [preprocess]
             if dotted is not None and not item["loc"]:
                 path, message = dotted.group(1), message[dotted.end() :]
         problems.append(f"{path}: {message}")

@@ -89,7 +89,10 @@ def test_the_config_names_the_key_and_the_fix(tmp_path, table):
             "",
             r"preprocess.bounds: no public range for 'age'.*Add age = \[LOW, HIGH\] under \[preprocess.bounds\]",
         ),
-        "income = [0, 200000]": ("incme = [0, 200000]", r"preprocess.bounds names 'incme', which is neither"),
+        "income = [0, 200000]": (
+            "incme = [0, 200000]",
+            r"pipeline.toml: preprocess.bounds: names 'incme', which is neither",
+        ),
         "age = [18, 90]": (
             "age = [90, 18]",
             r"preprocess.bounds: age = \[90.0, 18.0\]: a public range is \[LOW, HIGH\]",
