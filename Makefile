@@ -48,10 +48,13 @@ bench-peers: $(STAMP)
 	$(BIN)/python -m pip install -q "torch==2.13.0" "opacus==1.6.0"
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks.opacus_compare
 
-# Regenerate the lock after changing pyproject.toml (needs the package registry).
+# Regenerate the locks after changing pyproject.toml (needs the package registry): the test lock, and
+# the image's (core + kubernetes extra) at the same versions.
 lock: $(STAMP)
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 \
 	  --no-header --annotation-style line -o requirements.lock
+	$(BIN)/uv pip compile pyproject.toml --extra kubernetes -c requirements.lock --python-version 3.11 \
+	  --no-header --annotation-style line -o requirements-image.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .demo .california .bench

