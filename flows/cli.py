@@ -166,7 +166,7 @@ def _train(args, console: Console) -> int:
     from dpstream.flows.flows import train_flow
     from dpstream.flows.interrupt import exit_on_interrupt
     from dpstream.flows.locations import protected_locations, run_locations
-    from dpstream.flows.prefect_api import prefect_api
+    from dpstream.flows.prefect_api import mark_flow_run_crashed, prefect_api
 
     # A bad config, run id or output folder is refused at once, before a log, a server or a cluster starts.
     config = load_config(args.config)
@@ -182,7 +182,8 @@ def _train(args, console: Console) -> int:
     with (
         exit_on_interrupt(
             f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved once a step was "
-            f"released (before that it is given back), and it resumes from its checkpoint with: {resume}"
+            f"released (before that it is given back), and it resumes from its checkpoint with: {resume}",
+            before_exit=mark_flow_run_crashed,
         ),
         prefect_api(args.log_file),
     ):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["exit_on_interrupt", "EXIT_INTERRUPTED", "stop_children"]
@@ -95,11 +95,15 @@ def _orphans_of_our_group() -> list:
 
 
 @contextmanager
-def exit_on_interrupt(message: str) -> Iterator[None]:
-    """Within the block, SIGINT stops the process tree, prints ``dpstream: interrupted; <message>`` and exits 130."""
+def exit_on_interrupt(message: str, before_exit: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Within the block, SIGINT stops the process tree, prints ``dpstream: interrupted; <message>`` and exits
+    130. ``before_exit(message)`` runs first, while the children still live (the train command reports its
+    flow run to the Prefect API there: ``dpstream.flows.prefect_api.mark_flow_run_crashed``)."""
 
     def handle(signum, frame) -> None:  # noqa: ARG001 - the signal module's signature
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+        if before_exit is not None:
+            before_exit(message)
         _no_new_resource_tracker()
         stop_children()
         sys.stderr.write(f"\ndpstream: interrupted; {message}\n")

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["prefect_api"]
+__all__ = ["prefect_api", "mark_flow_run_crashed"]
 
 # Run as `python -c _BOOTSTRAP PARENT_PID -m uvicorn ...`: the child asks the kernel for SIGTERM when its
 # parent dies (PR_SET_PDEATHSIG = 1, kept across exec), checks the parent did not die first, then becomes
@@ -81,6 +81,8 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
     }
     environment.pop("PREFECT_API_URL", None)
     sink = open(log_file, "ab") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    # Its own session: a terminal's Ctrl-C reaches the command's process group but not the server, which
+    # then still takes the interrupted flow run's Crashed state (mark_flow_run_crashed) before it stops.
     server = subprocess.Popen(
         [
             sys.executable,
@@ -106,6 +108,7 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
         stdin=subprocess.DEVNULL,
         stdout=sink,
         stderr=sink,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
@@ -142,3 +145,32 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
             server.wait()
         if sink is not subprocess.DEVNULL:
             sink.close()
+
+
+def mark_flow_run_crashed(message: str, timeout: float = 5.0) -> None:
+    """Report the flow run this process is running as Crashed, with ``message``, to the Prefect API.
+
+    A command stopped by Ctrl-C exits without unwinding (``dpstream.flows.interrupt``), so Prefect's engine
+    never reports the interrupt and the server would show the run RUNNING for ever. Crashed is the state
+    Prefect's engine gives a flow stopped by an interrupt signal. At most ``timeout`` seconds, without
+    retries; an unreachable API is left as it is (the exit must not wait on it)."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    flow_run = getattr(context, "flow_run", None)
+    if flow_run is None:  # interrupted before the flow run began, or after it ended
+        return
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
+    from prefect.states import Crashed
+
+    try:
+        with (
+            temporary_settings({PREFECT_API_REQUEST_TIMEOUT: timeout, PREFECT_CLIENT_MAX_RETRIES: 0}),
+            get_client(sync_client=True) as client,
+        ):
+            client.set_flow_run_state(
+                flow_run.id, Crashed(message=f"interrupted (Ctrl-C): {message}"), force=True
+            )
+    except Exception:  # noqa: BLE001 - any failure to report leaves the server's record as it was
+        pass
