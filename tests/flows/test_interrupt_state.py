@@ -31,7 +31,16 @@ def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_p
     config = Path(write_config(tmp_path / "project", raw, lifetime=2.0))
     config.write_text(config.read_text().replace("batch_size = 500", "batch_size = 8"))  # ~15,000 small steps
     process = subprocess.Popen(
-        [sys.executable, "-m", "dpstream.flows.cli", "train", str(config), "--run-id", "interrupted", "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "dpstream.flows.cli",
+            "train",
+            str(config),
+            "--run-id",
+            "interrupted",
+            "--quiet",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -49,4 +58,7 @@ def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_p
     (run,) = flow_runs(cli_prefect_api, "interrupted")
     assert run["state_type"] == "CRASHED", run["state"]
     message = run["state"]["message"]
-    assert message.startswith("interrupted (Ctrl-C): run interrupted stopped") and "--run-id interrupted" in message
+    assert (
+        message.startswith("interrupted (Ctrl-C): run interrupted stopped")
+        and "--run-id interrupted" in message
+    )
