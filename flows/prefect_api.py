@@ -152,25 +152,39 @@ def mark_flow_run_crashed(message: str, timeout: float = 5.0) -> None:
 
     A command stopped by Ctrl-C exits without unwinding (``dpstream.flows.interrupt``), so Prefect's engine
     never reports the interrupt and the server would show the run RUNNING for ever. Crashed is the state
-    Prefect's engine gives a flow stopped by an interrupt signal. At most ``timeout`` seconds, without
-    retries; an unreachable API is left as it is (the exit must not wait on it)."""
+    Prefect's engine gives a flow stopped by an interrupt signal. Called from the SIGINT handler: the
+    report runs in a thread of its own with a client of its own (the engine's client may be mid-request,
+    holding its connection pool's lock, in the very frame the signal interrupted) and is waited for at
+    most ``timeout`` seconds; an API that does not answer by then is left as it is."""
+    import threading
+
     from prefect.context import FlowRunContext
 
     context = FlowRunContext.get()
     flow_run = getattr(context, "flow_run", None)
     if flow_run is None:  # interrupted before the flow run began, or after it ended
         return
-    from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_REQUEST_TIMEOUT, PREFECT_CLIENT_MAX_RETRIES, temporary_settings
-    from prefect.states import Crashed
 
-    try:
-        with (
-            temporary_settings({PREFECT_API_REQUEST_TIMEOUT: timeout, PREFECT_CLIENT_MAX_RETRIES: 0}),
-            get_client(sync_client=True) as client,
-        ):
-            client.set_flow_run_state(
-                flow_run.id, Crashed(message=f"interrupted (Ctrl-C): {message}"), force=True
-            )
-    except Exception:  # noqa: BLE001 - any failure to report leaves the server's record as it was
-        pass
+    def report() -> None:
+        from prefect.client.orchestration import get_client
+        from prefect.settings import (
+            PREFECT_API_REQUEST_TIMEOUT,
+            PREFECT_CLIENT_MAX_RETRIES,
+            temporary_settings,
+        )
+        from prefect.states import Crashed
+
+        try:
+            with (
+                temporary_settings({PREFECT_API_REQUEST_TIMEOUT: timeout, PREFECT_CLIENT_MAX_RETRIES: 0}),
+                get_client(sync_client=True) as client,
+            ):
+                client.set_flow_run_state(
+                    flow_run.id, Crashed(message=f"interrupted (Ctrl-C): {message}"), force=True
+                )
+        except Exception:  # noqa: BLE001 - any failure to report leaves the server's record as it was
+            pass
+
+    reporter = threading.Thread(target=report, name="dpstream-report-interrupt", daemon=True)
+    reporter.start()
+    reporter.join(timeout)

@@ -61,6 +61,7 @@ containers+=("dpstream-check-scheduler-$suffix" "dpstream-check-worker-$suffix")
 
 step "dpstream train against tcp://127.0.0.1:$PORT"
 sed -i "s|^n_workers = 2$|address = \"tcp://127.0.0.1:$PORT\"\nworker_timeout = 120|" "$config"
+grep -qx "address = \"tcp://127.0.0.1:$PORT\"" "$config" # else the train would start a LocalCluster of its own
 run dpstream train "$config" --quiet --output "$shared/published"
 test -s "$shared/published/model.json"
 "$BUILDER" logs "dpstream-check-worker-$suffix" 2>&1 | grep -q "Registered to" # the worker did join

@@ -31,11 +31,13 @@ __all__ = [
 ]
 
 RUNTIME_UID = 10001  # the image's user (infra/docker/Dockerfile: useradd --uid 10001)
+NAMESPACE = "dpstream"  # infra/k8s's namespace, where the service account below exists
 WORKER_SERVICE_ACCOUNT = "dpstream-worker"  # infra/k8s/serviceaccounts.yaml
+_IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 # make_cluster_spec's arguments and the dask config keys KubeCluster reads for those left out
-# (dask_kubernetes/kubernetes.yaml); KubeCluster's other arguments (namespace, shutdown_on_close,
-# resource_timeout, ...) concern the client side and pass through unchanged.
+# (dask_kubernetes/kubernetes.yaml). ``jupyter`` has none: KubeCluster's own default (False) always
+# overrides its config key.
 _SPEC_CONFIG_KEYS = {
     "name": "kubernetes.name",
     "image": "kubernetes.image",
@@ -45,7 +47,6 @@ _SPEC_CONFIG_KEYS = {
     "worker_command": "kubernetes.worker-command",
     "scheduler_service_type": "kubernetes.scheduler-service-type",
     "idle_timeout": "kubernetes.idle-timeout",
-    "jupyter": "kubernetes.scheduler-jupyter",
 }
 
 
@@ -57,15 +58,16 @@ def _mapping(parent: dict, key: str) -> dict:
 
 
 def restricted_pod_spec(
-    pod_spec: Mapping[str, Any], *, service_account: str = WORKER_SERVICE_ACCOUNT
+    pod_spec: Mapping[str, Any], *, service_account: str | None = WORKER_SERVICE_ACCOUNT
 ) -> dict[str, Any]:
     """A copy of ``pod_spec`` that passes Pod Security ``restricted``: the pod runs as non-root user
     ``RUNTIME_UID`` with the RuntimeDefault seccomp profile, and every container without privilege
-    escalation and with all capabilities dropped. It runs as ``service_account`` with no API token
-    mounted. Settings the spec already makes are kept (a spec that asks for more is refused by the
-    namespace, not silently weakened here)."""
+    escalation and with all capabilities dropped. It runs as ``service_account`` (None: the
+    namespace's default) with no API token mounted. Settings the spec already makes are kept (a spec
+    that asks for more is refused by the namespace, not silently weakened here)."""
     spec = copy.deepcopy(dict(pod_spec))
-    spec.setdefault("serviceAccountName", service_account)
+    if service_account is not None:
+        spec.setdefault("serviceAccountName", service_account)
     spec.setdefault("automountServiceAccountToken", False)
     pod_context = _mapping(spec, "securityContext")
     pod_context.setdefault("runAsNonRoot", True)
@@ -81,49 +83,65 @@ def restricted_pod_spec(
     return spec
 
 
-def restricted_cluster_spec(cluster: Mapping[str, Any]) -> dict[str, Any]:
+def restricted_cluster_spec(
+    cluster: Mapping[str, Any], *, service_account: str | None = WORKER_SERVICE_ACCOUNT
+) -> dict[str, Any]:
     """A copy of a DaskCluster resource whose scheduler and worker pods pass ``restricted_pod_spec``."""
     cluster = copy.deepcopy(dict(cluster))
     for role in ("scheduler", "worker"):
         component = cluster["spec"][role]
-        component["spec"] = restricted_pod_spec(component["spec"])
+        component["spec"] = restricted_pod_spec(component["spec"], service_account=service_account)
     return cluster
+
+
+def _target_namespace(kwargs: Mapping[str, Any]) -> str | None:
+    """The namespace KubeCluster will create the cluster in: its argument, the dask config, or (left
+    out) the namespace of the pod this runs in; None where none of these says (e.g. a laptop's
+    kubeconfig, whose current namespace KubeCluster asks the API for)."""
+    import dask.config
+
+    namespace = dask.config.get("kubernetes.namespace", override_with=kwargs.get("namespace"))
+    if namespace is None and os.path.exists(_IN_CLUSTER_NAMESPACE):
+        with open(_IN_CLUSTER_NAMESPACE) as namespace_file:
+            namespace = namespace_file.read().strip()
+    return namespace
 
 
 def kube_cluster_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``KubeCluster`` keyword arguments whose cluster passes ``restricted``.
 
-    make_cluster_spec's arguments (``name``, ``image``, ``n_workers``, ``resources``, ``env``,
-    ``worker_command``, ``scheduler_service_type``, ``idle_timeout``, ``jupyter``), with KubeCluster's
-    defaults from the dask config for those left out, become a hardened ``custom_cluster_spec``; a
-    ``custom_cluster_spec`` given (a dict or a YAML file's path) is hardened instead. The other
-    arguments pass through."""
+    The DaskCluster KubeCluster would create (``make_cluster_spec`` of its arguments, with its
+    defaults from the dask config for those left out; or a ``custom_cluster_spec`` given as an argument
+    or in the dask config, a dict or a YAML file's path) is rendered, hardened and passed as
+    ``custom_cluster_spec``; every argument given still passes through (KubeCluster keeps ``image``,
+    ``env``, ... for ``add_worker_group`` and ``jupyter`` for its link). The pods run as the
+    ``dpstream-worker`` account in the ``dpstream`` namespace, elsewhere as the namespace's default."""
     import dask.config
     import yaml
     from dask_kubernetes.operator import make_cluster_spec
 
     passed = dict(kwargs)
-    custom = passed.pop("custom_cluster_spec", None)
-    spec_kwargs = {key: passed.pop(key) for key in list(passed) if key in _SPEC_CONFIG_KEYS}
+    in_dpstream = _target_namespace(passed) == NAMESPACE
+    account = WORKER_SERVICE_ACCOUNT if in_dpstream else None
+    custom = dask.config.get(
+        "kubernetes.custom-cluster-spec", override_with=passed.get("custom_cluster_spec")
+    )
     if custom is not None:
-        if spec_kwargs:
-            raise ValueError(
-                f"cluster.kwargs: {sorted(spec_kwargs)} and custom_cluster_spec both describe the pods; "
-                "put them in the spec or leave custom_cluster_spec out"
-            )
         if isinstance(custom, str):
             with open(custom) as spec_file:
                 custom = yaml.safe_load(spec_file)
-        return {**passed, "custom_cluster_spec": restricted_cluster_spec(custom)}
+        return {**passed, "custom_cluster_spec": restricted_cluster_spec(custom, service_account=account)}
     values = {
-        key: dask.config.get(config_key, override_with=spec_kwargs.get(key))
+        key: dask.config.get(config_key, override_with=passed.get(key))
         for key, config_key in _SPEC_CONFIG_KEYS.items()
     }
+    values["jupyter"] = passed.get("jupyter", False)
     # As KubeCluster names a cluster it generates: "dask-{user}-{uuid}" by default.
     values["name"] = values["name"].format(user=getpass.getuser(), uuid=str(uuid.uuid4())[:10], **os.environ)
     if isinstance(values["worker_command"], str):
         values["worker_command"] = values["worker_command"].split(" ")
-    return {**passed, "custom_cluster_spec": restricted_cluster_spec(make_cluster_spec(**values))}
+    spec = restricted_cluster_spec(make_cluster_spec(**values), service_account=account)
+    return {**passed, "custom_cluster_spec": spec}
 
 
 def is_kube_cluster(cluster_class: type) -> bool:

@@ -60,6 +60,8 @@ def restricted_violations(pod: Mapping[str, Any]) -> list[str]:
             failed.append(f"{name}: seccompProfile Unconfined")
         if context.get("runAsUser") == 0:
             failed.append(f"{name}: runAsUser=0")
+    if pod_context.get("runAsNonRoot") is False:  # refused even where every container sets true
+        failed.append("pod: runAsNonRoot is false")
     for key in ("hostNetwork", "hostPID", "hostIPC"):
         if pod.get(key):
             failed.append(f"pod: {key}")
@@ -137,7 +139,8 @@ class Network:
         found = []
         for policy in self.policies:
             spec = policy["spec"]
-            types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if "egress" in spec else []))
+            # Left out, policyTypes is Ingress, plus Egress when the policy has egress rules.
+            types = spec.get("policyTypes") or (["Ingress"] + (["Egress"] if spec.get("egress") else []))
             if (
                 policy["metadata"]["namespace"] == pod.namespace
                 and direction in types

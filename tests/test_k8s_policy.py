@@ -11,10 +11,12 @@ import asyncio
 import copy
 import json
 import re
+import tempfile
 import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -53,10 +55,16 @@ def readme_kube_kwargs() -> list[dict[str, Any]]:
     return [cluster["kwargs"] for cluster in found]
 
 
-def kube_cluster_pods(kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from dpstream.pipelines.kube import kube_cluster_kwargs
+def kube_cluster_pods(kwargs: dict[str, Any], pod_namespace: str = "dpstream") -> dict[str, dict[str, Any]]:
+    """The pods of the KubeCluster these arguments make, rendered in a flow pod of ``pod_namespace``
+    (KubeCluster left without a namespace takes the pod's, from its service account's mount)."""
+    from dpstream.pipelines import kube
 
-    return operator_pods(kube_cluster_kwargs(kwargs)["custom_cluster_spec"])
+    with tempfile.TemporaryDirectory() as folder:
+        mounted = Path(folder) / "namespace"
+        mounted.write_text(pod_namespace)
+        with mock.patch.object(kube, "_IN_CLUSTER_NAMESPACE", str(mounted)):
+            return operator_pods(kube.kube_cluster_kwargs(kwargs)["custom_cluster_spec"])
 
 
 def daskcluster_pods() -> dict[str, dict[str, Any]]:
@@ -140,6 +148,11 @@ def test_the_checker_refuses_the_pods_the_namespace_refused():
         "sysctl": lambda pod: pod["securityContext"].update(
             sysctls=[{"name": "kernel.msgmax", "value": "1"}]
         ),
+        "pod: runAsNonRoot is false": lambda pod: [  # refused even with every container's true
+            pod["securityContext"].update(runAsNonRoot=False),
+            *(container["securityContext"].update(runAsNonRoot=True) for container in pod["containers"]),
+        ],
+        "['nfs']": lambda pod: pod.update(volumes=[{"name": "data", "nfs": {"server": "nas", "path": "/"}}]),
     }
     for control, breaking in breaks.items():
         pod = copy.deepcopy(good)
@@ -253,7 +266,7 @@ def endpoints() -> dict[str, Endpoint]:
 
 # (source, destination, port[, protocol]): what the design needs, then what it must not allow.
 REQUIRED = [
-    ("flow", "scheduler", 8786), ("flow", "scheduler", 8787), ("flow", "worker", 41234),
+    ("flow", "scheduler", 8786), ("flow", "scheduler", 8787),
     ("flow", "kube scheduler", 8786), ("worker", "scheduler", 8786), ("worker", "worker", 41234),
     ("scheduler", "worker", 41234), ("kube worker", "kube scheduler", 8786), ("kube scheduler", "kube worker", 41234),
     ("dask operator", "scheduler", 8786), ("dask operator", "kube scheduler", 8787),
@@ -269,7 +282,9 @@ FORBIDDEN = [
     ("other namespace", "scheduler", 8786), ("other namespace", "worker", 41234), ("other namespace", "flow", 8080),
     ("internet", "scheduler", 8786), ("internet", "flow", 8080), ("dask operator", "worker", 41234),
     ("prefect worker", "scheduler", 8786), ("prefect worker", "object store", 80), ("flow", "other namespace", 80),
-    ("flow", "prefect server", 4201), ("worker", "internet", 80),
+    ("flow", "prefect server", 4201), ("worker", "internet", 80), ("flow", "worker", 41234),
+    ("worker", "kubernetes api", 443), ("kube worker", "kubernetes api", 443), ("flow", "other namespace", 443),
+    ("worker", "internet", 53, "UDP"), ("flow", "scheduler", 9999),
 ]  # fmt: skip
 
 
@@ -296,6 +311,7 @@ def test_the_network_policies_allow_exactly_the_connections_the_design_makes():
 
 
 def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
+    import dask.config
     from dask_kubernetes.operator import KubeCluster
 
     from dpstream.pipelines import cluster as cluster_module
@@ -322,14 +338,20 @@ def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
     ):
         pass
     (passed,) = received
-    assert set(passed) == {"namespace", "custom_cluster_spec"} and passed["namespace"] == "dpstream"
+    assert passed == {**kwargs, "namespace": "dpstream", "custom_cluster_spec": passed["custom_cluster_spec"]}
     spec = passed["custom_cluster_spec"]
-    assert (
-        spec["metadata"]["name"] == kwargs["name"]
-        and spec["spec"]["worker"]["replicas"] == kwargs["n_workers"]
-    )
+    assert re.fullmatch(r"dpstream-run-[0-9a-f-]{10}", spec["metadata"]["name"])  # a name per run: "{uuid}"
+    assert spec["spec"]["worker"]["replicas"] == kwargs["n_workers"]
     for role in ("scheduler", "worker"):
         pod = spec["spec"][role]["spec"]
         assert restricted_violations(pod) == [] and pod["containers"][0]["image"] == kwargs["image"]
-    with pytest.raises(ValueError, match="custom_cluster_spec both describe the pods"):
-        kube_cluster_kwargs({"image": IMAGE, "custom_cluster_spec": spec})
+        assert pod["serviceAccountName"] == "dpstream-worker" and pod["automountServiceAccountToken"] is False
+    # Outside infra/k8s's namespace the account does not exist: the namespace's default, still without a token.
+    elsewhere = kube_cluster_kwargs({**kwargs, "namespace": "analytics"})["custom_cluster_spec"]
+    worker = elsewhere["spec"]["worker"]["spec"]
+    assert "serviceAccountName" not in worker and worker["automountServiceAccountToken"] is False
+    assert restricted_violations(worker) == []
+    # A custom spec, given or in the dask config, is hardened rather than replaced.
+    with dask.config.set({"kubernetes.custom-cluster-spec": spec | {"metadata": {"name": "mine"}}}):
+        hardened = kube_cluster_kwargs({"namespace": "dpstream"})["custom_cluster_spec"]
+    assert hardened["metadata"]["name"] == "mine"

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -245,6 +246,14 @@ every_steps = 50
     ours = [line for line in stderr.strip().splitlines() if line.startswith("dpstream:")]
     assert ours and expected.match(ours[-1]), stderr[-2000:]
     assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "reserved"}
+    # Its temporary Prefect server (in a session of its own, so the Ctrl-C did not reach it) took the flow
+    # run's Crashed state before it stopped: the run is not left RUNNING in the database it shares.
+    database = Path(os.environ["PREFECT_HOME"]) / "prefect.db"
+    with sqlite3.connect(database) as db:
+        states = db.execute(
+            "SELECT state_type FROM flow_run WHERE json_extract(parameters, '$.run_id') = 'ctrl-c'"
+        ).fetchall()
+    assert states == [("CRASHED",)]
     resumed = dpstream("train", config, "--run-id", "ctrl-c", "--quiet")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "committed"}
