@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["prefect_api", "mark_flow_run_crashed"]
+
+STARTUP_ATTEMPTS = 3
 
 # Run as `python -c _BOOTSTRAP PARENT_PID -m uvicorn ...`: the child asks the kernel for SIGTERM when its
 # parent dies (PR_SET_PDEATHSIG = 1, kept across exec), checks the parent did not die first, then becomes
@@ -61,8 +64,6 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
     if configured:
         yield configured
         return
-    import httpx
-    import prefect
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
@@ -70,8 +71,6 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
         temporary_settings,
     )
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
     environment = {
         **os.environ,
         **get_current_settings().to_environment_variables(exclude_unset=True),
@@ -81,6 +80,48 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
     }
     environment.pop("PREFECT_API_URL", None)
     sink = open(log_file, "ab") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    startup_timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    # Servers starting at once on one database race to register Prefect's block schemas, and the loser
+    # exits ("UNIQUE constraint failed: block_schema.checksum"): measured with 4 commands started together.
+    # The winner has registered them by then, so a new server on a new port starts.
+    for attempt in range(1, STARTUP_ATTEMPTS + 1):
+        server, url = _start_server(environment, sink)
+        if _healthy(server, url, time.monotonic() + startup_timeout):
+            break
+        if server.poll() is None:
+            _stop(server)
+            if sink is not subprocess.DEVNULL:
+                sink.close()
+            raise RuntimeError(
+                f"the temporary Prefect API server did not answer within {startup_timeout:g} s; raise "
+                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or set PREFECT_API_URL"
+            )
+        if attempt == STARTUP_ATTEMPTS:
+            if sink is not subprocess.DEVNULL:
+                sink.close()
+            raise RuntimeError(
+                f"the temporary Prefect API server exited with code {server.returncode} while starting "
+                f"({STARTUP_ATTEMPTS} tries); its output is in the log file. Set PREFECT_API_URL to use a "
+                "running server"
+            )
+        time.sleep(random.uniform(0.5, 2.0))
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            try:
+                yield url
+            finally:
+                _drain_prefect_workers()
+    finally:
+        _stop(server)
+        if sink is not subprocess.DEVNULL:
+            sink.close()
+
+
+def _start_server(environment: dict[str, str], sink) -> tuple[subprocess.Popen, str]:
+    """Prefect's API server (uvicorn) on a free loopback port, as a child the kernel stops with us."""
+    import prefect
+
+    port = _free_port()
     # Its own session: a terminal's Ctrl-C reaches the command's process group but not the server, which
     # then still takes the interrupted flow run's Crashed state (mark_flow_run_crashed) before it stops.
     server = subprocess.Popen(
@@ -110,41 +151,32 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
         stderr=sink,
         start_new_session=True,
     )
-    try:
-        deadline = time.monotonic() + float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-        with httpx.Client() as client:
-            while True:
-                if server.poll() is not None:
-                    raise RuntimeError(
-                        f"the temporary Prefect API server exited with code {server.returncode} while starting; "
-                        "its output is in the log file. Set PREFECT_API_URL to use a running server"
-                    )
-                try:
-                    if client.get(f"{url}/health", timeout=2.0).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the temporary Prefect API server did not answer within "
-                        f"{PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()} s; raise "
-                        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or set PREFECT_API_URL"
-                    )
-                time.sleep(0.1)
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+    return server, f"http://127.0.0.1:{port}/api"
+
+
+def _healthy(server: subprocess.Popen, url: str, deadline: float) -> bool:
+    """Whether the server answers its health check before ``deadline``; False once it has exited or
+    the deadline passed."""
+    import httpx
+
+    with httpx.Client() as client:
+        while server.poll() is None and time.monotonic() < deadline:
             try:
-                yield url
-            finally:
-                _drain_prefect_workers()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        if sink is not subprocess.DEVNULL:
-            sink.close()
+                if client.get(f"{url}/health", timeout=2.0).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+    return False
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    try:
+        server.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def mark_flow_run_crashed(message: str, timeout: float = 5.0) -> None:
