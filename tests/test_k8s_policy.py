@@ -94,7 +94,7 @@ def flow_job(template: dict[str, Any] | None = None) -> dict[str, Any]:
     template = template or json.loads(TEMPLATE.read_text())
     variables = deployment("nightly-train-kubernetes")["work_pool"]["job_variables"]
     values = {
-        k: v.replace("{{ $DPSTREAM_IMAGE }}", IMAGE) if isinstance(v, str) else v
+        k: v.replace("{{ $DPSTREAM_IMAGE }}:{{ $DPSTREAM_TAG }}", IMAGE) if isinstance(v, str) else v
         for k, v in variables.items()
     }
     configuration = asyncio.run(
@@ -106,10 +106,11 @@ def flow_job(template: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def prefect_worker_pod() -> dict[str, Any]:
     """The Prefect worker's pod as the chart builds it from infra/helm's values (helm is not installed
-    here: the chart copies worker.podSecurityContext, worker.containerSecurityContext and worker.podLabels)."""
+    here: the chart copies worker.podSecurityContext and worker.containerSecurityContext, and labels the pod
+    with its name, app.kubernetes.io/name: prefect-worker)."""
     worker = documents(INFRA / "helm" / "prefect-worker.values.yaml")[0]["worker"]
     return {
-        "metadata": {"labels": worker["podLabels"]},
+        "metadata": {"labels": {"app.kubernetes.io/name": "prefect-worker"}},
         "spec": {
             "securityContext": worker["podSecurityContext"],
             "containers": [{"name": "prefect-worker", "securityContext": worker["containerSecurityContext"]}],

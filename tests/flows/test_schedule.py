@@ -165,7 +165,18 @@ def test_the_shipped_deployments_are_nightly_on_process_docker_and_kubernetes_po
     assert variables["service_account_name"] == "dpstream-flow" and variables["namespace"] == "dpstream"
     for name in ("nightly-train-docker", "nightly-train-kubernetes"):
         (step,) = deployments[name]["build"]
-        assert (ROOT / step["prefect_docker.deployments.steps.build_docker_image"]["dockerfile"]).exists()
+        build = step["prefect_docker.deployments.steps.build_docker_image"]
+        assert (ROOT / build["dockerfile"]).exists()
+        (push,) = deployments[name]["push"]
+        pushed = push["prefect_docker.deployments.steps.push_docker_image"]
+        # What is built is what is pushed is what the job runs: repository and tag, never a tag twice.
+        image = f"{build['image_name']}:{build['tag']}"
+        assert (
+            image
+            == f"{pushed['image_name']}:{pushed['tag']}"
+            == deployments[name]["work_pool"]["job_variables"]["image"]
+        )
+        assert ":" not in build["image_name"].replace("{{ $DPSTREAM_IMAGE }}", "")
         assert (
             deployments[name]["pull"][0]["prefect.deployments.steps.set_working_directory"]["directory"]
             == "/app"
@@ -205,7 +216,12 @@ def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
         )
     run_logged(
         [BIN / "prefect", "--no-prompt", "deploy", "--prefect-file", every_minute, "--all"],
-        {**env, "DPSTREAM_CONFIG": str(deployed_config), "DPSTREAM_IMAGE": "registry.example/dpstream:test"},
+        {
+            **env,
+            "DPSTREAM_CONFIG": str(deployed_config),
+            "DPSTREAM_IMAGE": "registry.example/dpstream",
+            "DPSTREAM_TAG": "test",
+        },
         ROOT,
         logs / "deploy.log",
     )
