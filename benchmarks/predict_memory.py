@@ -72,14 +72,17 @@ def main() -> None:
         os.makedirs(f"{work}/lake")
         write_lake(f"{work}/lake", rows_per_file)
         total_rows = rows_per_file * FILES
-        model = ModelDocument.from_dict(
-            {
-                "format": "dpstream-model/1",
-                "model": {"kind": "linear"},
-                "features": FEATURES,
-                "label": "y",
-                "params": list(np.linspace(-1, 1, len(FEATURES))),
-            }
+        # A model built in memory (not read from a model.json, whose privacy report a run writes): scoring
+        # uses its kind, features and parameters only.
+        model = ModelDocument(
+            kind="linear",
+            settings={},
+            features=tuple(FEATURES),
+            label="y",
+            params=np.linspace(-1, 1, len(FEATURES)),
+            preprocessing=None,
+            privacy={},
+            run_id="bench-predict",
         )
         cluster = LocalCluster(
             n_workers=2,
