@@ -145,20 +145,39 @@ def score_file(
         _check_columns(schema, source, raw, list(keep), numeric, on_read is not None)
         check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
+        # One feature buffer for the file's batches, filled column by column: a fresh np.column_stack per
+        # batch cost 4.6 ms of 23 per 65,536 rows in page faults (issue 34 profile). Row-major, as before,
+        # so the model's matrix product (and its last bit) is unchanged.
+        buffer = np.empty((batch_rows, len(features)), dtype=np.float64)
         for batch in live_batches(reader, listed, wanted, batch_rows):
             inputs = batch
             if on_read is not None:
                 inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)
-            X = np.column_stack([inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
+            X = (
+                buffer[: batch.num_rows]
+                if batch.num_rows <= batch_rows
+                else np.empty((batch.num_rows, len(features)))
+            )
+            for column, name in enumerate(features):
+                X[:, column] = inputs.column(name).to_numpy(zero_copy_only=False)
             if not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"
                 )
-            scored = model.predict(X.astype(np.float64, copy=False))
+            scored = model.predict(X)
             table = pa.table({**{name: units(name, batch.column(name)) for name in keep}, **scored})
             if writer is None:
-                writer = pq.ParquetWriter(sink, table.schema, compression="snappy")
+                # Dictionary pages only for kept text columns (labels, segments): predictions and ids are
+                # nearly all distinct, and encoding them as dictionaries first cost 6.8 ms of 23 per batch.
+                textual = [
+                    f.name
+                    for f in table.schema
+                    if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+                ]
+                writer = pq.ParquetWriter(
+                    sink, table.schema, compression="snappy", use_dictionary=textual or False
+                )
             writer.write_table(table)
             rows += batch.num_rows
         if writer is None:  # an empty file still gets its (empty) output
