@@ -26,20 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import markdown_table
+from benchmarks.real_datasets import DIAMONDS_RANGES
 
 NUMERIC = ("carat", "depth", "table", "x", "y", "z")
 CATEGORIES = ("cut", "color", "clarity")
 LABEL = "price"
-# ggplot2 ?diamonds: the documented ranges (benchmarks.real_datasets.diamonds uses the same).
-BOUNDS = {
-    "carat": (0.2, 5.01),
-    "depth": (43.0, 79.0),
-    "table": (43.0, 95.0),
-    "x": (0.0, 10.74),
-    "y": (0.0, 58.9),
-    "z": (0.0, 31.8),
-    "price": (326.0, 18_823.0),
-}
+BOUNDS = DIAMONDS_RANGES  # ggplot2 ?diamonds' documented ranges (benchmarks.real_datasets)
 # The public grades of each category (ggplot2 ?diamonds).
 LEVELS = {
     "cut": ("Fair", "Good", "Very Good", "Premium", "Ideal"),

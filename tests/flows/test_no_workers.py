@@ -4,19 +4,13 @@ lake's ledger holds no charge for it (nothing was released)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 
+from tests.flows.test_schedule import free_port
 from tests.flows.test_single_pass_cli import dpstream, ledger_runs, one_line, write_config
 from tests.pipelines.conftest import local_put, write_lake
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_train_against_a_scheduler_without_workers_stops_with_one_line(tmp_path):
