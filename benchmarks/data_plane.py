@@ -138,9 +138,16 @@ def _copy_seconds(client, source: str) -> float:
 
 
 def shuffle_rounds(rounds: int = 5) -> None:
-    """Copy and shuffle_once interleaved ``rounds`` times on the same workers: the ratio's median, since
-    the copy alone swings 2× between runs on this machine (``python -m benchmarks.data_plane --shuffle 5``)."""
+    """Copy and shuffle interleaved ``rounds`` times on the same workers: the ratio's median, since the
+    copy alone swings 2× between runs on this machine (``python -m benchmarks.data_plane --shuffle 5``).
+
+    Each round validates the lake cold (every file read: its content identity and values), then runs
+    what ``dpstream shuffle`` runs after ``dpstream validate``: validation again, served by the
+    validation cache for the unchanged files (``dpstream.pipelines.validation_cache``: one stat per
+    file), and ``shuffle_once`` with its summary."""
     import shutil
+
+    from dpstream.pipelines.validation_cache import validation_cache
 
     source = write_source()
     spec = LakeSpec(source, SPEC_COLUMNS, "y")
@@ -152,8 +159,10 @@ def shuffle_rounds(rounds: int = 5) -> None:
             target = os.path.join(ROOT, f"shuffle-round-{round_index}")
             shutil.rmtree(target, ignore_errors=True)
             start = time.perf_counter()
-            summary = validate_lake(spec, client=client)  # what shuffle_once runs first when not given one
+            validate_lake(spec, client=client, cache=validation_cache(target, spec, None))
             validation_seconds = time.perf_counter() - start
+            start = time.perf_counter()
+            summary = validate_lake(spec, client=client, cache=validation_cache(target, spec, None))
             shuffle_once(spec, target, rows_per_file=ROWS, client=client, summary=summary)
             shuffle_seconds = time.perf_counter() - start
             shutil.rmtree(target, ignore_errors=True)
@@ -161,10 +170,10 @@ def shuffle_rounds(rounds: int = 5) -> None:
                 [
                     str(round_index + 1),
                     f"{copy_seconds:.1f}",
-                    f"{shuffle_seconds:.1f}",
                     f"{validation_seconds:.1f}",
+                    f"{shuffle_seconds:.1f}",
+                    (validation_seconds + shuffle_seconds) / copy_seconds,
                     shuffle_seconds / copy_seconds,
-                    (shuffle_seconds - validation_seconds) / copy_seconds,
                 ]
             )
     finally:
@@ -174,16 +183,18 @@ def shuffle_rounds(rounds: int = 5) -> None:
             [
                 "round",
                 "copy s",
-                "shuffle_once s",
-                "of which validation s",
-                "ratio",
-                "ratio without validation",
+                "validation, cold s",
+                "shuffle after validation s",
+                "ratio, cold validation + shuffle",
+                "ratio, shuffle after `validate`",
             ],
             [[*row[:4], f"{row[4]:.2f}", f"{row[5]:.2f}"] for row in rows],
         )
     )
-    median, without = (float(np.median([row[k] for row in rows])) for k in (4, 5))
-    print(f"\nmedian shuffle / copy: {median:.2f} (target ≤ 3); without validation: {without:.2f}")
+    cold, warm = (float(np.median([row[k] for row in rows])) for k in (4, 5))
+    print(
+        f"\nmedian shuffle / copy after `dpstream validate`: {warm:.2f} (target ≤ 2.5); with a cold validation: {cold:.2f}"
+    )
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
     from dpstream.pipelines import validate_lake
     from dpstream.pipelines.shuffle import read_manifest
     from dpstream.pipelines.sources import pinned_spec
+    from dpstream.pipelines.validation_cache import validation_cache
     from dpstream.privacy import Ledger
 
     spec = config.lake_spec()
@@ -51,6 +52,9 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
         labels=config.label_contract,
         client=client,
         worker_timeout=config.cluster.worker_timeout,
+        cache=validation_cache(
+            config.lake.shuffled_url, spec, config.label_contract, config.lake.storage_options
+        ),
     )
     # A lake's ledger unit is fixed by its first run: refuse another before anything is shuffled.
     Ledger(config.budget.ledger_url).check_unit(summary.fingerprint, config.privacy_unit().ledger_unit)

@@ -281,6 +281,12 @@ def convert_rows(
     )
     keep = np.ones(table.num_rows, dtype=bool)
     numeric: dict[str, np.ndarray] = {}
+    # Features stored in float32 (or narrower) are prepared in float32: the mapped value is within one
+    # float32 rounding of the exact one, as the stored value itself was, and the prepared lake (shuffle
+    # pieces, parts, every decode of training) is half the bytes (issue 34). Wider sources stay float64.
+    feature_dtype = (
+        np.float32 if all(_fits_float32(table.column(name).type) for name in spec.columns) else np.float64
+    )
     if spec.on_read:
         _refuse_missing(table, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of)
     if spec.label_classes and with_label:
@@ -346,7 +352,9 @@ def convert_rows(
             low, high = spec.bounds[column]
             target_low, target_high = spec.scale_range
             array = target_low + (target_high - target_low) * (np.clip(array, low, high) - low) / (high - low)
-        numeric[column] = array
+        # Each feature in its stored width at once: a whole file's float64 copies would otherwise be
+        # held together (a 1,000,000-row file of 16 float32 features: 128 MB beside its 64).
+        numeric[column] = array if column == spec.label else array.astype(feature_dtype, copy=False)
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():
         values = table.column(column)
@@ -374,13 +382,14 @@ def convert_rows(
             ),
         )
         for index, value in enumerate(categories):
-            onehot[f"{column}={value}"] = (codes == index).astype(np.float64)
-    columns = {name: numeric[name][keep] for name in spec.columns}
-    columns.update({name: array[keep] for name, array in onehot.items()})
+            onehot[f"{column}={value}"] = (codes == index).astype(feature_dtype)
+    every_row = bool(keep.all())
+    columns = {name: numeric[name] if every_row else numeric[name][keep] for name in spec.columns}
+    columns.update({name: array if every_row else array[keep] for name, array in onehot.items()})
     if spec.intercept:
-        columns[INTERCEPT_COLUMN] = np.ones(int(keep.sum()))
+        columns[INTERCEPT_COLUMN] = np.ones(int(keep.sum()), dtype=feature_dtype)
     if with_label:
-        columns[spec.label] = numeric[spec.label][keep]
+        columns[spec.label] = numeric[spec.label] if every_row else numeric[spec.label][keep]
     table_out = pa.table(columns)
     if spec.label_classes and with_label:
         table_out = table_out.set_column(
@@ -391,6 +400,14 @@ def convert_rows(
     for column in spec.passthrough:
         table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
     return table_out
+
+
+def _fits_float32(column_type: pa.DataType) -> bool:
+    """Whether every value of a column of this type is a float32 (floats of at most 32 bits, integers of
+    at most 16)."""
+    if pa.types.is_floating(column_type):
+        return column_type.bit_width <= 32
+    return pa.types.is_integer(column_type) and column_type.bit_width <= 16
 
 
 def _drop_or_refuse(known: np.ndarray, keep: np.ndarray, spec: ConvertSpec, message: Any) -> None:

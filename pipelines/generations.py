@@ -6,7 +6,8 @@ Layout under ``lake.shuffled_url``::
     _generations/000002.json      ... each created exclusively; the highest number is the current one
     _g-<stamp>-<hex>/part-NNNNN.parquet   one generation's parts, never modified once committed
     _g-<stamp>-<hex>/_started.json        written first: when and by whom the shuffle started
-    _g-<stamp>-<hex>/_scratch/...         the shuffle's scatter pieces, removed before its commit
+    _g-<stamp>-<hex>/_scratch/...         the shuffle's scatter pieces, removed as each part is written
+    _validated/<key>.json                 validation's per-file checks (dpstream.pipelines.validation_cache)
 
 A shuffle writes a new generation folder of its own and commits it by creating the next numbered
 record with an exclusive create (``O_EXCL`` hard link on a local disk, a conditional PUT with
@@ -32,9 +33,10 @@ from typing import Any
 
 from dpstream.pipelines.lake import LakeError
 from dpstream.pipelines.manifest import GENERATION_NAME, PART_NAME, Manifest
+from dpstream.pipelines.validation_cache import CACHE_FOLDER
 from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
 
-__all__ = ["GenerationStore", "COMMITS", "LEGACY_NAMES", "STALE_SECONDS"]
+__all__ = ["GenerationStore", "holds_only_shuffles", "COMMITS", "LEGACY_NAMES", "STALE_SECONDS"]
 
 COMMITS = "_generations"
 STARTED = "_started.json"
@@ -46,11 +48,20 @@ STALE_SECONDS = 24 * 3600  # an uncommitted generation older than this is an int
 
 
 def _is_ours(name: str) -> bool:
-    return name == COMMITS or bool(GENERATION_NAME.match(name))
+    return name in (COMMITS, CACHE_FOLDER) or bool(GENERATION_NAME.match(name))
 
 
 def _is_legacy(name: str) -> bool:
     return name in LEGACY_NAMES or bool(PART_NAME.match(name))
+
+
+def holds_only_shuffles(fs: Any, root: str) -> bool:
+    """Whether the folder ``root`` is missing or holds only what shuffles write in this layout (read only)."""
+    try:
+        names = [path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(root, detail=False)]
+    except FileNotFoundError:
+        return True
+    return all(name.startswith(".") or _is_ours(name) for name in names)
 
 
 # Either file is what makes a folder an earlier dpstream's shuffle; part-NNNNN.parquet files alone do not.

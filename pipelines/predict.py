@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
 from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
-from dpstream.pipelines.lake import LakeError, LakeSpec, SourceSpec
+from dpstream.pipelines.lake import STREAM_BUFFER_BYTES, LakeError, LakeSpec, SourceSpec
+from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
@@ -140,7 +141,7 @@ def score_file(
     with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
-        reader = pq.ParquetFile(handle, pre_buffer=False)
+        reader = pq.ParquetFile(handle, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
         schema = table_schema(reader.schema_arrow, listed, wanted)
         _check_columns(schema, source, raw, list(keep), numeric, on_read is not None)
         check_field_ids(schema, listed, wanted, source)
@@ -259,7 +260,7 @@ def predict_lake(
         if client is None:
             counts = [score_file(*args) for args in arguments]
         else:
-            futures = [client.submit(score_file, *args, pure=False) for args in arguments]
+            futures = [client.submit(release_after, score_file, *args, pure=False) for args in arguments]
             counts = gather_within(client, futures, worker_timeout=worker_timeout)
         final, moved = [], []
         try:

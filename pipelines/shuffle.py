@@ -51,10 +51,12 @@ from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify
 from dpstream.pipelines.shuffle_io import (
     read_target,
     read_validated,
+    remove_target,
     run_tasks,
     scatter_arguments,
     write_part,
     write_pieces,
+    written_part,
 )
 from dpstream.pipelines.user_shuffle import UserBounding, shuffle_users
 from dpstream.pipelines.validate import LakeSummary, validate_lake
@@ -146,7 +148,14 @@ def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected
     """Concatenate and permute the pieces of output ``target`` into its part; refuses a part that would
     not hold exactly ``expected_rows`` rows (a piece lost or written twice)."""
     fs, root = open_url(folder_url, out_options)
+    path = f"{root}/part-{target:05d}.parquet"
     table = read_target(fs, root, target)
+    if table is None and fs.exists(path):
+        # A retried task (its worker died after writing the part and removing the pieces): the part
+        # was written atomically, so it is whole; its row count is checked like a new one's.
+        part = written_part(fs, path)
+        if part.rows == expected_rows:
+            return part
     if table is None or table.num_rows != expected_rows:
         raise LakeError(
             f"part-{target:05d}.parquet would hold {0 if table is None else table.num_rows:,} rows, not the "
@@ -155,7 +164,9 @@ def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected
             "Nothing was committed; shuffle again"
         )
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    return write_part(fs, f"{root}/part-{target:05d}.parquet", table, ROW_GROUP_ROWS)
+    part = write_part(fs, path, table, ROW_GROUP_ROWS)
+    remove_target(fs, root, target)
+    return part
 
 
 def check_output_location(out_url: str, source_url: str, protected: tuple[str, ...] = ()) -> None:

@@ -26,6 +26,7 @@ from dpstream.pipelines.lake import (
     pins_reads,
 )
 from dpstream.pipelines.manifest import Part
+from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import deleted_positions, live_table, stored_columns
 from dpstream.pipelines.validate import check_user_ids, check_values
 from dpstream.pipelines.waiting import completed_within
@@ -36,6 +37,8 @@ __all__ = [
     "read_piece",
     "finished_pieces",
     "write_part",
+    "written_part",
+    "remove_target",
     "run_tasks",
     "read_validated",
     "scatter_arguments",
@@ -87,12 +90,17 @@ def write_part(
                 start += rows
 
     write_atomic(fs, path, encode, exclusive=True)  # a generation's part is written once
+    part = written_part(fs, path, tuple(count for _, count in users) if users is not None else ())
+    if users is not None and part.row_groups != tuple(rows for rows, _ in users):
+        raise RuntimeError(f"{path}: row groups {part.row_groups} written for people's groups {users}")
+    return part
+
+
+def written_part(fs: Any, path: str, people: tuple[int, ...] = ()) -> Part:
+    """The part at ``path`` as committed: its row groups, size and content identity, read from its footer."""
     footer, size = footer_bytes(fs, path)
     metadata = pq.read_metadata(pa.BufferReader(footer))
     groups = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-    people = tuple(count for _, count in users) if users is not None else ()
-    if users is not None and groups != tuple(rows for rows, _ in users):
-        raise RuntimeError(f"{path}: row groups {groups} written for people's groups {users}")
     return Part(
         path.rsplit("/", 1)[-1], int(metadata.num_rows), groups, size, footer_identity(footer), people
     )
@@ -111,7 +119,7 @@ def run_tasks(
         finished = ((index, function(*args)) for index, args in enumerate(arguments))
         futures: list = []
     else:
-        futures = [client.submit(function, *args, pure=False) for args in arguments]
+        futures = [client.submit(release_after, function, *args, pure=False) for args in arguments]
         finished = completed_within(client, futures, worker_timeout)
     results: list = [None] * len(arguments)
     try:
@@ -184,10 +192,22 @@ def write_pieces(folder_url: str, out_options: dict, index: int, table: pa.Table
             offset += int(count)
 
 
+def _target_folder(root: str, target: int) -> str:
+    return f"{root}/{SCRATCH}/to-{target:05d}"
+
+
+def remove_target(fs: Any, root: str, target: int) -> None:
+    """Delete output ``target``'s pieces once its part is written: the scratch then never holds more than
+    the parts still to write, so a shuffle needs about twice the lake's size of disk, not three times."""
+    folder = _target_folder(root, target)
+    if fs.exists(folder):
+        fs.rm(folder, recursive=True)
+
+
 def read_target(fs: Any, root: str, target: int, columns: list[str] | None = None) -> pa.Table | None:
     """The pieces written for output ``target`` (in source-file order), ``columns`` of them; None when
     there are none."""
-    folder = f"{root}/{SCRATCH}/to-{target:05d}"
+    folder = _target_folder(root, target)
     if not fs.exists(folder):
         return None
     tables = [read_piece(fs, path) for path in finished_pieces(fs, folder)]

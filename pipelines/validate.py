@@ -1,11 +1,14 @@
 """Validation of a lake before any privacy budget is spent: footers first, then a streaming scan.
 
 Every error is a ``LakeError`` whose message names the file, the column and (where known) the row,
-and says how to fix it. Validation reads and never writes.
+and says how to fix it. Validation reads the lake and never writes it; given a ``ValidationCache`` it
+records its per-file checks under the lake's ``shuffled_url`` and reads again only files that changed
+(``dpstream.pipelines.validation_cache``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,6 +20,7 @@ import pyarrow.parquet as pq
 
 from dpstream.pipelines.convert_spec import ConvertSpec
 from dpstream.pipelines.lake import (
+    STREAM_BUFFER_BYTES,
     LakeError,
     LakeFile,
     LakeSpec,
@@ -24,6 +28,7 @@ from dpstream.pipelines.lake import (
     file_stamp,
     fingerprint,
 )
+from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
@@ -33,6 +38,7 @@ from dpstream.pipelines.sources import (
     plain_schema,
     table_schema,
 )
+from dpstream.pipelines.validation_cache import ValidationCache
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
 from dpstream.storage import open_url
 
@@ -281,7 +287,7 @@ def _scan(
     path, live = listed.path, 0
     with fs.open(path, "rb") as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
-        reader = pq.ParquetFile(handle, pre_buffer=False)
+        reader = pq.ParquetFile(handle, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
         for rows in live_batches(reader, listed, spec.read_columns, SCAN_BATCH_ROWS):
             rows = spec.present(rows, path, live)
             width = check_values(rows, spec, path, live, width, labels_seen, labels)
@@ -361,7 +367,30 @@ def _check_files(
     labels: LabelContract | None,
     client,
     worker_timeout: float,
+    cache: ValidationCache | None = None,
 ) -> list[FileCheck]:
+    """Each listed file's check in path order: reused from ``cache`` where the file is unchanged since it
+    was recorded (``dpstream.pipelines.validation_cache``), else run (``check_file``). Without a client
+    the checks stop at the first problem, which validate_lake then reports: the list ends there."""
+    reused = cache.recorded(fs, listed) if cache is not None else [None] * len(listed)
+    checks = [None if found is None else FileCheck(*found) for found in reused]
+    missing = [index for index, check in enumerate(checks) if check is None]
+    run = _run_checks(fs, tuple(listed[index] for index in missing), client, worker_timeout, spec, labels)
+    for index, check in zip(missing, run, strict=False):
+        checks[index] = check
+    return list(itertools.takewhile(lambda check: check is not None, checks))
+
+
+def _run_checks(
+    fs,
+    listed: tuple[TableFile, ...],
+    client,
+    worker_timeout: float,
+    spec: LakeSpec,
+    labels: LabelContract | None,
+) -> list[FileCheck]:
+    if not listed:
+        return []
     urls = [fs.unstrip_protocol(file.path) for file in listed]
     if client is None:
         checks = []
@@ -371,7 +400,7 @@ def _check_files(
                 break
         return checks
     futures = [
-        client.submit(check_file, url, spec, labels, file, pure=False)
+        client.submit(release_after, check_file, url, spec, labels, file, pure=False)
         for url, file in zip(urls, listed, strict=True)
     ]
     return gather_within(client, futures, worker_timeout=worker_timeout)
@@ -383,6 +412,7 @@ def validate_lake(
     labels: LabelContract | None = None,
     client=None,
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
+    cache: ValidationCache | None = None,
 ) -> LakeSummary:
     """Check the whole lake before any budget is spent; ``LakeError`` names the file, column and row.
 
@@ -395,7 +425,8 @@ def validate_lake(
     ``labels``, a classifier's ``LabelContract``, also requires the label column's values to form one of
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity are refused (their records would be used twice). On a cluster left without
-    workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``)."""
+    workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``).
+    ``cache`` (``ValidationCache``): files unchanged since their check was recorded are not read again."""
     pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
@@ -408,7 +439,7 @@ def validate_lake(
             else ""
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
-    checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout)
+    checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout, cache)
     first = checks[0]
     seen: set[float] = set()
     for path, check in zip(paths, checks, strict=False):
@@ -436,6 +467,14 @@ def validate_lake(
         )
     identity = fingerprint(files, pinned.version.lineage)
     schema = presented_schema(first.schema, spec)
+    if cache is not None:  # only a lake that passed: a refused one leaves nothing behind
+        cache.store(
+            {
+                file.path: cache.entry(check.file, check.schema, check.width, check.labels, file.rows)
+                for file, check in zip(pinned.files, checks, strict=True)
+                if cache.cacheable(file)
+            }
+        )
     return LakeSummary(spec, files, schema, first.width, identity, tuple(stray), pinned.version)
 
 

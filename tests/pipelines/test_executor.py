@@ -382,3 +382,22 @@ def test_a_reshuffle_never_changes_what_a_pinned_generation_reads(lake, tmp_path
     X, y = next(lake_blocks(second))
     after = model.block_stats(X[:500], y[:500], request)
     assert after.clipped_sums.tobytes() != before.clipped_sums.tobytes()
+
+
+def test_streaming_decodes_in_this_process_in_lake_order(manifest):
+    """Issue 34: streaming's blocks are decoded by reader threads of the coordinator, not shipped from
+    the workers: the same blocks as lake_blocks, in order, 64-byte aligned, with no cluster at all; a
+    stream stopped early does not wait for the blocks it drops."""
+    from dpstream.pipelines import prefetched_blocks
+
+    reference = list(lake_blocks(manifest))
+    streamed = list(prefetched_blocks(None, manifest, prefetch_blocks=3, decode_threads=2))
+    assert len(streamed) == len(reference) > 3
+    for (X, y), (X_ref, y_ref) in zip(streamed, reference, strict=True):
+        assert X.tobytes() == X_ref.tobytes() and y.tobytes() == y_ref.tobytes()
+        assert X.ctypes.data % 64 == 0 and y.ctypes.data % 64 == 0
+    stream = prefetched_blocks(None, manifest, prefetch_blocks=2)
+    next(stream)
+    stream.close()
+    with pytest.raises(ValueError, match="decode_threads must be a positive integer"):
+        next(prefetched_blocks(None, manifest, decode_threads=0))

@@ -321,3 +321,26 @@ def test_gather_reads_finished_pieces_only(tmp_path):
     assert part.identity.startswith("footer-sha256:") and part.size == os.path.getsize(
         tmp_path / "part-00000.parquet"
     )
+
+
+def test_gather_removes_its_pieces_and_a_retry_returns_the_written_part(tmp_path):
+    """Issue 34: a target's pieces are deleted once its part is written (the shuffle's disk peak is about
+    twice the lake, not three times); a retried gather (its worker died after the write) returns the
+    part as written, and a part whose rows differ from its layout is still refused."""
+    import fsspec
+    import pyarrow as pa
+
+    from dpstream.pipelines.generations import SCRATCH
+    from dpstream.pipelines.shuffle import _gather
+    from dpstream.pipelines.shuffle_io import write_piece
+
+    fs = fsspec.filesystem("file")
+    for target, values in enumerate(([1.0, 2.0, 3.0], [4.0])):
+        write_piece(
+            fs, str(tmp_path / SCRATCH / f"to-{target:05d}" / "from-00000.arrow"), pa.table({"x": values})
+        )
+    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=3)
+    assert not (tmp_path / SCRATCH / "to-00000").exists() and (tmp_path / SCRATCH / "to-00001").exists()
+    assert _gather(str(tmp_path), {}, 0, seed=2, expected_rows=3) == part
+    with pytest.raises(LakeError, match="would hold 0 rows, not the 4"):
+        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=4)
