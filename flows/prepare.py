@@ -52,8 +52,14 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
         labels=config.label_contract,
         client=client,
         worker_timeout=config.cluster.worker_timeout,
-        cache=validation_cache(
-            config.lake.shuffled_url, spec, config.label_contract, config.lake.storage_options
+        cache=(
+            cache := validation_cache(
+                config.lake.shuffled_url,
+                spec,
+                config.label_contract,
+                config.lake.storage_options,
+                deferred=True,
+            )
         ),
     )
     # A lake's ledger unit is fixed by its first run: refuse another before anything is shuffled.
@@ -65,6 +71,8 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
         _row_level_note(config, record := lake_preprocessing(config)),
         _units_note(config, record, summary.version.version is not None),
     )
+    if cache is not None:  # recorded once nothing above refused the lake
+        cache.commit()
     return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
 
 

@@ -26,7 +26,7 @@ from dpstream.pipelines.errors import LakeError
 if TYPE_CHECKING:
     from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
 
-__all__ = ["ConvertSpec", "convert_rows", "require_columns", "INTERCEPT_COLUMN"]
+__all__ = ["ConvertSpec", "convert_rows", "require_columns", "prepared_feature_type", "INTERCEPT_COLUMN"]
 
 INTERCEPT_COLUMN = "intercept"
 
@@ -284,9 +284,9 @@ def convert_rows(
     # Features stored in float32 (or narrower) are prepared in float32: the mapped value is within one
     # float32 rounding of the exact one, as the stored value itself was, and the prepared lake (shuffle
     # pieces, parts, every decode of training) is half the bytes (issue 34). Wider sources stay float64.
-    feature_dtype = (
-        np.float32 if all(_fits_float32(table.column(name).type) for name in spec.columns) else np.float64
-    )
+    feature_dtype = prepared_feature_type(
+        [table.column(name).type for name in spec.columns]
+    ).to_pandas_dtype()
     if spec.on_read:
         _refuse_missing(table, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of)
     if spec.label_classes and with_label:
@@ -400,6 +400,12 @@ def convert_rows(
     for column in spec.passthrough:
         table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
     return table_out
+
+
+def prepared_feature_type(column_types: list[pa.DataType]) -> pa.DataType:
+    """The type ``convert_rows`` gives the features prepared from raw numeric columns of these types:
+    float32 when every one fits (``_fits_float32``), else float64."""
+    return pa.float32() if all(_fits_float32(column_type) for column_type in column_types) else pa.float64()
 
 
 def _fits_float32(column_type: pa.DataType) -> bool:

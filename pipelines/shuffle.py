@@ -149,13 +149,14 @@ def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected
     not hold exactly ``expected_rows`` rows (a piece lost or written twice)."""
     fs, root = open_url(folder_url, out_options)
     path = f"{root}/part-{target:05d}.parquet"
-    table = read_target(fs, root, target)
-    if table is None and fs.exists(path):
-        # A retried task (its worker died after writing the part and removing the pieces): the part
-        # was written atomically, so it is whole; its row count is checked like a new one's.
+    if fs.exists(path):
+        # A retried task (its worker died after writing the part, before or while removing the pieces):
+        # the part was written atomically, so it is whole; its row count is checked like a new one's.
         part = written_part(fs, path)
         if part.rows == expected_rows:
+            remove_target(fs, root, target)
             return part
+    table = read_target(fs, root, target)
     if table is None or table.num_rows != expected_rows:
         raise LakeError(
             f"part-{target:05d}.parquet would hold {0 if table is None else table.num_rows:,} rows, not the "

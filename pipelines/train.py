@@ -56,12 +56,13 @@ def train_on_lake(
 
     Every part of the manifest's generation is checked against its size and content identity before
     anything is charged (``verify_parts``; ``LakeError`` names a missing, changed or foreign part), and
-    again as the workers read it.
+    again as it is read (by the workers in scatter mode, by the coordinator's reader threads in streaming).
 
     The plan's checkpoint policy and ``run_id`` make the run resumable (the shuffle generation,
     ``Manifest.row_order``, is part of the checkpoint's identity, so a checkpoint is never applied to
-    another lake or another shuffle of it); ``ledger`` charges the run once. A cluster without workers for ``worker_timeout``
-    seconds stops the run (``NoWorkersError``) instead of hanging it.
+    another lake or another shuffle of it); ``ledger`` charges the run once. In scatter mode (and for
+    ``auto``'s probe) a cluster without workers for ``worker_timeout`` seconds stops the run
+    (``NoWorkersError``) instead of hanging it; streaming needs no worker.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.convert_spec import ConvertSpec
+from dpstream.pipelines.convert_spec import ConvertSpec, prepared_feature_type
 from dpstream.pipelines.lake import (
     STREAM_BUFFER_BYTES,
     LakeError,
@@ -109,13 +109,15 @@ def _raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
 
 def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
     """The schema of the rows ``spec`` presents from files of the raw ``schema`` (itself, without
-    preprocessing): float64 features, the label float64 (int64 when coded by public classes), the user
+    preprocessing): float32 features where every raw numeric feature is a float32 or narrower, else
+    float64 (``prepared_feature_type``); the label float64 (int64 when coded by public classes), the user
     column as stored."""
     preprocess = spec.preprocess
     if preprocess is None:
         return schema
     label = pa.int64() if preprocess.label_classes else pa.float64()
-    fields = [pa.field(name, pa.float64()) for name in spec.features] + [pa.field(spec.label, label)]
+    feature = prepared_feature_type([schema.field(name).type for name in preprocess.columns])
+    fields = [pa.field(name, feature) for name in spec.features] + [pa.field(spec.label, label)]
     if spec.user_column is not None:
         fields.append(schema.field(spec.user_column))
     return pa.schema(fields)

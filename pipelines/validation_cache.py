@@ -12,7 +12,8 @@ identities, the shuffle reading only files with the validated stamp) is unchange
 
 Kept under the lake's ``shuffled_url`` in ``_validated/<key>.json``, one document per validation
 setting: ``key`` hashes what a check depends on (the lake's URL, columns, label, preprocessing, user
-column, source pin, a classifier's label contract and dpstream's version), never credentials. Files
+column, source pin, a classifier's label contract, ``VALIDATION_RULES`` and dpstream's version), never
+credentials. Only strong stamps are trusted (``ValidationCache.strong``). Files
 of table versions with deletes, partition values or field ids are always checked again (their check
 depends on the version's metadata, not only on the file). A lost or unreadable cache only costs a
 full validation; writes are atomic, and two validations racing keep one writer's entries. Nothing is
@@ -34,12 +35,17 @@ from dpstream.storage import open_url, read_json, write_json_atomic
 __all__ = ["ValidationCache", "CACHE_FOLDER", "validation_cache"]
 
 CACHE_FOLDER = "_validated"
+# Part of every key: bump it whenever what a file's check finds can change (``validate.check_file``,
+# ``check_values``, ``convert_rows``), so an upgrade reads every file again instead of trusting checks
+# made under the old rules.
+VALIDATION_RULES = 1
 
 
 def _setting_key(spec: LakeSpec, labels: Any) -> str:
     from dpstream import __version__
 
     setting = (
+        VALIDATION_RULES,
         __version__,
         spec.url,
         spec.features,
@@ -55,9 +61,19 @@ def _setting_key(spec: LakeSpec, labels: Any) -> str:
 class ValidationCache:
     """The checks recorded for one validation setting under ``shuffled_url`` (module docstring)."""
 
-    def __init__(self, shuffled_url: str, spec: LakeSpec, labels: Any, storage_options: dict | None = None):
+    def __init__(
+        self,
+        shuffled_url: str,
+        spec: LakeSpec,
+        labels: Any,
+        storage_options: dict | None = None,
+        deferred: bool = False,
+    ):
+        """``deferred``: ``store`` keeps the entries until ``commit`` (a command that may still refuse the
+        lake after validating it writes nothing)."""
         self.fs, root = open_url(shuffled_url, storage_options or {})
         self.path = f"{root}/{CACHE_FOLDER}/{_setting_key(spec, labels)}.json"
+        self.deferred, self._pending = deferred, None
 
     def load(self) -> dict[str, dict[str, Any]]:
         """path -> recorded check; empty when there is none or it cannot be read."""
@@ -87,9 +103,21 @@ class ValidationCache:
         return not (listed.deleted or listed.constants or listed.field_ids)
 
     @staticmethod
+    def strong(stamp: str) -> bool:
+        """Whether ``stamp`` changes with any rewrite: a local file's (its ctime cannot be set back), or an
+        object's with an ETag. A store without ETags gives size and time only, which a same-size rewrite
+        within the time's resolution keeps: such files are always checked again."""
+        return stamp.startswith("local:") or (stamp.startswith("object:") and bool(stamp.split(":")[1]))
+
+    @staticmethod
     def reuse(entry: dict[str, Any] | None, stamp: str, listed_rows: int | None) -> tuple | None:
         """(LakeFile, schema, width, labels) of a recorded check whose stamp is ``stamp``, else None."""
-        if not entry or not stamp or entry.get("stamp") != stamp or entry.get("listed_rows") != listed_rows:
+        if (
+            not entry
+            or not ValidationCache.strong(stamp)
+            or entry.get("stamp") != stamp
+            or entry.get("listed_rows") != listed_rows
+        ):
             return None
         try:
             schema = pa.ipc.read_schema(pa.BufferReader(base64.b64decode(entry["schema"])))
@@ -99,6 +127,18 @@ class ValidationCache:
             return None
 
     def store(self, entries: dict[str, dict[str, Any]]) -> None:
+        if self.deferred:
+            self._pending = entries
+            return
+        self._write(entries)
+
+    def commit(self) -> None:
+        """Write what ``store`` kept (a deferred cache); nothing if validation did not pass."""
+        if self._pending is not None:
+            self._write(self._pending)
+            self._pending = None
+
+    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
         try:
             write_json_atomic(self.fs, self.path, {"files": entries})
         except Exception:  # noqa: BLE001 - a read-only location: the next validation reads every file again
@@ -122,7 +162,11 @@ class ValidationCache:
 
 
 def validation_cache(
-    shuffled_url: str, spec: LakeSpec, labels: Any, storage_options: dict | None = None
+    shuffled_url: str,
+    spec: LakeSpec,
+    labels: Any,
+    storage_options: dict | None = None,
+    deferred: bool = False,
 ) -> ValidationCache | None:
     """The cache under ``shuffled_url``, or None where a shuffle would refuse to write (inside or around
     the source lake, a folder holding other files): validation never writes where the shuffle may not."""
@@ -137,4 +181,4 @@ def validation_cache(
             return None
     except (LakeError, ValueError, OSError):
         return None
-    return ValidationCache(shuffled_url, spec, labels, storage_options)
+    return ValidationCache(shuffled_url, spec, labels, storage_options, deferred)

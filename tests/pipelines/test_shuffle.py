@@ -342,5 +342,11 @@ def test_gather_removes_its_pieces_and_a_retry_returns_the_written_part(tmp_path
     part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=3)
     assert not (tmp_path / SCRATCH / "to-00000").exists() and (tmp_path / SCRATCH / "to-00001").exists()
     assert _gather(str(tmp_path), {}, 0, seed=2, expected_rows=3) == part
+    # A worker that died after writing the part, before removing its pieces: the retry returns the part.
+    write_piece(
+        fs, str(tmp_path / SCRATCH / "to-00000" / "from-00000.arrow"), pa.table({"x": [1.0, 2.0, 3.0]})
+    )
+    assert _gather(str(tmp_path), {}, 0, seed=3, expected_rows=3) == part
+    assert not (tmp_path / SCRATCH / "to-00000").exists()
     with pytest.raises(LakeError, match="would hold 0 rows, not the 4"):
         _gather(str(tmp_path), {}, 0, seed=1, expected_rows=4)

@@ -85,3 +85,23 @@ def test_a_damaged_cache_means_a_full_validation(lake, tmp_path, counted_checks)
     assert validate_lake(lake, cache=validation_cache(str(shuffled), lake, None)) == first
     assert len(counted_checks) == 8
     assert pq.read_metadata(os.path.join(lake.url, "day=00.parquet")).num_rows == 5000
+
+
+def test_only_strong_stamps_are_trusted_and_a_deferred_cache_writes_on_commit(lake, tmp_path, counted_checks):
+    """An object store without ETags stamps size and time only, which a same-size rewrite can keep: its
+    files are read every time. A command that may still refuse the lake after validating it (the
+    flows) records the checks only when it commits."""
+    from dpstream.pipelines.validation_cache import ValidationCache
+
+    assert ValidationCache.strong("local:1:2:3:4") and ValidationCache.strong("object:9b2cf5:10:2026")
+    assert not ValidationCache.strong("object::10:2026") and not ValidationCache.strong("")
+    shuffled = tmp_path / "shuffled"
+    cache = validation_cache(str(shuffled), lake, None, deferred=True)
+    validate_lake(lake, cache=cache)
+    assert not shuffled.exists()
+    cache.commit()
+    (record,) = (shuffled / CACHE_FOLDER).iterdir()
+    entry = next(iter(cache.load().values()))
+    assert cache.reuse(entry, entry["stamp"], None) is not None
+    assert cache.reuse(entry, f"object::{entry['size']}:t", None) is None
+    assert record.stat().st_size > 0 and len(counted_checks) == 4
