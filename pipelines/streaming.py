@@ -9,11 +9,11 @@ so the statistics are the same fold as in memory: the result is bit-for-bit iden
 in-memory executor and to scatter-gather.
 
 The blocks are decoded where they are used (issue 34): decoded on the workers, each block crossed
-worker → scheduler → client as ~4 MB of pickled arrays per 65,536 rows × 16 float32 features, and
-streaming DP-SGD ran at 0.29–0.32 of a plain decode on 2 cores; read by the coordinator's threads
-(pyarrow releases the GIL while it decodes) it reached 0.72. The coordinator reads only the compressed
-Parquet, less than the decoded blocks it would otherwise receive; give the flow's process cores for
-its reader threads. The workers still run the scatter-gather mode and the shuffle.
+worker → scheduler → client as pickled arrays (16.8 MB per 65,536 rows × 64 float32 features), and
+streaming DP-λCGD ran at 0.19 of a plain decode on 2 cores; read by the coordinator's threads (pyarrow
+releases the GIL while it decodes) it runs at 0.61 (``python -m benchmarks.data_plane``). The
+coordinator reads only the compressed Parquet, less than the decoded blocks it would otherwise receive;
+give the flow's process cores for its reader threads. The workers still run the scatter-gather mode and the shuffle.
 
 ``choose_mode`` compares the measured round-trip latency of a no-op task with the measured cost of one
 step's statistics on the coordinator; scatter-gather wins when a step's work is much larger than a
