@@ -17,7 +17,7 @@ the whole raw lake, at ε = 1,
 DP-AMBSSGD on a logistic model.
 
 References measured in the same run on the same lakes: the plain decode (whole files, one pyarrow thread
-each, a ``multiprocessing`` pool of as many processes as workers; ``benchmarks.data_plane._plain_decode``'s
+each, a ``multiprocessing`` pool of as many processes as workers; ``benchmarks.data_plane.plain_decode``'s
 method) of the shuffled lake (for training) and of the raw lake (for validate, shuffle and predict); the
 peer, dask-ml's non-private ``LinearRegression`` / ``LogisticRegression`` (L-BFGS, ``--peer-iterations``
 passes at most) on the shuffled lake's prepared columns through the same scheduler and workers. Held-out
@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from benchmarks.common import RssSampler, markdown_table
+from benchmarks.data_plane import plain_decode_seconds
 
 ROOT = Path(__file__).resolve().parent.parent / ".bench" / "scale"
 DPSTREAM = Path(sys.executable).parent / "dpstream"
@@ -289,25 +290,6 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
-def _plain_decode(arguments: tuple[str, tuple[str, ...]]) -> int:
-    """One file read whole by pyarrow on one thread, each column copied into a column-major float32
-    matrix (``benchmarks.data_plane._plain_decode``'s method)."""
-    path, columns = arguments
-    table = pq.read_table(path, columns=list(columns), use_threads=False)
-    matrix = np.empty((table.num_rows, len(columns)), dtype=np.float32, order="F")
-    for j, name in enumerate(columns):
-        matrix[:, j] = table.column(name).to_numpy()
-    return table.num_rows
-
-
-def plain_decode_seconds(paths: list[str], columns: tuple[str, ...], processes: int) -> float:
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        pool.map(_plain_decode, [(paths[0], columns)])  # start-up and imports outside the timing
-        start = time.perf_counter()
-        pool.map(_plain_decode, [(path, columns) for path in paths], chunksize=1)
-        return time.perf_counter() - start
-
-
 def run_stage(name: str, command: list[str], cluster: Cluster, log: Path) -> dict:
     """One CLI command on the cluster: wall seconds and each worker's peak RSS while it ran."""
     with RssSampler(cluster.worker_pids()) as sampler:
@@ -480,8 +462,8 @@ def lake_run(args, cluster: Cluster, task: str, rows: int, stamp: str) -> dict:
         stages.append(run_stage("predict", command, cluster, log))
     paths, features, prepared_label = shuffled_parts(shuffled)
     references = {
-        "raw": plain_decode_seconds(raw_paths, (*FEATURES, label), args.processes),
-        "shuffled": plain_decode_seconds(paths, (*features, prepared_label), args.processes),
+        "raw": plain_decode_seconds(raw_paths, (*FEATURES, label), args.processes, repeats=1),
+        "shuffled": plain_decode_seconds(paths, (*features, prepared_label), args.processes, repeats=1),
     }
     with RssSampler(cluster.worker_pids()) as sampler:
         peer, peer_seconds = peer_fit(
