@@ -465,17 +465,19 @@ def lake_run(args, cluster: Cluster, task: str, rows: int, stamp: str) -> dict:
         "raw": plain_decode_seconds(raw_paths, (*FEATURES, label), args.processes, repeats=1),
         "shuffled": plain_decode_seconds(paths, (*features, prepared_label), args.processes, repeats=1),
     }
-    with RssSampler(cluster.worker_pids()) as sampler:
-        peer, peer_seconds = peer_fit(
-            cluster.client, paths[:-1], features, prepared_label, task, args.peer_iterations
+    peer = None
+    if not args.skip_peer:
+        with RssSampler(cluster.worker_pids()) as sampler:
+            peer, peer_seconds = peer_fit(
+                cluster.client, paths[:-1], features, prepared_label, task, args.peer_iterations
+            )
+        stages.append(
+            {
+                "stage": f"dask-ml {type(peer).__name__} (non-private, lbfgs ≤ {args.peer_iterations} iterations)",
+                "seconds": peer_seconds,
+                "peak_rss": sampler.peaks,
+            }
         )
-    stages.append(
-        {
-            "stage": f"dask-ml {type(peer).__name__} (non-private, lbfgs ≤ {args.peer_iterations} iterations)",
-            "seconds": peer_seconds,
-            "peak_rss": sampler.peaks,
-        }
-    )
     X_holdout, prepared_y, holdout_features = prepared_holdout(first, holdout)
     assert holdout_features == features, (holdout_features, features)
     truth = holdout_labels(holdout, label)
@@ -494,9 +496,10 @@ def lake_run(args, cluster: Cluster, task: str, rows: int, stamp: str) -> dict:
             quality[f"dpstream {name}, ε = 1"] = rmse(
                 dpstream_holdout_predictions(run, holdout, work / f"holdout-{name}", cluster.address)
             )
-        quality["dask-ml LinearRegression (non-private)"] = rmse(
-            low + (X_holdout @ peer.coef_ + 1) * (high - low) / 2
-        )
+        if peer is not None:
+            quality["dask-ml LinearRegression (non-private)"] = rmse(
+                low + (X_holdout @ peer.coef_ + 1) * (high - low) / 2
+            )
     else:
 
         def accuracy(predicted):
@@ -508,7 +511,8 @@ def lake_run(args, cluster: Cluster, task: str, rows: int, stamp: str) -> dict:
             quality[f"dpstream {name}, ε = 1"] = accuracy(
                 dpstream_holdout_predictions(run, holdout, work / f"holdout-{name}", cluster.address)
             )
-        quality["dask-ml LogisticRegression (non-private)"] = accuracy(X_holdout @ peer.coef_ > 0)
+        if peer is not None:
+            quality["dask-ml LogisticRegression (non-private)"] = accuracy(X_holdout @ peer.coef_ > 0)
     reads = {"validate": "raw", "shuffle": "raw", "predict": "raw"}
     for stage in stages:
         reference = reads.get(stage["stage"], "shuffled")
@@ -590,6 +594,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--peer-iterations", type=int, default=10)
     parser.add_argument("--skip-classification", action="store_true")
+    parser.add_argument(
+        "--skip-peer", action="store_true", help="leave out dask-ml (our stages only: a re-measurement)"
+    )
     parser.add_argument(
         "--root", type=Path, default=ROOT, help="the benchmark's folder (under a .bench folder)"
     )

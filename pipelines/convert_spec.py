@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.memory import pool_empty
 
 if TYPE_CHECKING:
     from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
@@ -321,40 +322,45 @@ def convert_rows(
                 "drop it from the selection or encode it as categorical"
             )
         array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
-        infinite = np.isinf(array)
-        if spec.on_read and infinite.any():
-            row = int(np.argmax(infinite))
-            raise LakeError(
-                f"{source}: row {row_of(row)} of column {column!r} is {array[row]}: no range makes it a value; fix or "
-                "delete the row through the table"
-            )
-        nulls = np.isnan(array)
-        if nulls.any():
-            if column == spec.label and spec.on_read:
+        # A NaN or an infinity makes the sum non-finite: only then (or where finite values overflow it)
+        # the elementwise looks, which find the row; two block-sized masks per column otherwise.
+        if not np.isfinite(array.sum()):
+            infinite = np.isinf(array)
+            if spec.on_read and infinite.any():
+                row = int(np.argmax(infinite))
                 raise LakeError(
-                    f"{source}: row {row_of(int(np.argmax(nulls)))} of the label {column!r} is missing: a row "
-                    "without a label cannot be trained on; delete it through the table (or fill in its label)"
+                    f"{source}: row {row_of(row)} of column {column!r} is {array[row]}: no range makes it a value; fix or "
+                    "delete the row through the table"
                 )
-            if spec.missing == "drop" or column == spec.label:
-                keep &= ~nulls
-            elif column in spec.impute_values:
-                array = np.where(nulls, float(spec.impute_values[column]), array)
-            else:
-                raise LakeError(
-                    f"{source}: column {column!r} has a missing value at row {row_of(int(np.argmax(nulls)))} and "
-                    + (
-                        f"no imputation constant; give a public one in preprocess.impute ({column} = VALUE)"
-                        if spec.on_read
-                        else "no imputation constant; pass --impute COLUMN=VALUE (a public value) or --missing drop"
+            nulls = np.isnan(array)
+            if nulls.any():
+                if column == spec.label and spec.on_read:
+                    raise LakeError(
+                        f"{source}: row {row_of(int(np.argmax(nulls)))} of the label {column!r} is missing: a row "
+                        "without a label cannot be trained on; delete it through the table (or fill in its label)"
                     )
-                )
+                if spec.missing == "drop" or column == spec.label:
+                    keep &= ~nulls
+                elif column in spec.impute_values:
+                    array = np.where(nulls, float(spec.impute_values[column]), array)
+                else:
+                    raise LakeError(
+                        f"{source}: column {column!r} has a missing value at row {row_of(int(np.argmax(nulls)))} and "
+                        + (
+                            f"no imputation constant; give a public one in preprocess.impute ({column} = VALUE)"
+                            if spec.on_read
+                            else "no imputation constant; pass --impute COLUMN=VALUE (a public value) or --missing drop"
+                        )
+                    )
         if column in spec.bounds:
-            low, high = spec.bounds[column]
-            target_low, target_high = spec.scale_range
-            array = target_low + (target_high - target_low) * (np.clip(array, low, high) - low) / (high - low)
+            array = _mapped(array, spec.bounds[column], spec.scale_range)
         # Each feature in its stored width at once: a whole file's float64 copies would otherwise be
         # held together (a 1,000,000-row file of 16 float32 features: 128 MB beside its 64).
-        numeric[column] = array if column == spec.label else array.astype(feature_dtype, copy=False)
+        if column != spec.label and array.dtype != feature_dtype:
+            narrowed = pool_empty(array.shape, feature_dtype)
+            narrowed[...] = array
+            array = narrowed
+        numeric[column] = array
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():
         values = table.column(column)
@@ -387,7 +393,9 @@ def convert_rows(
     columns = {name: numeric[name] if every_row else numeric[name][keep] for name in spec.columns}
     columns.update({name: array if every_row else array[keep] for name, array in onehot.items()})
     if spec.intercept:
-        columns[INTERCEPT_COLUMN] = np.ones(int(keep.sum()), dtype=feature_dtype)
+        intercept = pool_empty(int(keep.sum()), feature_dtype)
+        intercept.fill(1)
+        columns[INTERCEPT_COLUMN] = intercept
     if with_label:
         columns[spec.label] = numeric[spec.label] if every_row else numeric[spec.label][keep]
     table_out = pa.table(columns)
@@ -400,6 +408,20 @@ def convert_rows(
     for column in spec.passthrough:
         table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
     return table_out
+
+
+def _mapped(values: np.ndarray, bounds: Sequence[float], scale_range: Sequence[float]) -> np.ndarray:
+    """t_lo + (t_hi − t_lo)·(clip(x, lo, hi) − lo)/(hi − lo): ``values`` mapped from their public range onto
+    ``scale_range``, computed in place in one array from Arrow's pool (``pool_empty``: each batch's
+    temporaries otherwise cost fresh pages in a Dask worker), in the order of the formula as written, so
+    the bits are those of the expression."""
+    (low, high), (target_low, target_high) = bounds, scale_range
+    mapped = np.clip(values, low, high, out=pool_empty(values.shape, np.float64))
+    mapped -= low
+    np.multiply(target_high - target_low, mapped, out=mapped)
+    mapped /= high - low
+    mapped += target_low
+    return mapped
 
 
 def prepared_feature_type(column_types: list[pa.DataType]) -> pa.DataType:

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
 from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
-from dpstream.pipelines.lake import STREAM_BUFFER_BYTES, LakeError, LakeSpec, SourceSpec
+from dpstream.pipelines.lake import STREAM_BUFFER_BYTES, LakeError, LakeSpec, SourceSpec, native_open
 from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import (
     SourceVersion,
@@ -138,7 +138,7 @@ def score_file(
     wanted = list(dict.fromkeys(raw + list(keep)))
     out_fs.makedirs(out_path.rsplit("/", 1)[0], exist_ok=True)  # a no-op on object stores
     rows, writer = 0, None
-    with in_fs.open(in_path, "rb") as handle, out_fs.open(out_path, "wb") as sink:
+    with native_open(in_fs, in_path) as handle, native_open(out_fs, out_path, "wb") as sink:
         # pre_buffer=False: pyarrow would otherwise cache every row group of the selected columns, i.e.
         # hold the whole file (measured: RSS + the file size on a 319 MiB file), and the memory bound is gone.
         reader = pq.ParquetFile(handle, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
@@ -159,9 +159,10 @@ def score_file(
                 if batch.num_rows <= batch_rows
                 else np.empty((batch.num_rows, len(features)))
             )
-            for column, name in enumerate(features):
-                X[:, column] = inputs.column(name).to_numpy(zero_copy_only=False)
-            if not np.all(np.isfinite(X)):
+            _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
+            # A NaN or an infinity makes the sum non-finite; only then (or where finite values overflow
+            # it) the elementwise check, which finds the row (a block-sized mask costs fresh pages per batch).
+            if not np.isfinite(X.sum()) and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"
@@ -186,6 +187,18 @@ def score_file(
             writer = pq.ParquetWriter(sink, pa.table(empty).schema)
         writer.close()
     return rows
+
+
+FILL_ROWS = 4096
+
+
+def _fill_rows(X: Any, columns: list[Any]) -> None:
+    """X[:, j] = columns[j], FILL_ROWS rows at a time: a whole column at a time crosses every cache line of
+    the row-major X once per column (4.6 ms against 1.5 for 65,536 rows × 17, issue 34)."""
+    for start in range(0, X.shape[0], FILL_ROWS):
+        rows = X[start : start + FILL_ROWS]
+        for column, values in enumerate(columns):
+            rows[:, column] = values[start : start + FILL_ROWS]
 
 
 def _read_preprocessing(model: ModelDocument) -> ConvertSpec | None:

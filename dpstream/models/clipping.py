@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["clip_factors", "clip_rows", "clip_labels"]
+__all__ = ["clip_factors", "clip_rows", "clip_labels", "certainly_within"]
 
 
 def clip_factors(norms: Any, clip_norms: Any, xp: Any = np) -> Any:
@@ -36,13 +36,40 @@ def clip_factors(norms: Any, clip_norms: Any, xp: Any = np) -> Any:
 
 def clip_rows(X: Any, row_norm_bound: float, xp: Any = np) -> tuple[Any, int]:
     """(x_i · min(1, B/‖x_i‖) for every row, number of rows that were scaled down). Rows already within
-    the bound (the usual case on the public scale) are returned as they are, without a copy."""
+    the bound (the usual case on the public scale) are returned as they are, without a copy.
+
+    The norms are computed in float64. First, a cheaper look decides the usual case without float64
+    copies of the block (``certainly_within``); the result is identical either way."""
+    if certainly_within(X, row_norm_bound, xp):
+        return X, 0
     norms = xp.sqrt((X.astype(xp.float64) ** 2).sum(axis=1))
     factors = clip_factors(norms, np.array([row_norm_bound]), xp)[:, 0]
     clipped = int((factors < 1.0).sum())
     if clipped == 0:
         return X, 0
     return X * factors[:, None].astype(X.dtype), clipped
+
+
+def certainly_within(X: Any, bound: float, xp: Any = np) -> bool:
+    """Whether every row of ``X`` has ‖x_i‖ ≤ ``bound``, decided from ŝ_i = Σ_j x_ij² in ``X``'s own
+    precision (one pass, no copy of ``X``): True only when ŝ_i ≤ B²(1 − 4(d + 2)u) for every row, u the
+    unit roundoff. The d rounded squares and their sum in any order give ŝ_i ≥ s_i(1 − u)(1 − γ_{d−1}),
+    γ_n = nu/(1 − nu) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., eq. 3.4 and
+    §4.2: non-negative terms), so s_i < B²(1 − 2(d + 2)u): the float64 norm ``clip_rows`` computes is then
+    within B as well and it would scale no row. A NaN, an infinity (or an overflowing square), or a bound
+    whose square is not a normal float32 answers False, and the caller computes the norms in float64."""
+    if X.ndim != 2 or X.shape[0] == 0 or X.dtype not in (xp.float32, xp.float64):
+        return False
+    dim = X.shape[1]
+    limit = float(bound) ** 2 * (1.0 - 4.0 * (dim + 2) * float(xp.finfo(X.dtype).eps) / 2)
+    if not limit > 1e-30:
+        return False
+    # The limit in X's precision, rounded down: the comparison below runs in that precision (NEP 50).
+    typed = X.dtype.type(limit)
+    if float(typed) > limit:
+        typed = xp.nextafter(typed, X.dtype.type(0))
+    squares = xp.einsum("ij,ij->i", X, X)
+    return bool(xp.all(squares <= typed))
 
 
 def clip_labels(labels: Any, label_bound: float, xp: Any = np) -> Any:

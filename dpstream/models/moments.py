@@ -40,6 +40,17 @@ def block_ssp_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.nda
     return ssp_user_weights(norms, local.ravel(), row_norm_bound)
 
 
+def _clipped_targets(labels: Any, label_bound: float, dtype: Any, xp: Any) -> Any:
+    """``clip_labels`` in the rows' precision. Scalar labels on NumPy are clipped straight into a buffer
+    of that precision (the same values as clipping, then converting): Dask workers return freed memory at
+    once (MALLOC_TRIM_THRESHOLD_), so every chunk-sized float64 temporary costs fresh pages (issue 34)."""
+    if xp is np and labels.ndim == 1:
+        return np.clip(
+            labels, -label_bound, label_bound, out=np.empty(labels.shape, dtype), casting="same_kind"
+        )
+    return clip_labels(labels, label_bound, xp).astype(dtype)
+
+
 def moment_sums(
     X: Any, labels: Any, row_norm_bound: float, label_bound: float, xp: Any = np, weights: Any = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -52,7 +63,7 @@ def moment_sums(
     roots = None if weights is None else np.sqrt(weights)
     for start in range(0, X.shape[0], CHUNK_ROWS):
         rows, count = clip_rows(X[start : start + CHUNK_ROWS], row_norm_bound, xp)
-        targets = clip_labels(labels[start : start + CHUNK_ROWS], label_bound, xp).astype(rows.dtype)
+        targets = _clipped_targets(labels[start : start + CHUNK_ROWS], label_bound, rows.dtype, xp)
         if roots is not None:  # √w_u on a user's rows and on its targets: w_u on each product
             root = roots[start : start + CHUNK_ROWS].astype(rows.dtype)
             rows = rows * root[:, None]

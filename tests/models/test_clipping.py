@@ -33,3 +33,59 @@ def test_clip_rows_and_labels():
     same, none = clip_rows(small, 2.0)
     assert same is small and none == 0  # nothing to clip: no copy
     assert np.array_equal(clip_labels(np.array([-5.0, 0.3, 7.0]), 1.0), [-1.0, 0.3, 1.0])
+
+
+def _exact_clip_rows(X, bound):
+    """clip_rows as it was before its first look (issue 34): float64 norms of every row, always."""
+    norms = np.sqrt((X.astype(np.float64) ** 2).sum(axis=1))
+    factors = clip_factors(norms, np.array([bound]))[:, 0]
+    clipped = int((factors < 1.0).sum())
+    return (X, 0) if clipped == 0 else (X * factors[:, None].astype(X.dtype), clipped)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim", [1, 3, 17, 200])
+def test_the_first_look_never_lets_a_row_over_the_bound_through(dtype, dim):
+    """certainly_within answers True only where every row's float64 norm is within the bound, and
+    clip_rows gives bit for bit what the float64 norms alone give, here for rows packed around the bound
+    (relative distances down to one unit roundoff, on both sides)."""
+    from dpstream.models.clipping import certainly_within
+
+    rng = np.random.default_rng(dim)
+    bound = 2.5
+    eps = float(np.finfo(dtype).eps)
+    for trial in range(40):
+        X = rng.standard_normal((64, dim))
+        offsets = rng.choice([-1, 1], 64) * np.geomspace(eps / 4, 1e-3, 64) * (trial % 3)
+        X = (X / np.linalg.norm(X, axis=1, keepdims=True) * bound * (1 + offsets)[:, None]).astype(dtype)
+        if trial % 2:
+            X[1:] *= 0.5  # the usual case: one row near the bound, the rest well inside
+        norms = np.sqrt((X.astype(np.float64) ** 2).sum(axis=1))
+        if certainly_within(X, bound):
+            assert norms.max() <= bound
+        fast, fast_count = clip_rows(X, bound)
+        exact, exact_count = _exact_clip_rows(X, bound)
+        assert fast_count == exact_count and np.array_equal(fast, exact)
+    close = rng.standard_normal((64, dim))
+    shrink = 1 - np.geomspace(16 * (dim + 2) * eps, 1e-3, 64)  # inside by more than the look's margin
+    close = (close / np.linalg.norm(close, axis=1, keepdims=True) * bound * shrink[:, None]).astype(dtype)
+    assert certainly_within(close, bound) and clip_rows(close, bound)[0] is close
+    inside = (rng.standard_normal((1000, dim)) * 0.1 / np.sqrt(dim)).astype(dtype)
+    assert certainly_within(inside, bound) and clip_rows(inside, bound)[0] is inside
+
+
+def test_the_first_look_defers_on_non_finite_values_and_degenerate_bounds():
+    from dpstream.models.clipping import certainly_within
+
+    X = np.full((4, 3), 0.1, dtype=np.float32)
+    assert certainly_within(X, 1.0)
+    for bad in (np.nan, np.inf, -np.inf, 3e19):  # 3e19 squared overflows float32
+        Y = X.copy()
+        Y[2, 1] = bad
+        assert not certainly_within(Y, 1.0)
+    assert not certainly_within(X, 1e-16)  # its square is below float32's normal range
+    assert not certainly_within(X[:0], 1.0) and not certainly_within(X.astype(np.int32), 1.0)
+    nan_rows = X.copy()
+    nan_rows[0, 0] = np.nan
+    out, _ = clip_rows(nan_rows, 1.0)
+    assert np.isnan(out[0]).any() and np.array_equal(out[1:], X[1:])  # the float64 path, as before

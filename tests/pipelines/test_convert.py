@@ -367,3 +367,32 @@ def test_a_row_without_its_person_is_refused(tmp_path):
     with pytest.raises(LakeError, match=r"data row 2 has no 'person' \(the person column\)"):
         csv_to_parquet(str(tmp_path / "panel.csv"), str(tmp_path / "lake"), spec)
     assert not (tmp_path / "lake").exists() or not os.listdir(tmp_path / "lake")
+
+
+def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
+    """convert_rows maps each bounded column in place in Arrow's pool (``_mapped``, issue 34): the same
+    bits as the expression it replaced, NaN and infinities included, in float64 and once narrowed."""
+    import numpy as np
+    import pyarrow as pa
+
+    from dpstream.pipelines.convert_spec import _mapped
+    from dpstream.pipelines.memory import pool_empty
+
+    rng = np.random.default_rng(3)
+    for (low, high), (target_low, target_high) in (
+        ((0, 10), (-1.0, 1.0)),
+        ((-3.3, 7.1), (0, 1)),
+        ((-20000.0, 80000.0), (-1.0, 1.0)),
+        ((1e-3, 2e-3), (-1.0, 1.0)),
+    ):
+        values = np.concatenate([rng.normal(low, abs(high) * 2 + 1, 50_000), [np.nan, np.inf, -np.inf]])
+        expected = target_low + (target_high - target_low) * (np.clip(values, low, high) - low) / (high - low)
+        mapped = _mapped(values, (low, high), (target_low, target_high))
+        assert np.array_equal(mapped, expected, equal_nan=True)
+        assert np.array_equal(mapped.astype(np.float32), expected.astype(np.float32), equal_nan=True)
+    before = pa.total_allocated_bytes()
+    array = pool_empty((3, 5), np.float32)
+    assert pa.total_allocated_bytes() >= before + 60  # the pool's memory, not the C allocator's
+    array[...] = 2.0
+    assert array.flags.writeable and array.flags.c_contiguous and array.ctypes.data % 64 == 0
+    assert array.sum() == 30.0 and pool_empty(0, np.float64).shape == (0,)

@@ -244,3 +244,14 @@ def test_the_writer_and_the_reader_of_model_json_agree():
     assert read.classes == ["a", "b", "c"] and read.run_id == "r9" and read.features == tuple(FEATURES)
     np.testing.assert_array_equal(read.params, params)
     assert read.privacy == json.loads(json.dumps(report.to_dict()))
+
+
+def test_rows_are_filled_as_whole_columns_would_fill_them():
+    from dpstream.pipelines.predict import FILL_ROWS, _fill_rows
+
+    rng = np.random.default_rng(0)
+    for rows in (0, 1, FILL_ROWS - 1, FILL_ROWS, 3 * FILL_ROWS + 17):
+        columns = [rng.standard_normal(rows).astype(np.float32) for _ in range(5)]
+        X = np.empty((rows, 5))
+        _fill_rows(X, columns)
+        assert np.array_equal(X, np.column_stack(columns).astype(np.float64)) if rows else X.shape == (0, 5)
