@@ -9,8 +9,8 @@ UV_VERSION := 0.13.9
 
 install: $(STAMP)
 
-# Reinstall whenever the dependency declaration or the lock changes.
-$(STAMP): pyproject.toml requirements.lock
+# Reinstall whenever the dependency declaration, the lock or the way they are installed changes.
+$(STAMP): pyproject.toml requirements.lock Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
 	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements.lock

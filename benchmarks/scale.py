@@ -609,6 +609,7 @@ def main(argv: list[str] | None = None) -> None:
         "workers": args.workers,
         "memory_limit": args.memory_limit,
         "memory_limit_bytes": parse_bytes(args.memory_limit),
+        "peer": "skipped (--skip-peer)" if args.skip_peer else "dask-ml",
         "lakes": [],
     }
     with (

@@ -324,7 +324,9 @@ def convert_rows(
         array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
         # A NaN or an infinity makes the sum non-finite: only then (or where finite values overflow it)
         # the elementwise looks, which find the row; two block-sized masks per column otherwise.
-        if not np.isfinite(array.sum()):
+        with np.errstate(over="ignore", invalid="ignore"):  # inf − inf, or an overflow: looked at below
+            finite = bool(np.isfinite(array.sum()))
+        if not finite:
             infinite = np.isinf(array)
             if spec.on_read and infinite.any():
                 row = int(np.argmax(infinite))

@@ -40,6 +40,6 @@ def release_after(function: Callable[..., T], *args: Any) -> T:
 def pool_empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised, writable C-ordered NumPy array in memory from Arrow's pool (64-byte aligned)."""
     dtype = np.dtype(dtype)
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
     count = int(np.prod(shape, dtype=np.int64))
     return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype, count=count).reshape(shape)

@@ -162,7 +162,9 @@ def score_file(
             _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
             # A NaN or an infinity makes the sum non-finite; only then (or where finite values overflow
             # it) the elementwise check, which finds the row (a block-sized mask costs fresh pages per batch).
-            if not np.isfinite(X.sum()) and not np.all(np.isfinite(X)):
+            with np.errstate(over="ignore", invalid="ignore"):  # inf − inf, or an overflow: looked at below
+                finite = bool(np.isfinite(X.sum()))
+            if not finite and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"

@@ -56,20 +56,23 @@ def certainly_within(X: Any, bound: float, xp: Any = np) -> bool:
     unit roundoff. The d rounded squares and their sum in any order give ŝ_i ≥ s_i(1 − u)(1 − γ_{d−1}),
     γ_n = nu/(1 − nu) (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., eq. 3.4 and
     §4.2: non-negative terms), so s_i < B²(1 − 2(d + 2)u): the float64 norm ``clip_rows`` computes is then
-    within B as well and it would scale no row. A NaN, an infinity (or an overflowing square), or a bound
-    whose square is not a normal float32 answers False, and the caller computes the norms in float64."""
-    if X.ndim != 2 or X.shape[0] == 0 or X.dtype not in (xp.float32, xp.float64):
+    within B as well and it would scale no row. A NaN, an infinity (or an overflowing square), a bound
+    whose square is not a normal number of X's type (B ≤ 1e-15, or B ≥ √max / 2), or an array not on
+    NumPy answers False, and the caller computes the norms in float64."""
+    # NumPy only: CuPy's einsum is a batched cuBLAS product, whose float32 precision follows CuPy's
+    # compute type (TF32 keeps 10 bits, far outside the margin); there the float64 norms decide.
+    if xp is not np or X.ndim != 2 or X.shape[0] == 0 or X.dtype not in (np.float32, np.float64):
         return False
-    dim = X.shape[1]
-    limit = float(bound) ** 2 * (1.0 - 4.0 * (dim + 2) * float(xp.finfo(X.dtype).eps) / 2)
-    if not limit > 1e-30:
+    dim, info = X.shape[1], np.finfo(X.dtype)
+    if not 1e-15 < float(bound) < np.sqrt(float(info.max)) / 2:  # its square a normal number of X's type
         return False
+    limit = float(bound) ** 2 * (1.0 - 4.0 * (dim + 2) * float(info.eps) / 2)
     # The limit in X's precision, rounded down: the comparison below runs in that precision (NEP 50).
     typed = X.dtype.type(limit)
     if float(typed) > limit:
-        typed = xp.nextafter(typed, X.dtype.type(0))
-    squares = xp.einsum("ij,ij->i", X, X)
-    return bool(xp.all(squares <= typed))
+        typed = np.nextafter(typed, X.dtype.type(0))
+    squares = np.einsum("ij,ij->i", X, X)
+    return bool(np.all(squares <= typed))
 
 
 def clip_labels(labels: Any, label_bound: float, xp: Any = np) -> Any:

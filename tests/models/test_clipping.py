@@ -79,13 +79,42 @@ def test_the_first_look_defers_on_non_finite_values_and_degenerate_bounds():
 
     X = np.full((4, 3), 0.1, dtype=np.float32)
     assert certainly_within(X, 1.0)
-    for bad in (np.nan, np.inf, -np.inf, 3e19):  # 3e19 squared overflows float32
+    for bad in (np.nan, np.inf, -np.inf):
         Y = X.copy()
         Y[2, 1] = bad
         assert not certainly_within(Y, 1.0)
-    assert not certainly_within(X, 1e-16)  # its square is below float32's normal range
+    tiny = np.full((4, 3), 1e-17, dtype=np.float32)  # within 1e-16, but squares near float32's subnormals
+    assert not certainly_within(tiny, 1e-16) and clip_rows(tiny, 1e-16)[0] is tiny
+    # A bound whose square leaves float32 (1e20) or float64 (1e200): no warning, no overflow.
+    assert not certainly_within(X, 1e20) and certainly_within(X.astype(np.float64), 1e20)
+    assert not certainly_within(X, 1e200) and not certainly_within(X.astype(np.float64), 1e200)
+    assert clip_rows(X, 1e20)[0] is X and clip_rows(X, 1e200)[0] is X
     assert not certainly_within(X[:0], 1.0) and not certainly_within(X.astype(np.int32), 1.0)
     nan_rows = X.copy()
     nan_rows[0, 0] = np.nan
     out, _ = clip_rows(nan_rows, 1.0)
     assert np.isnan(out[0]).any() and np.array_equal(out[1:], X[1:])  # the float64 path, as before
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim", [1, 17])
+def test_rows_at_the_first_looks_threshold_are_within_the_bound(dtype, dim):
+    """Rows of d equal entries a, for every a of X's type in a window around the look's threshold
+    (B·√(1 − 4(d + 2)u)/√d): wherever the look answers True the float64 norm is within B, and the answer
+    turns from True to False inside the window, so rows exactly at the threshold are among those tried."""
+    from dpstream.models.clipping import certainly_within
+
+    bound = 1.7
+    u = float(np.finfo(dtype).eps) / 2
+    a = dtype(bound * np.sqrt(1 - 4 * (dim + 2) * u) / np.sqrt(dim))
+    for _ in range(40):
+        a = np.nextafter(a, dtype(0))
+    answers = []
+    for _ in range(80):
+        X = np.full((1, dim), a, dtype=dtype)
+        answer = certainly_within(X, bound)
+        if answer:
+            assert np.sqrt((X.astype(np.float64) ** 2).sum()) <= bound
+        answers.append(answer)
+        a = np.nextafter(a, dtype(np.inf))
+    assert answers[0] and not answers[-1] and answers == sorted(answers, reverse=True)
