@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.memory import pool_empty
+from dpstream.pipelines.memory import pool_empty, sum_is_finite
 
 if TYPE_CHECKING:
     from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
@@ -322,11 +322,7 @@ def convert_rows(
                 "drop it from the selection or encode it as categorical"
             )
         array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
-        # A NaN or an infinity makes the sum non-finite: only then (or where finite values overflow it)
-        # the elementwise looks, which find the row; two block-sized masks per column otherwise.
-        with np.errstate(over="ignore", invalid="ignore"):  # inf − inf, or an overflow: looked at below
-            finite = bool(np.isfinite(array.sum()))
-        if not finite:
+        if not sum_is_finite(array):
             infinite = np.isinf(array)
             if spec.on_read and infinite.any():
                 row = int(np.argmax(infinite))

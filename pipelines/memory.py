@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["release_after", "pool_empty"]
+__all__ = ["release_after", "pool_empty", "sum_is_finite"]
 
 T = TypeVar("T")
 
@@ -43,3 +43,11 @@ def pool_empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
     count = int(np.prod(shape, dtype=np.int64))
     return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype, count=count).reshape(shape)
+
+
+def sum_is_finite(values: np.ndarray) -> bool:
+    """Whether the sum of ``values`` is finite, which it is not where one is NaN or infinite: a first look
+    before the elementwise checks (masks of the batch's size: fresh pages each in a Dask worker), which
+    then run only on a batch that has such a value, or whose finite values overflow the sum."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(values.sum()))

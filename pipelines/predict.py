@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from dpstream.export import ModelDocument
 from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
 from dpstream.pipelines.lake import STREAM_BUFFER_BYTES, LakeError, LakeSpec, SourceSpec, native_open
-from dpstream.pipelines.memory import release_after
+from dpstream.pipelines.memory import release_after, sum_is_finite
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
@@ -160,11 +160,7 @@ def score_file(
                 else np.empty((batch.num_rows, len(features)))
             )
             _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
-            # A NaN or an infinity makes the sum non-finite; only then (or where finite values overflow
-            # it) the elementwise check, which finds the row (a block-sized mask costs fresh pages per batch).
-            with np.errstate(over="ignore", invalid="ignore"):  # inf − inf, or an overflow: looked at below
-                finite = bool(np.isfinite(X.sum()))
-            if not finite and not np.all(np.isfinite(X)):
+            if not sum_is_finite(X) and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"

@@ -22,6 +22,7 @@ from dpstream.pipelines.lake import (
     LakeSpec,
     footer_bytes,
     footer_identity,
+    native_open,
     open_unchanged,
     pins_reads,
 )
@@ -30,7 +31,7 @@ from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import deleted_positions, live_table, stored_columns
 from dpstream.pipelines.validate import check_user_ids, check_values
 from dpstream.pipelines.waiting import completed_within
-from dpstream.storage import open_url, write_atomic, write_bytes_atomic
+from dpstream.storage import is_local, open_url, write_atomic, write_bytes_atomic
 
 __all__ = [
     "write_piece",
@@ -60,6 +61,11 @@ def write_piece(fs: Any, path: str, table: pa.Table) -> None:
 
 
 def read_piece(fs: Any, path: str) -> pa.Table:
+    """A scratch piece; a local one read by Arrow into its pool (``native_open``), not first into a
+    Python ``bytes`` (1.07 of the 12.9 s of a one-process shuffle of 8 M rows × 64, issue 34)."""
+    if is_local(fs):
+        with native_open(fs, path) as handle:
+            return pa.ipc.open_file(handle).read_all()
     return pa.ipc.open_file(pa.BufferReader(fs.cat_file(path))).read_all()
 
 

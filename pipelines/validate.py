@@ -27,8 +27,9 @@ from dpstream.pipelines.lake import (
     file_identity,
     file_stamp,
     fingerprint,
+    native_open,
 )
-from dpstream.pipelines.memory import release_after
+from dpstream.pipelines.memory import release_after, sum_is_finite
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
@@ -263,7 +264,7 @@ def check_values(
                 f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it"
             )
         numbers = values.to_numpy(zero_copy_only=False)
-        if numbers.dtype.kind == "f":
+        if numbers.dtype.kind == "f" and not sum_is_finite(numbers):
             bad = np.flatnonzero(~np.isfinite(numbers))
             if bad.size:
                 row = offset + int(bad[0]) // stride
@@ -287,7 +288,7 @@ def _scan(
     """Stream the file's live rows (its table version's deletes dropped) once through ``check_values``.
     Returns (the vector width, the live rows). A row a message names counts live rows."""
     path, live = listed.path, 0
-    with fs.open(path, "rb") as handle:
+    with native_open(fs, path) as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
         reader = pq.ParquetFile(handle, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
         for rows in live_batches(reader, listed, spec.read_columns, SCAN_BATCH_ROWS):
