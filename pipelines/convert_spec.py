@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.memory import pool_empty, sum_is_finite
+from dpstream.pipelines.range_map import map_range
 
 if TYPE_CHECKING:
     from dpstream.pipelines.convert_bounds import PrivateBoundsRequest
@@ -350,12 +351,13 @@ def convert_rows(
                             else "no imputation constant; pass --impute COLUMN=VALUE (a public value) or --missing drop"
                         )
                     )
-        if column in spec.bounds:
-            array = _mapped(array, spec.bounds[column], spec.scale_range)
         # Each feature in its stored width at once: a whole file's float64 copies would otherwise be
         # held together (a 1,000,000-row file of 16 float32 features: 128 MB beside its 64).
-        if column != spec.label and array.dtype != feature_dtype:
-            narrowed = pool_empty(array.shape, feature_dtype)
+        width = np.float64 if column == spec.label else feature_dtype
+        if column in spec.bounds:
+            array = map_range(array, spec.bounds[column], spec.scale_range, width)
+        elif array.dtype != width:
+            narrowed = pool_empty(array.shape, width)
             narrowed[...] = array
             array = narrowed
         numeric[column] = array
@@ -406,20 +408,6 @@ def convert_rows(
     for column in spec.passthrough:
         table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
     return table_out
-
-
-def _mapped(values: np.ndarray, bounds: Sequence[float], scale_range: Sequence[float]) -> np.ndarray:
-    """t_lo + (t_hi − t_lo)·(clip(x, lo, hi) − lo)/(hi − lo): ``values`` mapped from their public range onto
-    ``scale_range``, computed in place in one array from Arrow's pool (``pool_empty``: each batch's
-    temporaries otherwise cost fresh pages in a Dask worker), in the order of the formula as written, so
-    the bits are those of the expression."""
-    (low, high), (target_low, target_high) = bounds, scale_range
-    mapped = np.clip(values, low, high, out=pool_empty(values.shape, np.float64))
-    mapped -= low
-    np.multiply(target_high - target_low, mapped, out=mapped)
-    mapped /= high - low
-    mapped += target_low
-    return mapped
 
 
 def prepared_feature_type(column_types: list[pa.DataType]) -> pa.DataType:

@@ -370,26 +370,37 @@ def test_a_row_without_its_person_is_refused(tmp_path):
 
 
 def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
-    """convert_rows maps each bounded column in place in Arrow's pool (``_mapped``, issue 34): the same
-    bits as the expression it replaced, NaN and infinities included, in float64 and once narrowed."""
+    """convert_rows maps each bounded column in one pass (``range_map.map_range``, a Numba loop) or, where
+    that cannot run, in place in Arrow's pool (``map_range_numpy``), issue 34: both give the bits of the
+    expression they replaced (NaN, infinities and signed zeros included), in float64 and once narrowed."""
     import numpy as np
     import pyarrow as pa
 
-    from dpstream.pipelines.convert_spec import _mapped
     from dpstream.pipelines.memory import pool_empty
+    from dpstream.pipelines.range_map import map_range, map_range_numpy
 
     rng = np.random.default_rng(3)
+    specials = [np.nan, np.inf, -np.inf, 0.0, -0.0]
     for (low, high), (target_low, target_high) in (
         ((0, 10), (-1.0, 1.0)),
         ((-3.3, 7.1), (0, 1)),
         ((-20000.0, 80000.0), (-1.0, 1.0)),
         ((1e-3, 2e-3), (-1.0, 1.0)),
+        ((-1, 0), (0.0, 2.5)),
     ):
-        values = np.concatenate([rng.normal(low, abs(high) * 2 + 1, 50_000), [np.nan, np.inf, -np.inf]])
-        expected = target_low + (target_high - target_low) * (np.clip(values, low, high) - low) / (high - low)
-        mapped = _mapped(values, (low, high), (target_low, target_high))
-        assert np.array_equal(mapped, expected, equal_nan=True)
-        assert np.array_equal(mapped.astype(np.float32), expected.astype(np.float32), equal_nan=True)
+        for source in (np.float32, np.float64):
+            values = np.concatenate([rng.normal(low, abs(high) * 2 + 1, 50_000), specials, [low, high]])
+            values = values.astype(source).astype(np.float64)
+            expected = target_low + (target_high - target_low) * (np.clip(values, low, high) - low) / (
+                high - low
+            )
+            for width, bits in ((np.float64, np.uint64), (np.float32, np.uint32)):
+                wanted = expected.astype(width).view(bits)
+                for mapped in (
+                    map_range(values, (low, high), (target_low, target_high), width),
+                    map_range_numpy(values, (low, high), (target_low, target_high), width),
+                ):
+                    assert mapped.dtype == width and np.array_equal(mapped.view(bits), wanted)
     before = pa.total_allocated_bytes()
     array = pool_empty((3, 5), np.float32)
     assert pa.total_allocated_bytes() >= before + 60  # the pool's memory, not the C allocator's

@@ -1,0 +1,100 @@
+"""The public-range map of preprocessing, in one pass.
+
+Each bounded column is mapped from its public range [lo, hi] onto the scale range [t_lo, t_hi]:
+
+    x' = t_lo + (t_hi − t_lo)·(clip(x, lo, hi) − lo)/(hi − lo)
+
+(``dpstream.pipelines.convert_spec.convert_rows``; README, "A lake in its own units"). Written as NumPy
+expressions that is five passes over the column and one more to store it in the prepared width, for
+every batch that validation, the shuffle and scoring read. ``map_range`` does it in one pass: a Numba
+loop (no fast-math, so every operation is the IEEE operation of the expression, in its order, with
+NumPy's clip: NaN kept, ±∞ to the bounds), bit for bit what the expression gives
+(``tests/pipelines/test_convert.py``). Where Numba cannot compile or load it, the NumPy expression runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dpstream.pipelines.memory import pool_empty
+
+__all__ = ["map_range", "map_range_numpy"]
+
+
+def _map_loop(
+    values: Any, low: float, high: float, target_low: float, span: float, width: float, out: Any
+) -> None:
+    for index in range(values.shape[0]):
+        value = np.float64(values[index])
+        if value != value:  # NaN: np.clip keeps it
+            out[index] = value
+            continue
+        # NumPy's clip: max(x, lo) as x > lo ? x : lo, then min(·, hi) as m < hi ? m : hi.
+        clipped = value if value > low else low
+        clipped = clipped if clipped < high else high
+        out[index] = target_low + (span * (clipped - low)) / width
+
+
+@functools.cache
+def _compiled() -> Any:
+    """The loop, compiled on first use and cached on disk where a cache location is writable (as the
+    statistics kernels, ``dpstream.models.glm_cpu``); None where Numba cannot compile it."""
+    try:
+        import numba
+
+        try:
+            return numba.njit(_map_loop, cache=True, nogil=True, fastmath=False, error_model="numpy")
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return numba.njit(_map_loop, cache=False, nogil=True, fastmath=False, error_model="numpy")
+    except Exception:  # noqa: BLE001 -- any failure to build the loop leaves the NumPy expression
+        return None
+
+
+def map_range_numpy(
+    values: np.ndarray, bounds: Sequence[float], scale_range: Sequence[float], dtype: Any = np.float64
+) -> np.ndarray:
+    """The map as the NumPy expression, in place in one float64 array from Arrow's pool, then stored in
+    ``dtype``."""
+    (low, high), (target_low, target_high) = bounds, scale_range
+    mapped = np.clip(values, low, high, out=pool_empty(values.shape, np.float64))
+    mapped -= low
+    np.multiply(target_high - target_low, mapped, out=mapped)
+    mapped /= high - low
+    mapped += target_low
+    if np.dtype(dtype) == np.float64:
+        return mapped
+    stored = pool_empty(values.shape, dtype)
+    stored[...] = mapped
+    return stored
+
+
+def map_range(
+    values: np.ndarray, bounds: Sequence[float], scale_range: Sequence[float], dtype: Any = np.float64
+) -> np.ndarray:
+    """``values`` (one-dimensional, float32 or float64) mapped from ``bounds`` onto ``scale_range`` and
+    stored in ``dtype`` (float64 or float32), in an array from Arrow's pool (module docstring)."""
+    loop = _compiled()
+    dtype = np.dtype(dtype)
+    if (
+        loop is None
+        or values.ndim != 1
+        or values.dtype not in (np.float32, np.float64)
+        or dtype not in (np.float32, np.float64)
+    ):
+        return map_range_numpy(values, bounds, scale_range, dtype)
+    (low, high), (target_low, target_high) = bounds, scale_range
+    out = pool_empty(values.shape, dtype)
+    loop(
+        values,
+        float(low),
+        float(high),
+        float(target_low),
+        float(target_high - target_low),
+        float(high - low),
+        out,
+    )
+    return out
