@@ -20,8 +20,10 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 # Bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (this machine, CI, the image) Python
 # never caches what it compiles, so every process (each CLI command, each Dask worker) compiled its
 # imports from source again: 2.5 of the 3.8 s of a small `dpstream validate` (issue 34). The libraries'
-# bytecode is written at install (--compile-bytecode above); ours here, only for changed sources.
-BYTECODE := $(BIN)/python -m compileall -q -j 0 dpstream pipelines flows examples benchmarks
+# bytecode is written at install (--compile-bytecode above); ours here, only for changed sources, with
+# the preprocessing loop's machine code (pipelines/range_map.py: one process fills Numba's cache).
+BYTECODE := $(BIN)/python -m compileall -q -j 0 dpstream pipelines flows examples benchmarks \
+	&& $(BIN)/python -c 'from dpstream.pipelines.range_map import compile_all; compile_all()'
 
 demo: $(STAMP)
 	$(BYTECODE)

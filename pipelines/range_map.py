@@ -9,7 +9,8 @@ expressions that is five passes over the column and one more to store it in the 
 every batch that validation, the shuffle and scoring read. ``map_range`` does it in one pass: a Numba
 loop (no fast-math, so every operation is the IEEE operation of the expression, in its order, with
 NumPy's clip: NaN kept, ±∞ to the bounds), bit for bit what the expression gives
-(``tests/pipelines/test_convert.py``). Where Numba cannot compile or load it, the NumPy expression runs.
+(``tests/pipelines/test_convert.py``). Where Numba cannot build, compile or load it, the NumPy
+expression runs (widened to float64 first).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from dpstream.pipelines.memory import pool_empty
 
-__all__ = ["map_range", "map_range_numpy"]
+__all__ = ["map_range", "map_range_numpy", "compile_all"]
 
 
 def _map_loop(
@@ -33,9 +34,9 @@ def _map_loop(
         if value != value:  # NaN: np.clip keeps it
             out[index] = value
             continue
-        # NumPy's clip: max(x, lo) as x > lo ? x : lo, then min(·, hi) as m < hi ? m : hi.
-        clipped = value if value > low else low
-        clipped = clipped if clipped < high else high
+        # NumPy's clip keeps x itself where it equals a bound (a −0.0 against a bound of +0.0 stays −0.0).
+        clipped = low if value < low else value
+        clipped = high if clipped > high else clipped
         out[index] = target_low + (span * (clipped - low)) / width
 
 
@@ -60,7 +61,9 @@ def map_range_numpy(
     """The map as the NumPy expression, in place in one float64 array from Arrow's pool, then stored in
     ``dtype``."""
     (low, high), (target_low, target_high) = bounds, scale_range
-    mapped = np.clip(values, low, high, out=pool_empty(values.shape, np.float64))
+    mapped = pool_empty(values.shape, np.float64)
+    mapped[...] = values  # widened first: a float32 clip would round the bounds to float32
+    np.clip(mapped, low, high, out=mapped)
     mapped -= low
     np.multiply(target_high - target_low, mapped, out=mapped)
     mapped /= high - low
@@ -77,7 +80,7 @@ def map_range(
 ) -> np.ndarray:
     """``values`` (one-dimensional, float32 or float64) mapped from ``bounds`` onto ``scale_range`` and
     stored in ``dtype`` (float64 or float32), in an array from Arrow's pool (module docstring)."""
-    loop = _compiled()
+    loop = None if _FAILED else _compiled()
     dtype = np.dtype(dtype)
     if (
         loop is None
@@ -88,13 +91,31 @@ def map_range(
         return map_range_numpy(values, bounds, scale_range, dtype)
     (low, high), (target_low, target_high) = bounds, scale_range
     out = pool_empty(values.shape, dtype)
-    loop(
-        values,
+    arguments = (
         float(low),
         float(high),
         float(target_low),
         float(target_high - target_low),
         float(high - low),
-        out,
     )
+    try:
+        loop(values, *arguments, out)
+    except Exception:  # noqa: BLE001 -- Numba compiles at the first call: any failure there leaves NumPy
+        _FAILED.add(True)
+        return map_range_numpy(values, bounds, scale_range, dtype)
     return out
+
+
+_FAILED: set[bool] = set()  # non-empty once a call failed to compile: NumPy from then on
+
+
+def compile_all() -> None:
+    """Compile (and cache on disk) the loop for every input and output type ``convert_rows`` passes, in
+    one process: ``make test`` and ``make install`` run it before any worker starts, since Numba's cache
+    index is not safe against several processes adding specializations to it at once."""
+    for source in (np.float32, np.float64):
+        for dtype in (np.float32, np.float64):
+            values = np.zeros(2, dtype=source)
+            map_range(values, (0.0, 1.0), (-1.0, 1.0), dtype)
+            values.flags.writeable = False  # zero-copy Arrow columns arrive read-only
+            map_range(values, (0.0, 1.0), (-1.0, 1.0), dtype)

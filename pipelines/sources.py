@@ -294,6 +294,14 @@ def pin(spec: LakeSpec) -> PinnedSource:
         for file in pinned.files
         if not (where(file.path) == root or where(file.path).startswith(prefix))
     ]
+    if outside and is_local(fs) and _resolved(outside[0]) != os.path.normpath(outside[0]):
+        raise LakeError(
+            f"{outside[0]} is a symbolic link (or lies in a linked folder) to {_resolved(outside[0])}, outside "
+            f"{spec.url} ({len(outside)} such "
+            "file(s)): dpstream reads only files inside the lake's folder, the location its fingerprint and its own "
+            "writes are checked against. Copy (or hard-link) the files into the folder, or point lake.url at the "
+            "folder that holds them"
+        )
     if outside:
         raise LakeError(
             f"{pinned.version.describe()} at {spec.url} lists data file {outside[0]}, outside {spec.url} "

@@ -376,9 +376,11 @@ def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
     import numpy as np
     import pyarrow as pa
 
+    from dpstream.pipelines import range_map
     from dpstream.pipelines.memory import pool_empty
     from dpstream.pipelines.range_map import map_range, map_range_numpy
 
+    assert range_map._compiled() is not None  # the loop, not the fallback compared with itself
     rng = np.random.default_rng(3)
     specials = [np.nan, np.inf, -np.inf, 0.0, -0.0]
     for (low, high), (target_low, target_high) in (
@@ -387,10 +389,13 @@ def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
         ((-20000.0, 80000.0), (-1.0, 1.0)),
         ((1e-3, 2e-3), (-1.0, 1.0)),
         ((-1, 0), (0.0, 2.5)),
+        ((0, 10), (-0.0, 1.0)),  # a −0.0 input clipped at +0 keeps its sign, and so does t_lo + 0
+        ((-1.0, -0.0), (-0.0, 1.0)),
     ):
         for source in (np.float32, np.float64):
-            values = np.concatenate([rng.normal(low, abs(high) * 2 + 1, 50_000), specials, [low, high]])
-            values = values.astype(source).astype(np.float64)
+            drawn = np.concatenate([rng.normal(low, abs(high) * 2 + 1, 50_000), specials, [low, high]])
+            given = drawn.astype(source)  # float32 columns reach the map as they are stored, too
+            values = given.astype(np.float64)
             expected = target_low + (target_high - target_low) * (np.clip(values, low, high) - low) / (
                 high - low
             )
@@ -399,6 +404,8 @@ def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
                 for mapped in (
                     map_range(values, (low, high), (target_low, target_high), width),
                     map_range_numpy(values, (low, high), (target_low, target_high), width),
+                    map_range(given, (low, high), (target_low, target_high), width),
+                    map_range_numpy(given, (low, high), (target_low, target_high), width),
                 ):
                     assert mapped.dtype == width and np.array_equal(mapped.view(bits), wanted)
     before = pa.total_allocated_bytes()

@@ -522,3 +522,20 @@ def test_a_table_reached_through_dot_dot_or_a_link_is_inside_itself(tmp_path):
     names = [f"{tmp_path}/configs/../tables/events", f"{tmp_path}/tables//events", str(tmp_path / "link")]
     for url in names:
         assert validate_lake(LakeSpec(url, ("x0", "x1"), "y")).num_rows == 300, url
+
+
+def test_a_parquet_folder_of_symbolic_links_is_refused_naming_the_link(tmp_path):
+    """Files linked into the lake's folder live elsewhere: refused with the link and its target named
+    (not as a cloned table), before anything is read; hard links are the lake's own files."""
+    elsewhere, lake, hard = tmp_path / "elsewhere", tmp_path / "lake", tmp_path / "hard"
+    for folder in (elsewhere, lake, hard):
+        folder.mkdir()
+    table = pa.table({"x0": np.arange(5.0), "x1": np.ones(5), "y": np.zeros(5)})
+    pq.write_table(table, elsewhere / "part-0.parquet")
+    (lake / "part-0.parquet").symlink_to(elsewhere / "part-0.parquet")
+    with pytest.raises(
+        LakeError, match=r"part-0.parquet is a symbolic link .* to .*elsewhere/part-0.parquet, outside .*lake"
+    ):
+        validate_lake(LakeSpec(str(lake), ("x0", "x1"), "y"))
+    os.link(elsewhere / "part-0.parquet", hard / "part-0.parquet")
+    assert sum(file.rows for file in validate_lake(LakeSpec(str(hard), ("x0", "x1"), "y")).files) == 5
