@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.memory import pool_empty, sum_is_finite
+from dpstream.pipelines.memory import pool_astype, pool_empty, sum_is_finite
 from dpstream.pipelines.range_map import map_range
 
 if TYPE_CHECKING:
@@ -356,11 +356,7 @@ def convert_rows(
         width = np.float64 if column == spec.label else feature_dtype
         if column in spec.bounds:
             array = map_range(array, spec.bounds[column], spec.scale_range, width)
-        elif array.dtype != width:
-            narrowed = pool_empty(array.shape, width)
-            narrowed[...] = array
-            array = narrowed
-        numeric[column] = array
+        numeric[column] = pool_astype(array, width)
     onehot: dict[str, np.ndarray] = {}
     for column, categories in spec.categorical.items():
         values = table.column(column)

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["release_after", "pool_empty", "sum_is_finite"]
+__all__ = ["release_after", "pool_empty", "pool_astype", "sum_is_finite"]
 
 T = TypeVar("T")
 
@@ -43,6 +43,15 @@ def pool_empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
     count = int(np.prod(shape, dtype=np.int64))
     return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype=dtype, count=count).reshape(shape)
+
+
+def pool_astype(values: np.ndarray, dtype: Any) -> np.ndarray:
+    """``values.astype(dtype)`` in memory from Arrow's pool (``values`` itself when already ``dtype``)."""
+    if values.dtype == np.dtype(dtype):
+        return values
+    converted = pool_empty(values.shape, dtype)
+    converted[...] = values
+    return converted
 
 
 def sum_is_finite(values: np.ndarray) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dpstream.pipelines.memory import pool_empty
+from dpstream.pipelines.memory import pool_astype, pool_empty
 
 __all__ = ["map_range", "map_range_numpy", "compile_all"]
 
@@ -68,11 +68,7 @@ def map_range_numpy(
     np.multiply(target_high - target_low, mapped, out=mapped)
     mapped /= high - low
     mapped += target_low
-    if np.dtype(dtype) == np.float64:
-        return mapped
-    stored = pool_empty(values.shape, dtype)
-    stored[...] = mapped
-    return stored
+    return pool_astype(mapped, dtype)
 
 
 def map_range(
@@ -80,7 +76,8 @@ def map_range(
 ) -> np.ndarray:
     """``values`` (one-dimensional, float32 or float64) mapped from ``bounds`` onto ``scale_range`` and
     stored in ``dtype`` (float64 or float32), in an array from Arrow's pool (module docstring)."""
-    loop = None if _FAILED else _compiled()
+    global _compile_failed
+    loop = None if _compile_failed else _compiled()
     dtype = np.dtype(dtype)
     if (
         loop is None
@@ -101,17 +98,17 @@ def map_range(
     try:
         loop(values, *arguments, out)
     except Exception:  # noqa: BLE001 -- Numba compiles at the first call: any failure there leaves NumPy
-        _FAILED.add(True)
+        _compile_failed = True
         return map_range_numpy(values, bounds, scale_range, dtype)
     return out
 
 
-_FAILED: set[bool] = set()  # non-empty once a call failed to compile: NumPy from then on
+_compile_failed = False  # once a call failed to compile: the NumPy expression from then on
 
 
 def compile_all() -> None:
     """Compile (and cache on disk) the loop for every input and output type ``convert_rows`` passes, in
-    one process: ``make test`` and ``make install`` run it before any worker starts, since Numba's cache
+    one process: ``make test``, ``demo`` and the benchmarks run it before any worker starts, since Numba's cache
     index is not safe against several processes adding specializations to it at once."""
     for source in (np.float32, np.float64):
         for dtype in (np.float32, np.float64):
