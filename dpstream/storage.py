@@ -31,6 +31,7 @@ __all__ = [
     "url_of",
     "overlap",
     "check_exclusive_create",
+    "punch_hole",
 ]
 
 
@@ -135,6 +136,40 @@ def write_atomic(
             raise
     else:
         fs.pipe_file(path, data)
+
+
+_FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02  # <linux/falloc.h>
+_fallocate: Any = None
+
+
+def punch_hole(path: str, ranges: list[tuple[int, int]]) -> bool:
+    """Free the disk blocks of the byte ranges ``[start, end)`` of the local file ``path``, keeping its
+    size (``fallocate(2)`` with ``FALLOC_FL_PUNCH_HOLE``: those bytes then read as zeros). Returns False,
+    freeing nothing, where the kernel or filesystem cannot (not Linux, or e.g. an old NFS): the caller's
+    data is unchanged and only its disk peak is higher."""
+    global _fallocate
+    if _fallocate is None:
+        try:
+            import ctypes
+
+            function = ctypes.CDLL(None, use_errno=True).fallocate
+            function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            function.restype = ctypes.c_int
+            _fallocate = function
+        except (AttributeError, OSError):
+            _fallocate = False
+    if _fallocate is False:
+        return False
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for start, end in ranges:
+            if end > start and _fallocate(
+                fd, _FALLOC_FL_KEEP_SIZE | _FALLOC_FL_PUNCH_HOLE, start, end - start
+            ):
+                return False
+    finally:
+        os.close(fd)
+    return True
 
 
 _EXCLUSIVE_CHECKED: set[tuple[str, str]] = set()

@@ -49,13 +49,15 @@ from dpstream.pipelines.lake import (
 )
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
 from dpstream.pipelines.shuffle_io import (
-    read_target,
+    Slice,
+    read_slices,
     read_validated,
-    remove_target,
+    release_slices,
     run_tasks,
     scatter_arguments,
+    target_slices,
     write_part,
-    write_pieces,
+    write_scratch,
     written_part,
 )
 from dpstream.pipelines.user_shuffle import UserBounding, shuffle_users
@@ -133,40 +135,43 @@ def _scatter(
     index: int,
     counts: np.ndarray,
     seed: int,
-) -> None:
-    """Permute source file ``index`` and write its pieces, one per output, under the generation folder.
+) -> np.ndarray:
+    """Permute source file ``index`` and write its scratch file, a slice per output, under the generation
+    folder; returns where each slice ends (``write_scratch``).
     The file is read only if it is still the one validated (``file.stamp``: a file swapped after
     validation is refused, never shuffled into a generation). On a local disk or S3 the stamp pins the
     bytes read, so its values are not scanned again (16-30 ms a 200,000-row file, measured); on other
     filesystems they are."""
     table, _ = read_validated(source, file, spec, width)
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    write_pieces(folder_url, out_options, index, table, counts)
+    return write_scratch(folder_url, out_options, index, table, counts)
 
 
-def _gather(folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int) -> Part:
-    """Concatenate and permute the pieces of output ``target`` into its part; refuses a part that would
-    not hold exactly ``expected_rows`` rows (a piece lost or written twice)."""
+def _gather(
+    folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int, slices: tuple[Slice, ...]
+) -> Part:
+    """Concatenate and permute output ``target``'s slices of the scratch files into its part, then free
+    them; refuses a part that would not hold exactly ``expected_rows`` rows."""
     fs, root = open_url(folder_url, out_options)
     path = f"{root}/part-{target:05d}.parquet"
     if fs.exists(path):
-        # A retried task (its worker died after writing the part, before or while removing the pieces):
+        # A retried task (its worker died after writing the part, before or while freeing its slices):
         # the part was written atomically, so it is whole; its row count is checked like a new one's.
         part = written_part(fs, path)
         if part.rows == expected_rows:
-            remove_target(fs, root, target)
+            release_slices(fs, root, slices)
             return part
-    table = read_target(fs, root, target)
+    table = read_slices(fs, root, slices)
     if table is None or table.num_rows != expected_rows:
         raise LakeError(
             f"part-{target:05d}.parquet would hold {0 if table is None else table.num_rows:,} rows, not the "
             f"{expected_rows:,} its layout "
-            "assigned: a scatter piece is missing or repeated (another process wrote into this shuffle's folder?). "
+            "assigned: a scatter slice is missing or repeated (another process wrote into this shuffle's folder?). "
             "Nothing was committed; shuffle again"
         )
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
     part = write_part(fs, path, table, ROW_GROUP_ROWS)
-    remove_target(fs, root, target)
+    release_slices(fs, root, slices)
     return part
 
 
@@ -448,6 +453,7 @@ def _shuffle_rows(
     scatter_args = scatter_arguments(
         spec, summary, folder_url, out_options, lambda i: (counts[i], int(seeds[i].generate_state(1)[0]))
     )
+    ends = run(_scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
     gather_args = [
         (
             folder_url,
@@ -455,10 +461,10 @@ def _shuffle_rows(
             j,
             int(seeds[len(summary.files) + j].generate_state(1)[0]),
             int(capacity[j]),
+            target_slices(ends, j),
         )
         for j in range(outputs)
     ]
-    run(_scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
     return run(_gather, gather_args, lambda _, part: report("gather", part.rows))
 
 

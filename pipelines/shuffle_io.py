@@ -1,17 +1,26 @@
-"""A shuffle's reads and writes: the scratch pieces a scatter task writes for one output and its gather
-reads back, the committed parts, and the tasks that run them on a cluster.
+"""A shuffle's reads and writes: the scratch file a scatter task writes for one source file and the
+gathers read back by byte range, the committed parts, and the tasks that run them on a cluster.
 
-A piece is an uncompressed Arrow IPC file: the gather reads it back without decoding (Parquet pieces
-cost an encode and a decode of every value, and shuffled floats do not compress). Pieces live under the
-uncommitted generation's scratch folder and are deleted before the commit.
+Each source file i gets **one scratch file** (``_scratch/from-0000i.arrow``): its rows for output 0, then
+for output 1, and so on, each output's slice a self-contained, uncompressed Arrow IPC stream (the gather
+reads it back without decoding: Parquet would cost an encode and a decode of every value, and shuffled
+floats do not compress). The scatter task returns where each slice ends; the gather of output j reads
+slice j of every scratch file by byte range, writes its part, and on a local disk then frees those
+ranges (``punch_hole``), so the scratch shrinks as the parts grow and a shuffle needs about twice the
+lake's size of disk, not three times. S scratch files for S source files, not one per (source, output)
+pair: the data-plane lake's 1,600 piece files cost ~3 s of a 12.9 s one-process shuffle to create, write,
+read and unlink (``python -m benchmarks.shuffle_profile``, issue 34), and at 10⁴ files each way their
+10⁸ files would not fit any filesystem. The scratch lives in the uncommitted generation's folder and is
+deleted before the commit; it is written atomically but not fsynced (an interrupted shuffle's
+generation is never committed, issue 16 item 5).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -22,7 +31,6 @@ from dpstream.pipelines.lake import (
     LakeSpec,
     footer_bytes,
     footer_identity,
-    native_open,
     open_unchanged,
     pins_reads,
 )
@@ -31,48 +39,111 @@ from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources import deleted_positions, live_table, stored_columns
 from dpstream.pipelines.validate import check_user_ids, check_values
 from dpstream.pipelines.waiting import completed_within
-from dpstream.storage import is_local, open_url, write_atomic, write_bytes_atomic
+from dpstream.storage import is_local, open_url, punch_hole, write_atomic
 
 __all__ = [
-    "write_piece",
-    "read_piece",
-    "finished_pieces",
+    "Slice",
+    "write_scratch",
+    "target_slices",
+    "read_slices",
+    "release_slices",
     "write_part",
+    "column_compression",
     "written_part",
-    "remove_target",
     "run_tasks",
     "read_validated",
     "scatter_arguments",
-    "write_pieces",
-    "read_target",
 ]
 
-_PIECE = re.compile(r"from-\d{5}\.arrow$")
+# Output j's rows from source file i: (i, first byte, end byte) of i's scratch file.
+Slice = tuple[int, int, int]
 
 
-def write_piece(fs: Any, path: str, table: pa.Table) -> None:
-    """Atomic but not fsynced: an interrupted shuffle's generation is never committed (issue 16 item 5)."""
-    # Built in memory, then one write: streamed into the file through ``write_atomic`` the IPC writer's
-    # many small writes each cross into Python (0.40 s against 0.31 s for 4 scatter tasks, measured).
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    write_bytes_atomic(fs, path, memoryview(sink.getvalue()), durable=False)
+def scratch_path(root: str, source: int) -> str:
+    return f"{root}/{SCRATCH}/from-{source:05d}.arrow"
 
 
-def read_piece(fs: Any, path: str) -> pa.Table:
-    """A scratch piece; a local one read by Arrow into its pool (``native_open``), not first into a
-    Python ``bytes`` (1.07 of the 12.9 s of a one-process shuffle of 8 M rows × 64, issue 34)."""
-    if is_local(fs):
-        with native_open(fs, path) as handle:
-            return pa.ipc.open_file(handle).read_all()
-    return pa.ipc.open_file(pa.BufferReader(fs.cat_file(path))).read_all()
+def write_scratch(folder_url: str, out_options: dict, index: int, table: pa.Table, counts: Any) -> np.ndarray:
+    """Source file ``index``'s scratch file: consecutive slices of ``table``, ``counts[j]`` rows for
+    output j, each an Arrow IPC stream of its own. Returns the byte where each output's slice ends
+    (``target_slices`` turns every source's ends into each output's slices). A retried task writes the
+    same bytes (same rows, same order): the ends it returns are the first attempt's."""
+    out_fs, root = open_url(folder_url, out_options)
+    ends = np.zeros(len(counts), dtype=np.int64)
+
+    def write(handle: Any) -> None:
+        position = row = 0
+        for target, count in enumerate(counts):
+            if count:
+                # Each slice built in memory, then one write: the IPC writer's many small writes each
+                # cross into Python when streamed into a Python file (0.40 against 0.31 s for 4 tasks).
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, table.schema) as writer:
+                    writer.write_table(table.slice(row, int(count)))
+                data = sink.getvalue()
+                handle.write(memoryview(data))
+                position += data.size
+                row += int(count)
+            ends[target] = position
+
+    write_atomic(out_fs, scratch_path(root, index), write, durable=False)
+    return ends
 
 
-def finished_pieces(fs: Any, folder: str) -> list[str]:
-    """The pieces in ``folder`` in source-file order; a temporary file of a scatter task killed mid-write
-    is not one."""
-    return sorted(path for path in fs.ls(folder, detail=False) if _PIECE.match(path.rsplit("/", 1)[-1]))
+def target_slices(ends: list[np.ndarray], target: int) -> tuple[Slice, ...]:
+    """Output ``target``'s slices, in source-file order, from each scatter task's ``write_scratch`` ends;
+    a source that sent it no rows has none."""
+    slices = []
+    for source, source_ends in enumerate(ends):
+        start, end = (int(source_ends[target - 1]) if target else 0), int(source_ends[target])
+        if end > start:
+            slices.append((source, start, end))
+    return tuple(slices)
+
+
+def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Table:
+    path = scratch_path(root, source)
+    try:
+        if is_local(fs):
+            # Read by Arrow into its pool, not first into a Python ``bytes`` (1.07 of the 12.9 s of a
+            # one-process shuffle of 8 M rows × 64, issue 34).
+            with pa.OSFile(path) as handle:
+                handle.seek(start)
+                data = handle.read_buffer(end - start)
+        else:
+            data = pa.py_buffer(fs.cat_file(path, start=start, end=end))
+        if data.size != end - start:
+            raise EOFError(f"{data.size} of {end - start} bytes")
+        return pa.ipc.open_stream(data).read_all()
+    except (OSError, EOFError, pa.ArrowInvalid) as error:
+        raise LakeError(
+            f"{path}: bytes {start:,}-{end:,} are not the slice the scatter wrote ({error}): the scratch file is "
+            "gone or was changed (another process wrote into or pruned this shuffle's folder?). Nothing was "
+            "committed; shuffle again"
+        ) from error
+
+
+def read_slices(
+    fs: Any, root: str, slices: tuple[Slice, ...], columns: list[str] | None = None
+) -> pa.Table | None:
+    """The rows of ``slices`` (one output's), ``columns`` of them; None when there are none."""
+    if not slices:
+        return None
+    table = pa.concat_tables([_read_slice(fs, root, *piece) for piece in slices])
+    return table.select(columns) if columns is not None else table
+
+
+def release_slices(fs: Any, root: str, slices: tuple[Slice, ...]) -> None:
+    """Free ``slices``' disk blocks once their output's part is written (a local disk: ``punch_hole``):
+    the scratch then never holds much more than the parts still to write. Elsewhere (an object store
+    bills objects, not a disk peak) the scratch files go with the scratch folder before the commit."""
+    if not is_local(fs):
+        return
+    for source, start, end in slices:
+        try:
+            punch_hole(scratch_path(root, source), [(start, end)])
+        except FileNotFoundError:
+            pass  # the scratch folder is already gone: nothing left to free
 
 
 def write_part(
@@ -83,13 +154,22 @@ def write_part(
     returns the part as committed (its row groups, size and content identity, read back from what was
     written)."""
 
+    compression = column_compression(table)
+
     def encode(handle) -> None:
         if users is None:
             pq.write_table(
-                table, handle, use_dictionary=False, row_group_size=row_group_rows, write_page_checksum=True
+                table,
+                handle,
+                use_dictionary=False,
+                row_group_size=row_group_rows,
+                write_page_checksum=True,
+                compression=compression,
             )
             return
-        with pq.ParquetWriter(handle, table.schema, use_dictionary=False, write_page_checksum=True) as writer:
+        with pq.ParquetWriter(
+            handle, table.schema, use_dictionary=False, write_page_checksum=True, compression=compression
+        ) as writer:
             start = 0
             for rows, _ in users:
                 writer.write_table(table.slice(start, rows), row_group_size=rows)
@@ -100,6 +180,29 @@ def write_part(
     if users is not None and part.row_groups != tuple(rows for rows, _ in users):
         raise RuntimeError(f"{path}: row groups {part.row_groups} written for people's groups {users}")
     return part
+
+
+COMPRESSION_SAMPLE_ROWS = 4_096
+WORTH_COMPRESSING = 0.8  # Snappy's output over its input, on a column's first rows, at or below which it pays
+
+
+def column_compression(table: pa.Table) -> dict[str, str]:
+    """Snappy for the columns it shrinks, none for the others: a column of shuffled measurements does not
+    compress, and Snappy's pass over it cost 0.6 of the 7.5-8.3 s of the data-plane shuffle of 8 M
+    rows × 64 float32 (`python -m benchmarks.data_plane --shuffle 5`, issue 34), and again on every read;
+    a one-hot, integer or constant column still shrinks several-fold. Judged on the first
+    ``COMPRESSION_SAMPLE_ROWS`` rows, which in a shuffled part are a random sample."""
+    sample = table.slice(0, COMPRESSION_SAMPLE_ROWS)
+    choice = {}
+    for name in table.column_names:
+        column = sample.column(name).combine_chunks()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, pa.schema([pa.field(name, column.type)])) as writer:
+            writer.write_batch(pa.record_batch([column], names=[name]))
+        raw = sink.getvalue()
+        packed = pa.compress(raw, "snappy", asbytes=False)
+        choice[name] = "snappy" if packed.size <= WORTH_COMPRESSING * raw.size else "none"
+    return choice
 
 
 def written_part(fs: Any, path: str, people: tuple[int, ...] = ()) -> Part:
@@ -143,7 +246,7 @@ def scatter_arguments(
     spec: LakeSpec, summary: Any, folder_url: str, out_options: dict, extra: Callable[[int], tuple]
 ) -> list[tuple]:
     """The scatter tasks' arguments, one tuple per validated source file ``i`` of ``summary`` (a
-    ``LakeSummary``): its URL, its ``LakeFile``, ``spec``, the vector width, where its pieces go, ``i``,
+    ``LakeSummary``): its URL, its ``LakeFile``, ``spec``, the vector width, where its scratch file goes, ``i``,
     then the shuffle's own ``extra(i)``."""
     source_fs, _ = spec.filesystem()
     return [
@@ -182,42 +285,3 @@ def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> t
         if spec.user_column is not None:
             check_user_ids(table.column(spec.user_column), spec, path)
     return table, path
-
-
-def write_pieces(folder_url: str, out_options: dict, index: int, table: pa.Table, counts: Any) -> None:
-    """Source file ``index``'s pieces: consecutive slices of ``table``, ``counts[j]`` rows to output j."""
-    out_fs, root = open_url(folder_url, out_options)
-    offset = 0
-    for target, count in enumerate(counts):
-        if count:
-            write_piece(
-                out_fs,
-                f"{root}/{SCRATCH}/to-{target:05d}/from-{index:05d}.arrow",
-                table.slice(offset, int(count)),
-            )
-            offset += int(count)
-
-
-def _target_folder(root: str, target: int) -> str:
-    return f"{root}/{SCRATCH}/to-{target:05d}"
-
-
-def remove_target(fs: Any, root: str, target: int) -> None:
-    """Delete output ``target``'s pieces once its part is written: the scratch then never holds more than
-    the parts still to write, so a shuffle needs about twice the lake's size of disk, not three times."""
-    folder = _target_folder(root, target)
-    if fs.exists(folder):
-        fs.rm(folder, recursive=True)
-
-
-def read_target(fs: Any, root: str, target: int, columns: list[str] | None = None) -> pa.Table | None:
-    """The pieces written for output ``target`` (in source-file order), ``columns`` of them; None when
-    there are none."""
-    folder = _target_folder(root, target)
-    if not fs.exists(folder):
-        return None
-    tables = [read_piece(fs, path) for path in finished_pieces(fs, folder)]
-    if not tables:
-        return None
-    table = pa.concat_tables(tables)
-    return table.select(columns) if columns is not None else table

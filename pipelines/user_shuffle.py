@@ -44,11 +44,14 @@ from dpstream.models.users import bound_contributions
 from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
 from dpstream.pipelines.shuffle_io import (
-    read_target,
+    Slice,
+    read_slices,
     read_validated,
+    release_slices,
     scatter_arguments,
+    target_slices,
     write_part,
-    write_pieces,
+    write_scratch,
 )
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
@@ -135,23 +138,23 @@ def scatter_users(
     index: int,
     outputs: int,
     key: HashKey,
-) -> np.ndarray:
-    """Route source file ``index``'s rows to the ``outputs`` by the keyed hash of their ids; the pieces
-    hold the hash, never the id. Returns the rows sent to each output."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Route source file ``index``'s rows to the ``outputs`` by the keyed hash of their ids; the scratch
+    file holds the hash, never the id. Returns the rows sent to each output and where each output's
+    slice ends (``write_scratch``)."""
     table, _ = read_validated(source, file, spec, width)
     hashes = keyed_hashes(table.column(spec.user_column), key)
     table = table.drop_columns([spec.user_column]).append_column(_HASH_COLUMN, pa.array(hashes))
     targets = (hashes % np.uint64(outputs)).astype(np.int64)
     order = np.argsort(targets, kind="stable")
     counts = np.bincount(targets, minlength=outputs)
-    write_pieces(folder_url, out_options, index, table.take(order), counts)
-    return counts
+    return counts, write_scratch(folder_url, out_options, index, table.take(order), counts)
 
 
-def user_histogram(folder_url: str, out_options: dict, target: int) -> np.ndarray:
-    """The people of output ``target`` binned by their number of rows (bin b: 2^{b−1} < k_u ≤ 2^b)."""
+def user_histogram(folder_url: str, out_options: dict, slices: tuple[Slice, ...]) -> np.ndarray:
+    """The people of one output (its ``slices``) binned by their number of rows (bin b: 2^{b−1} < k_u ≤ 2^b)."""
     fs, root = open_url(folder_url, out_options)
-    table = read_target(fs, root, target, [_HASH_COLUMN])
+    table = read_slices(fs, root, slices, [_HASH_COLUMN])
     if table is None:
         return np.zeros(BINS, dtype=np.int64)
     _, counts = np.unique(table.column(_HASH_COLUMN).to_numpy(), return_counts=True)
@@ -193,16 +196,18 @@ def gather_users(
     expected_rows: int,
     max_rows_per_user: int,
     row_group_rows: int,
+    slices: tuple[Slice, ...],
 ) -> Part | None:
-    """Bound, order and write output ``target``'s people (module docstring, item 2); returns its part, or
-    None when no person hashed to this output."""
+    """Bound, order and write output ``target``'s people (module docstring, item 2) from its ``slices``
+    of the scratch files, then free them; returns its part, or None when no person hashed to this
+    output."""
     fs, root = open_url(folder_url, out_options)
-    table = read_target(fs, root, target)
+    table = read_slices(fs, root, slices)
     rows = 0 if table is None else table.num_rows
     if rows != expected_rows:
         raise LakeError(
             f"output {target} of the shuffle received {rows:,} rows, not the {expected_rows:,} the scatter sent: a "
-            "piece is missing or repeated (another process wrote into this shuffle's folder?). Nothing was "
+            "slice is missing or repeated (another process wrote into this shuffle's folder?). Nothing was "
             "committed; shuffle again"
         )
     if table is None:
@@ -213,7 +218,9 @@ def gather_users(
     table = table.take(bounded.rows).drop_columns([_HASH_COLUMN])
     table = table.append_column(USER_CODE_COLUMN, pa.array(bounded.users, pa.int64()))
     groups = user_row_groups(bounded.rows_per_user, row_group_rows)
-    return write_part(fs, f"{root}/part-{target:05d}.parquet", table, row_group_rows, groups)
+    part = write_part(fs, f"{root}/part-{target:05d}.parquet", table, row_group_rows, groups)
+    release_slices(fs, root, slices)
+    return part
 
 
 class HashKey:
@@ -267,15 +274,18 @@ def shuffle_users(
     scatter_args = scatter_arguments(
         spec, summary, folder_url, out_options, lambda _, task=(outputs, key): task
     )
-    sent = run(scatter_users, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
-    del key, scatter_args  # the pieces are all written: nothing needs the key again
-    received = np.sum(sent, axis=0).astype(np.int64)
+    scattered = run(
+        scatter_users, scatter_args, lambda index, _: report("scatter", summary.files[index].rows)
+    )
+    del key, scatter_args  # the scratch files are all written: nothing needs the key again
+    received = np.sum([counts for counts, _ in scattered], axis=0).astype(np.int64)
+    slices = [target_slices([ends for _, ends in scattered], j) for j in range(outputs)]
     noise_seed, *seeds = np.random.SeedSequence(secrets.randbits(128)).spawn(1 + outputs)
     max_rows = bounding.max_rows_per_user
     if bounding.is_auto:
         charge(charge_id, bounding.auto_mu)  # before the release is computed: refused here if over budget
         histograms = run(
-            user_histogram, [(folder_url, out_options, j) for j in range(outputs)], lambda *_: None
+            user_histogram, [(folder_url, out_options, slices[j]) for j in range(outputs)], lambda *_: None
         )
         max_rows = choose_max_rows(np.sum(histograms, axis=0), bounding, np.random.default_rng(noise_seed))
     gather_args = [
@@ -287,6 +297,7 @@ def shuffle_users(
             int(received[j]),
             max_rows,
             row_group_rows,
+            slices[j],
         )
         for j in range(outputs)
     ]

@@ -299,54 +299,109 @@ def test_s3_output_overlapping_the_source_is_refused(s3_bucket):
     assert shuffle_once(spec, f"{url}/fresh").num_rows == 600
 
 
-def test_gather_reads_finished_pieces_only(tmp_path):
-    """A scatter task killed mid-write leaves a temporary file beside the pieces; the gather skips it."""
-    import fsspec
+def _scatter_files(tmp_path, tables_and_counts):
+    """Scratch files as scatter tasks write them (``write_scratch``); their ends, in source order."""
+    from dpstream.pipelines.shuffle_io import write_scratch
+
+    return [
+        write_scratch(str(tmp_path), {}, index, table, counts)
+        for index, (table, counts) in enumerate(tables_and_counts)
+    ]
+
+
+def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
+    """Issue 34: one scratch file per source file, a slice per output; output j's gather reads slice j of
+    each by byte range and nothing else (a scatter task killed mid-write left a temporary file beside
+    them; a source that sent output j no rows has no slice for it)."""
     import pyarrow as pa
 
     from dpstream.pipelines.generations import SCRATCH
     from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import write_piece
+    from dpstream.pipelines.shuffle_io import target_slices
 
-    fs = fsspec.filesystem("file")
-    folder = tmp_path / SCRATCH / "to-00000"
-    for index, values in enumerate(([1.0, 2.0], [3.0, 4.0, 5.0])):
-        write_piece(fs, str(folder / f"from-{index:05d}.arrow"), pa.table({"x": values}))
-    (folder / ".tmp-killed").write_bytes(b"half a piece")
+    ends = _scatter_files(
+        tmp_path,
+        [
+            (pa.table({"x": [1.0, 2.0, 10.0]}), [2, 1, 0]),
+            (pa.table({"x": [3.0, 4.0, 5.0, 11.0, 20.0]}), [3, 1, 1]),
+        ],
+    )
+    (tmp_path / SCRATCH / ".tmp-killed").write_bytes(b"half a scratch file")
+    assert [len(target_slices(ends, j)) for j in range(3)] == [2, 2, 1]
     with pytest.raises(LakeError, match="would hold 5 rows, not the 6 its layout assigned"):
-        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6)
-    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=5)
-    table = pq.read_table(tmp_path / "part-00000.parquet")
-    assert part.row_groups == (5,) and sorted(table.column("x").to_pylist()) == [1.0, 2.0, 3.0, 4.0, 5.0]
+        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6, slices=target_slices(ends, 0))
+    for target, expected in enumerate(([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 11.0], [20.0])):
+        part = _gather(
+            str(tmp_path), {}, target, seed=1, expected_rows=len(expected), slices=target_slices(ends, target)
+        )
+        table = pq.read_table(tmp_path / f"part-{target:05d}.parquet")
+        assert part.row_groups == (len(expected),) and sorted(table.column("x").to_pylist()) == expected
     assert part.identity.startswith("footer-sha256:") and part.size == os.path.getsize(
-        tmp_path / "part-00000.parquet"
+        tmp_path / "part-00002.parquet"
     )
 
 
-def test_gather_removes_its_pieces_and_a_retry_returns_the_written_part(tmp_path):
-    """Issue 34: a target's pieces are deleted once its part is written (the shuffle's disk peak is about
-    twice the lake, not three times); a retried gather (its worker died after the write) returns the
-    part as written, and a part whose rows differ from its layout is still refused."""
-    import fsspec
+def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
+    """Issue 34: an output's slices are freed (holes punched) once its part is written, so the shuffle's
+    disk peak is about twice the lake, not three times; a retried gather (its worker died after the
+    write) returns the part as written; a slice that is gone is refused naming the scratch file."""
+    import numpy as np
     import pyarrow as pa
 
     from dpstream.pipelines.generations import SCRATCH
     from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import write_piece
+    from dpstream.pipelines.shuffle_io import target_slices
 
-    fs = fsspec.filesystem("file")
-    for target, values in enumerate(([1.0, 2.0, 3.0], [4.0])):
-        write_piece(
-            fs, str(tmp_path / SCRATCH / f"to-{target:05d}" / "from-00000.arrow"), pa.table({"x": values})
-        )
-    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=3)
-    assert not (tmp_path / SCRATCH / "to-00000").exists() and (tmp_path / SCRATCH / "to-00001").exists()
-    assert _gather(str(tmp_path), {}, 0, seed=2, expected_rows=3) == part
-    # A worker that died after writing the part, before removing its pieces: the retry returns the part.
-    write_piece(
-        fs, str(tmp_path / SCRATCH / "to-00000" / "from-00000.arrow"), pa.table({"x": [1.0, 2.0, 3.0]})
+    rows = 200_000  # 1.6 MB a column: whole filesystem blocks to free
+    values = np.random.default_rng(0).random(rows)
+    ends = _scatter_files(tmp_path, [(pa.table({"x": values}), [rows // 2, rows // 2])])
+    scratch = tmp_path / SCRATCH / "from-00000.arrow"
+    size, blocks = os.path.getsize(scratch), os.stat(scratch).st_blocks
+    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 0))
+    assert os.path.getsize(scratch) == size  # output 1's slice stays where the scatter said
+    assert os.stat(scratch).st_blocks < 0.6 * blocks  # output 0's half of the disk blocks is free
+    # A worker that died after writing the part, before freeing its slices: the retry returns the part.
+    assert (
+        _gather(str(tmp_path), {}, 0, seed=2, expected_rows=rows // 2, slices=target_slices(ends, 0)) == part
     )
-    assert _gather(str(tmp_path), {}, 0, seed=3, expected_rows=3) == part
-    assert not (tmp_path / SCRATCH / "to-00000").exists()
-    with pytest.raises(LakeError, match="would hold 0 rows, not the 4"):
-        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=4)
+    other = _gather(str(tmp_path), {}, 1, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 1))
+    read = np.concatenate(
+        [pq.read_table(tmp_path / f"part-{j:05d}.parquet").column("x").to_numpy() for j in (0, 1)]
+    )
+    assert other.rows == rows // 2 and np.array_equal(np.sort(read), np.sort(values))
+    with pytest.raises(LakeError, match="from-00000.arrow: bytes 0-.* are not the slice the scatter wrote"):
+        _gather(str(tmp_path), {}, 2, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 0))
+    scratch.unlink()
+    with pytest.raises(LakeError, match="the scratch file is gone or was changed"):
+        _gather(str(tmp_path), {}, 3, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 1))
+
+
+def test_parts_compress_only_the_columns_snappy_shrinks(tmp_path):
+    """Issue 34: shuffled measurements do not compress, so their pages are stored plain (Snappy's pass
+    was ~8 % of the shuffle and is paid again on every read); a one-hot or integer column still shrinks,
+    and every value reads back unchanged either way."""
+    import fsspec
+    import numpy as np
+    import pyarrow as pa
+
+    from dpstream.pipelines.shuffle_io import write_part
+
+    rng = np.random.default_rng(3)
+    rows = 20_000
+    table = pa.table(
+        {
+            "measured": rng.standard_normal(rows).astype(np.float32),
+            "one_hot": rng.integers(0, 2, rows).astype(np.float32),
+            "count": rng.integers(0, 50, rows),
+            "y": rng.standard_normal(rows),
+        }
+    )
+    path = str(tmp_path / "part-00000.parquet")
+    write_part(fsspec.filesystem("file"), path, table, 8_192)
+    metadata = pq.read_metadata(path)
+    codecs = {
+        metadata.schema.column(j).name: metadata.row_group(0).column(j).compression
+        for j in range(metadata.num_columns)
+    }
+    assert codecs == {"measured": "UNCOMPRESSED", "one_hot": "SNAPPY", "count": "SNAPPY", "y": "UNCOMPRESSED"}
+    assert pq.read_table(path).equals(table)
