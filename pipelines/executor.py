@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -86,19 +87,40 @@ def warm_blocks(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec,
     return len(blocks)
 
 
+_PREFETCHER: ThreadPoolExecutor | None = None  # per worker process, started by its first prefetch
+
+
+def _warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
+    try:
+        warm_blocks(blocks, spec, lake)
+    except Exception:  # noqa: BLE001 - the step that needs the block reads it again and reports the error
+        pass
+
+
 def pieces_stats(
     pieces: list[tuple[str, int, int, int, str, PartCheck | None]],
     spec: LakeSpec,
     model: Model,
     request: StatsRequest,
     lake: str = "",
+    prefetch: list[tuple[str, int, PartCheck | None]] | None = None,
 ) -> list[BatchStats]:
     """``slice_stats`` for each (path, row group, first row, end row, role, check) piece, in the given
-    order (one worker's share of a step, one task)."""
-    return [
+    order (one worker's share of a step, one task); then, on one background thread of this worker
+    process, the decoding of the ``prefetch`` blocks (the next step's) into its cache, while the result
+    travels and the coordinator applies the step. A block the next task asks for while it is being
+    decoded is waited for, not decoded twice (``LruCache``); a failed prefetch is dropped, and the task
+    that needs the block reads it again and reports the error."""
+    global _PREFETCHER
+    stats = [
         slice_stats(path, group, spec, lo, hi, model, request, role, lake, check)
         for path, group, lo, hi, role, check in pieces
     ]
+    if prefetch:
+        if _PREFETCHER is None:
+            _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
+        _PREFETCHER.submit(_warm_quietly, prefetch, spec, lake)
+    return stats
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
@@ -181,39 +203,42 @@ class DaskExecutor:
             start, index = end, index + 1
         return pieces
 
-    def _prefetch(self, start: int, rows: int) -> None:
-        """Warm the workers' caches with the blocks of rows [start, start + rows): the next step's, since the
-        plans' spans follow one another. A worker runs it, at low priority, after its share of this step,
-        while it would otherwise wait for the slowest worker at the step's barrier (decoding is the
-        critical path: issue 18). At most ``PREFETCH_BLOCKS`` per worker, so the 4-block cache keeps
-        this step's blocks. Statistics are unchanged: the same blocks are decoded either way."""
-        from distributed import fire_and_forget
-
+    def _prefetch_blocks(self, start: int, rows: int) -> dict[int, list[tuple[str, int, PartCheck]]]:
+        """The blocks of rows [start, start + rows) by worker: the next step's, since the plans' spans
+        follow one another, at most ``PREFETCH_BLOCKS`` per worker, so the 4-block cache keeps this
+        step's blocks. Each worker decodes its share after its part of this step, while it would
+        otherwise wait for the slowest worker and the round trip (decoding is the critical path: issue
+        18). Statistics are unchanged: the same blocks are decoded either way."""
         stop = min(start + rows, self.starts[-1])
-        if start >= stop:
-            return
-        if not self.workers:
-            return
+        if start >= stop or not self.workers:
+            return {}
         first = bisect.bisect_right(self.starts, start) - 1
         last = bisect.bisect_right(self.starts, stop - 1) - 1
-        by_worker: dict[int, list[tuple[str, int]]] = {}
+        by_worker: dict[int, list[tuple[str, int, PartCheck]]] = {}
         for index in range(first, last + 1):
             blocks = by_worker.setdefault(index % len(self.workers), [])
             if len(blocks) < PREFETCH_BLOCKS:
                 blocks.append(self._block(index))
-        for worker, blocks in by_worker.items():
-            fire_and_forget(
-                self.client.submit(
-                    warm_blocks,
-                    blocks,
-                    self.spec,
-                    self.lake,
-                    workers=[self.workers[worker]],
-                    allow_other_workers=True,
-                    priority=-1,
-                    pure=False,
-                )
+        return by_worker
+
+    def _warm(self, worker: int, blocks: list[tuple[str, int, PartCheck]]) -> None:
+        """A low-priority task decoding ``blocks`` on ``worker``: the prefetch of a worker with no piece
+        of this step (the others decode theirs at the end of their step's task, with no task of its own:
+        on 2 cores the scheduler's and the client's cost per task was a third of the step's time)."""
+        from distributed import fire_and_forget
+
+        fire_and_forget(
+            self.client.submit(
+                warm_blocks,
+                blocks,
+                self.spec,
+                self.lake,
+                workers=[self.workers[worker]],
+                allow_other_workers=True,
+                priority=-1,
+                pure=False,
             )
+        )
 
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
         pieces = []
@@ -228,8 +253,9 @@ class DaskExecutor:
         for position, (i, *_rest) in enumerate(pieces):
             by_worker.setdefault(i % max(len(self.workers), 1), []).append(position)
         tasks = [[self._piece(*pieces[p]) for p in positions] for positions in by_worker.values()]
+        prefetch = self._prefetch_blocks(span.gradient_rows[1], span.rows) if self.prefetch else {}
 
-        def submit(task: int, worker: str | None) -> Any:
+        def submit(task: int, worker: str | None, warm: list | None = None) -> Any:
             return self.client.submit(
                 pieces_stats,
                 tasks[task],
@@ -237,6 +263,7 @@ class DaskExecutor:
                 self.model,
                 request,
                 self.lake,
+                warm,
                 workers=None if worker is None else [worker],
                 allow_other_workers=worker is not None,
                 pure=False,
@@ -244,9 +271,13 @@ class DaskExecutor:
 
         # No worker yet (an adaptive cluster scales up on pending tasks): unpinned, gather_within waits.
         pinned = [self.workers[worker] if self.workers else None for worker in by_worker]
-        futures = [submit(task, worker) for task, worker in enumerate(pinned)]
-        if self.prefetch:
-            self._prefetch(span.gradient_rows[1], span.rows)
+        futures = [
+            submit(task, worker, prefetch.get(index))
+            for task, (index, worker) in enumerate(zip(by_worker, pinned, strict=True))
+        ]
+        for worker, blocks in prefetch.items():
+            if worker not in by_worker:
+                self._warm(worker, blocks)
         gathered = gather_within(
             self.client, futures, pinned, lambda task: submit(task, None), self.worker_timeout
         )

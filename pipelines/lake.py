@@ -530,21 +530,36 @@ def read_footer(fs: Any, path: str) -> pq.FileMetaData:
 
 
 class LruCache:
-    """A small thread-safe least-recently-used cache for worker processes (decoded blocks, footers)."""
+    """A small thread-safe least-recently-used cache for worker processes (decoded blocks, footers). A
+    key is loaded once: a second thread asking for a key being loaded waits for that load (a step's task
+    for the block the worker's prefetch thread is decoding) instead of decoding it again."""
 
     def __init__(self, limit: int):
         self.limit, self._items, self._lock = limit, OrderedDict(), threading.Lock()
+        self._loading: dict[Any, threading.Lock] = {}
 
     def get(self, key: Any, load: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-        value = load()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self.limit:
-                self._items.popitem(last=False)
+            key_lock = self._loading.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._items:  # loaded by the thread this one waited for
+                    self._items.move_to_end(key)
+                    return self._items[key]
+            try:
+                value = load()
+            except BaseException:
+                with self._lock:
+                    self._loading.pop(key, None)
+                raise
+            with self._lock:
+                self._items[key] = value
+                self._loading.pop(key, None)
+                while len(self._items) > self.limit:
+                    self._items.popitem(last=False)
         return value
 
 
