@@ -281,24 +281,31 @@ def test_finding_8_run_ids_are_never_paths(tmp_path):
     write_lake(local_put, str(raw), files=2, rows=4000)
     project = tmp_path / "project"
     config = write_config(project, raw)
-    logs = Path(os.environ["DPSTREAM_LOG_DIR"])
+    # A log folder of its own: tests on other xdist workers write theirs into the shared one meanwhile.
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = {**os.environ, "DPSTREAM_LOG_DIR": str(logs)}
     before = set(logs.iterdir())
     for run_id in ("../../../outside/pwn", "nl\n", "x" * 300, ".hidden"):
         one_line(
-            dpstream("train", config, "--run-id", run_id, "--quiet"), 2, "--run-id must be 1-64 characters"
+            dpstream("train", config, "--run-id", run_id, "--quiet", env=env),
+            2,
+            "--run-id must be 1-64 characters",
         )
     assert set(logs.iterdir()) == before and not (tmp_path / "outside").exists()
     assert not (project / "ledger").exists() and not (project / "runs").exists()
     # A model.json whose run id is a path (edited by hand) is refused by predict before any log is written.
-    trained = dpstream("train", config, "--run-id", "ok", "--quiet")
+    trained = dpstream("train", config, "--run-id", "ok", "--quiet", env=env)
     assert trained.returncode == 0, trained.stderr[-3000:]
     edited = tmp_path / "edited"
     edited.mkdir()
     document = json.loads((project / "runs" / "ok" / "model.json").read_text())
     (edited / "model.json").write_text(json.dumps({**document, "run_id": "../../escape"}))
     before = set(logs.iterdir())
-    one_line(dpstream("predict", edited, raw, tmp_path / "scored"), 2, "run_id must be 1-64 characters")
-    assert set(logs.iterdir()) == before and not (tmp_path / "scored").exists()
+    one_line(
+        dpstream("predict", edited, raw, tmp_path / "scored", env=env), 2, "run_id must be 1-64 characters"
+    )
+    assert len(before) == 1 and set(logs.iterdir()) == before and not (tmp_path / "scored").exists()
     # report refuses an edited privacy statement with one line instead of printing it.
     (edited / "model.json").write_text(
         json.dumps({**document, "privacy": {**document["privacy"], "epsilon": 0.1}})
