@@ -246,30 +246,12 @@ def test_the_writer_and_the_reader_of_model_json_agree():
     assert read.privacy == json.loads(json.dumps(report.to_dict()))
 
 
-@pytest.mark.parametrize("kind", ["linear", "logistic"])
-def test_scoring_in_cache_sized_blocks_changes_no_bit(kind):
-    """Issue 34: a batch is scored ``SCORE_ROWS`` rows at a time through one cache-sized buffer; every
-    output equals the model's predictions of the whole batch's matrix bit for bit (each row's prediction
-    is its own), at every boundary, and a bad value is named by its row in the file."""
-    from dpstream.pipelines.predict import SCORE_ROWS, _score
+def test_rows_are_filled_as_whole_columns_would_fill_them():
+    from dpstream.pipelines.predict import FILL_ROWS, _fill_rows
 
     rng = np.random.default_rng(0)
-    extra = {"classes": ["low", "mid", "high"]} if kind == "logistic" else {}
-    params = rng.standard_normal(DIM * 3) if kind == "logistic" else PARAMS
-    model = ModelDocument.from_dict(document(kind, params=params, **extra))
-    buffer = np.empty((SCORE_ROWS, DIM))
-    for rows in (0, 1, SCORE_ROWS - 1, SCORE_ROWS, 3 * SCORE_ROWS + 17):
-        columns = [rng.uniform(-1, 1, rows).astype(np.float32) for _ in range(DIM)]
-        whole = model.predict(np.column_stack(columns).astype(np.float64).reshape(rows, DIM))
-        scored = _score(model, columns, buffer, 0, "f.parquet")
-        assert list(scored) == list(whole) and all(
-            scored[name].tobytes() == whole[name].tobytes()
-            if scored[name].dtype != object
-            else scored[name].tolist() == whole[name].tolist()
-            for name in whole
-        )
-    columns[2][2 * SCORE_ROWS + 5] = np.nan
-    with pytest.raises(
-        LakeError, match=f"f.parquet: row {100 + 2 * SCORE_ROWS + 5} has a missing or infinite"
-    ):
-        _score(model, columns, buffer, 100, "f.parquet")
+    for rows in (0, 1, FILL_ROWS - 1, FILL_ROWS, 3 * FILL_ROWS + 17):
+        columns = [rng.standard_normal(rows).astype(np.float32) for _ in range(5)]
+        X = np.empty((rows, 5))
+        _fill_rows(X, columns)
+        assert np.array_equal(X, np.column_stack(columns).astype(np.float64)) if rows else X.shape == (0, 5)
