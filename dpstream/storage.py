@@ -97,7 +97,7 @@ def write_atomic(
     outputs); on an object store it writes into memory, sent in one request (an object store makes each
     PUT visible whole). ``exclusive=True`` raises ``FileExistsError`` instead of replacing an existing
     object. ``durable=False`` skips the fsync on local disks: for scratch data that an interrupted run
-    discards and rewrites (the shuffle's pieces), where the rename alone gives the all-or-nothing view.
+    discards and rewrites (the shuffle's scratch files), where the rename alone gives the all-or-nothing view.
     A local file gets the permissions a plain ``open`` would give under the process umask (the temporary
     file's 0600 would keep workers running as another user of the group from reading a shuffled part),
     except with ``private=True`` (a checkpoint, which holds the noise key): owner only.
@@ -146,13 +146,15 @@ def punch_hole(path: str, ranges: list[tuple[int, int]]) -> bool:
     """Free the disk blocks of the byte ranges ``[start, end)`` of the local file ``path``, keeping its
     size (``fallocate(2)`` with ``FALLOC_FL_PUNCH_HOLE``: those bytes then read as zeros). Returns False,
     freeing nothing, where the kernel or filesystem cannot (not Linux, or e.g. an old NFS): the caller's
-    data is unchanged and only its disk peak is higher."""
+    data is unchanged and only its disk peak is higher. A range inside one filesystem block (4 KiB) is
+    zeroed but frees nothing."""
     global _fallocate
     if _fallocate is None:
         try:
             import ctypes
 
-            function = ctypes.CDLL(None, use_errno=True).fallocate
+            libc = ctypes.CDLL(None, use_errno=True)
+            function = getattr(libc, "fallocate64", None) or libc.fallocate  # 64-bit offsets everywhere
             function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
             function.restype = ctypes.c_int
             _fallocate = function

@@ -24,8 +24,9 @@ cluster left without workers for ``worker_timeout`` seconds stops the run instea
 from __future__ import annotations
 
 import bisect
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,8 @@ def warm_blocks(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec,
 
 
 _PREFETCHER: ThreadPoolExecutor | None = None  # per worker process, started by its first prefetch
+_PREFETCH_LOCK = threading.Lock()
+_PREFETCHING: Future | None = None  # the last prefetch handed to it
 
 
 def _warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
@@ -111,15 +114,18 @@ def pieces_stats(
     travels and the coordinator applies the step. A block the next task asks for while it is being
     decoded is waited for, not decoded twice (``LruCache``); a failed prefetch is dropped, and the task
     that needs the block reads it again and reports the error."""
-    global _PREFETCHER
+    global _PREFETCHER, _PREFETCHING
     stats = [
         slice_stats(path, group, spec, lo, hi, model, request, role, lake, check)
         for path, group, lo, hi, role, check in pieces
     ]
     if prefetch:
-        if _PREFETCHER is None:
-            _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
-        _PREFETCHER.submit(_warm_quietly, prefetch, spec, lake)
+        with _PREFETCH_LOCK:
+            if _PREFETCHER is None:
+                _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
+            if _PREFETCHING is not None:
+                _PREFETCHING.cancel()  # not started yet: an older step's blocks, which this step has read
+            _PREFETCHING = _PREFETCHER.submit(_warm_quietly, prefetch, spec, lake)
     return stats
 
 

@@ -6,8 +6,8 @@ Layout under ``lake.shuffled_url``::
     _generations/000002.json      ... each created exclusively; the highest number is the current one
     _g-<stamp>-<hex>/part-NNNNN.parquet   one generation's parts, never modified once committed
     _g-<stamp>-<hex>/_started.json        written first: when and by whom the shuffle started
-    _g-<stamp>-<hex>/_scratch/...         the scatter pieces (a row shuffle deletes a part's pieces once
-                                          it is written; all are gone before the commit)
+    _g-<stamp>-<hex>/_scratch/...         the scatter's scratch files, one per source file (a gather frees
+                                          its slices once its part is written; all are gone before the commit)
     _validated/<key>.json                 validation's per-file checks (dpstream.pipelines.validation_cache)
 
 A shuffle writes a new generation folder of its own and commits it by creating the next numbered

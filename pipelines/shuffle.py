@@ -4,8 +4,9 @@ Two bounded-memory passes, each task holding one file:
 
 1. *Scatter*: output file j gets exactly c_j = ⌊N/M⌋ or ⌈N/M⌉ rows. Input file i sends n_ij rows to
    output j, with (n_i1..n_iM) drawn from the multivariate hypergeometric distribution over the
-   capacities left after files 1..i−1; the rows of file i are permuted and cut into those pieces.
-2. *Gather*: output j concatenates its pieces and permutes them.
+   capacities left after files 1..i−1; the rows of file i are permuted and cut into those slices,
+   written as one scratch file (``dpstream.pipelines.shuffle_io``).
+2. *Gather*: output j concatenates its slice of every scratch file and permutes them.
 
 Assigning rows to output slots this way and permuting within files yields a uniformly random
 permutation with exactly balanced files. Under the user privacy unit (``users=``) the two passes route
@@ -49,7 +50,7 @@ from dpstream.pipelines.lake import (
 )
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
 from dpstream.pipelines.shuffle_io import (
-    Slice,
+    Slices,
     read_slices,
     read_validated,
     release_slices,
@@ -148,7 +149,7 @@ def _scatter(
 
 
 def _gather(
-    folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int, slices: tuple[Slice, ...]
+    folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int, slices: Slices
 ) -> Part:
     """Concatenate and permute output ``target``'s slices of the scratch files into its part, then free
     them; refuses a part that would not hold exactly ``expected_rows`` rows."""
@@ -170,7 +171,12 @@ def _gather(
             "Nothing was committed; shuffle again"
         )
     table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    part = write_part(fs, path, table, ROW_GROUP_ROWS)
+    try:
+        part = write_part(fs, path, table, ROW_GROUP_ROWS)
+    except FileExistsError:  # a second run of this task (Dask ran it twice) wrote it first: the same rows
+        part = written_part(fs, path)
+        if part.rows != expected_rows:
+            raise
     release_slices(fs, root, slices)
     return part
 

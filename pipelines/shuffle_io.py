@@ -17,6 +17,7 @@ generation is never committed, issue 16 item 5).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +44,7 @@ from dpstream.pipelines.waiting import completed_within
 from dpstream.storage import is_local, open_url, punch_hole, write_atomic
 
 __all__ = [
-    "Slice",
+    "Slices",
     "write_scratch",
     "target_slices",
     "read_slices",
@@ -56,8 +57,10 @@ __all__ = [
     "scatter_arguments",
 ]
 
-# Output j's rows from source file i: (i, first byte, end byte) of i's scratch file.
-Slice = tuple[int, int, int]
+# One output's slices, one row per source file that sent it rows: (i, first byte, end byte) of source
+# file i's scratch file. An int64 array (24 bytes a slice, not ~180 as Python tuples): the coordinator
+# holds every output's, sources × outputs of them (360,000 at 3·10⁸ rows, issue 34).
+Slices = np.ndarray
 
 
 def scratch_path(root: str, source: int) -> str:
@@ -87,19 +90,29 @@ def write_scratch(folder_url: str, out_options: dict, index: int, table: pa.Tabl
                 row += int(count)
             ends[target] = position
 
-    write_atomic(out_fs, scratch_path(root, index), write, durable=False)
+    path = scratch_path(root, index)
+    if is_local(out_fs):
+        write_atomic(out_fs, path, write, durable=False)
+        return ends
+    # Streamed, a multipart upload visible only once complete (``write_atomic`` would hold the whole
+    # file in memory twice, beside the table); a failed write is aborted, never left half-written.
+    handle = out_fs.open(path, "wb")
+    try:
+        write(handle)
+    except BaseException:
+        getattr(handle, "discard", lambda: None)()
+        raise
+    handle.close()
     return ends
 
 
-def target_slices(ends: list[np.ndarray], target: int) -> tuple[Slice, ...]:
+def target_slices(ends: list[np.ndarray], target: int) -> Slices:
     """Output ``target``'s slices, in source-file order, from each scatter task's ``write_scratch`` ends;
     a source that sent it no rows has none."""
-    slices = []
-    for source, source_ends in enumerate(ends):
-        start, end = (int(source_ends[target - 1]) if target else 0), int(source_ends[target])
-        if end > start:
-            slices.append((source, start, end))
-    return tuple(slices)
+    stops = np.array([source_ends[target] for source_ends in ends], dtype=np.int64)
+    starts = np.array([source_ends[target - 1] if target else 0 for source_ends in ends], dtype=np.int64)
+    sources = np.flatnonzero(stops > starts)
+    return np.column_stack([sources, starts[sources], stops[sources]]).astype(np.int64)
 
 
 def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Table:
@@ -124,27 +137,44 @@ def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Tab
         ) from error
 
 
-def read_slices(
-    fs: Any, root: str, slices: tuple[Slice, ...], columns: list[str] | None = None
-) -> pa.Table | None:
+def read_slices(fs: Any, root: str, slices: Slices, columns: list[str] | None = None) -> pa.Table | None:
     """The rows of ``slices`` (one output's), ``columns`` of them; None when there are none."""
-    if not slices:
+    if len(slices) == 0:
         return None
-    table = pa.concat_tables([_read_slice(fs, root, *piece) for piece in slices])
+    table = pa.concat_tables([_read_slice(fs, root, *piece) for piece in slices.tolist()])
     return table.select(columns) if columns is not None else table
 
 
-def release_slices(fs: Any, root: str, slices: tuple[Slice, ...]) -> None:
+def release_slices(fs: Any, root: str, slices: Slices) -> None:
     """Free ``slices``' disk blocks once their output's part is written (a local disk: ``punch_hole``):
     the scratch then never holds much more than the parts still to write. Elsewhere (an object store
-    bills objects, not a disk peak) the scratch files go with the scratch folder before the commit."""
+    bills objects, not a disk peak) the scratch files go with the scratch folder before the commit.
+    Freeing is only a saving: where it fails (a filesystem without hole punching, a scratch file of
+    another user) the shuffle goes on, and its disk peak is the lake's size more; said once per process."""
+    global _WARNED
     if not is_local(fs):
         return
-    for source, start, end in slices:
+    for source, start, end in slices.tolist():
         try:
-            punch_hole(scratch_path(root, source), [(start, end)])
+            freed = punch_hole(scratch_path(root, source), [(start, end)])
         except FileNotFoundError:
-            pass  # the scratch folder is already gone: nothing left to free
+            continue  # the scratch folder is already gone: nothing left to free
+        except OSError as error:
+            freed, reason = False, str(error)
+        else:
+            reason = "the filesystem cannot punch holes"
+        if not freed:
+            if not _WARNED:
+                _WARNED = True
+                logging.getLogger(__name__).warning(
+                    "the shuffle cannot free its scratch files' space as it goes (%s): it needs about three "
+                    "times the lake's size of disk at its peak instead of two",
+                    reason,
+                )
+            return
+
+
+_WARNED = False
 
 
 def write_part(
@@ -190,22 +220,43 @@ WORTH_COMPRESSING = 0.8  # Snappy's output over its input, on a column's first r
 
 
 def column_compression(table: pa.Table) -> dict[str, str]:
-    """Snappy for the columns it shrinks, none for the others: a column of shuffled measurements does not
-    compress, and Snappy's pass over it cost 0.6 of the 7.5-8.3 s of the data-plane shuffle of 8 M
-    rows × 64 float32 (`python -m benchmarks.data_plane --shuffle 5`, issue 34), and again on every read;
-    a one-hot, integer or constant column still shrinks several-fold. Judged on the first
-    ``COMPRESSION_SAMPLE_ROWS`` rows, which in a shuffled part are a random sample."""
+    """Parquet's codec for each leaf column of ``table``: Snappy for the columns it shrinks, none for the
+    others. A column of shuffled measurements does not compress, and Snappy's pass over it cost 0.6-0.8
+    of the 8.3 s of the data-plane shuffle of 8 M rows × 64 float32 (`python -m benchmarks.data_plane
+    --shuffle 5`, issue 34), and again on every read; a one-hot, integer or constant column still
+    shrinks several-fold. Judged on the first ``COMPRESSION_SAMPLE_ROWS`` rows (a random sample of a
+    shuffled part; a converted lake's or the predictions' first rows in source order). A nested column
+    (a vector of features) is several leaves in Parquet (``v.list.element``): each takes its column's
+    choice."""
     sample = table.slice(0, COMPRESSION_SAMPLE_ROWS)
-    choice = {}
-    for name in table.column_names:
-        column = sample.column(name).combine_chunks()
+    chosen = []
+    for field, column in zip(table.schema, sample.columns, strict=True):
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, pa.schema([pa.field(name, column.type)])) as writer:
-            writer.write_batch(pa.record_batch([column], names=[name]))
+        with pa.ipc.new_stream(sink, pa.schema([field])) as writer:
+            writer.write_batch(pa.record_batch([column.combine_chunks()], schema=pa.schema([field])))
         raw = sink.getvalue()
         packed = pa.compress(raw, "snappy", asbytes=False)
-        choice[name] = "snappy" if packed.size <= WORTH_COMPRESSING * raw.size else "none"
-    return choice
+        chosen += [("snappy" if packed.size <= WORTH_COMPRESSING * raw.size else "none")] * _leaves(
+            field.type
+        )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.slice(0, 0), sink)  # Parquet's own names for the leaves, in schema order
+    schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
+    paths = [schema.column(index).path for index in range(len(schema))]
+    if len(paths) != len(chosen):  # a type whose leaves are counted otherwise: compress it all as before
+        return dict.fromkeys(paths, "snappy")
+    return dict(zip(paths, chosen, strict=True))
+
+
+def _leaves(kind: pa.DataType) -> int:
+    """How many Parquet leaf columns a column of Arrow type ``kind`` becomes."""
+    if pa.types.is_struct(kind):
+        return sum(_leaves(kind.field(index).type) for index in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _leaves(kind.key_type) + _leaves(kind.item_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _leaves(kind.value_type)
+    return 1
 
 
 def written_part(fs: Any, path: str, people: tuple[int, ...] = ()) -> Part:

@@ -5,7 +5,7 @@ The shuffle (``dpstream.pipelines.shuffle``) runs its two passes with three chan
 1. *Scatter* routes every row by a **keyed hash of its person's id**: SipHash-2-4 (``pandas.util.
    hash_array``) under a 96-bit key drawn from OS entropy for this shuffle and never stored
    (``HashKey``: its repr hides it from task logs). A person's rows all go to output ``hash mod M``,
-   and the scratch pieces carry the hash in place of the id. The key dies with the shuffle, so nothing
+   and the scratch files carry the hash in place of the id. The key dies with the shuffle, so nothing
    written can be joined back to an id. Two ids whose 64-bit hashes collide (probability about
    U²/2⁶⁵) become one person: training stays within its bounds (a coarser relation), and the
    ``"auto"`` histogram's sensitivity would be √3 instead of √2 for that pair.
@@ -39,12 +39,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from dpstream.models.users import bound_contributions
 from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
 from dpstream.pipelines.shuffle_io import (
-    Slice,
+    Slices,
     read_slices,
     read_validated,
     release_slices,
@@ -52,6 +53,7 @@ from dpstream.pipelines.shuffle_io import (
     target_slices,
     write_part,
     write_scratch,
+    written_part,
 )
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
@@ -71,7 +73,7 @@ __all__ = [
     "HashKey",
 ]
 
-_HASH_COLUMN = "__dpstream_user_hash"  # scratch pieces only
+_HASH_COLUMN = "__dpstream_user_hash"  # scratch files only
 # μ of the "auto" bound's release: 0.01 of μ² (a lifetime ε = 4 at δ = 1e-5 is μ ≈ 1.0). Noise std
 # √2/0.1 ≈ 14 people per bin: k lands on the true quantile's power of two for most draws from about 500
 # people (measured on Zipf and constant panels; `tests/pipelines/test_user_shuffle.py`).
@@ -151,7 +153,7 @@ def scatter_users(
     return counts, write_scratch(folder_url, out_options, index, table.take(order), counts)
 
 
-def user_histogram(folder_url: str, out_options: dict, slices: tuple[Slice, ...]) -> np.ndarray:
+def user_histogram(folder_url: str, out_options: dict, slices: Slices) -> np.ndarray:
     """The people of one output (its ``slices``) binned by their number of rows (bin b: 2^{b−1} < k_u ≤ 2^b)."""
     fs, root = open_url(folder_url, out_options)
     table = read_slices(fs, root, slices, [_HASH_COLUMN])
@@ -196,12 +198,19 @@ def gather_users(
     expected_rows: int,
     max_rows_per_user: int,
     row_group_rows: int,
-    slices: tuple[Slice, ...],
+    slices: Slices,
 ) -> Part | None:
     """Bound, order and write output ``target``'s people (module docstring, item 2) from its ``slices``
     of the scratch files, then free them; returns its part, or None when no person hashed to this
     output."""
     fs, root = open_url(folder_url, out_options)
+    path = f"{root}/part-{target:05d}.parquet"
+    if fs.exists(path):
+        # A retried task (its worker died after writing the part, before or while freeing its slices):
+        # the part was written atomically from the same rows and seed, so it is this task's result.
+        part = _written_user_part(fs, path)
+        release_slices(fs, root, slices)
+        return part
     table = read_slices(fs, root, slices)
     rows = 0 if table is None else table.num_rows
     if rows != expected_rows:
@@ -218,9 +227,24 @@ def gather_users(
     table = table.take(bounded.rows).drop_columns([_HASH_COLUMN])
     table = table.append_column(USER_CODE_COLUMN, pa.array(bounded.users, pa.int64()))
     groups = user_row_groups(bounded.rows_per_user, row_group_rows)
-    part = write_part(fs, f"{root}/part-{target:05d}.parquet", table, row_group_rows, groups)
+    try:
+        part = write_part(fs, path, table, row_group_rows, groups)
+    except FileExistsError:  # a second run of this task (Dask ran it twice) wrote it first
+        part = _written_user_part(fs, path)
     release_slices(fs, root, slices)
     return part
+
+
+def _written_user_part(fs: Any, path: str) -> Part:
+    """A user-level part as committed, its people per row group counted from its person codes (each person's
+    rows lie in one row group)."""
+    with fs.open(path, "rb") as handle:
+        reader = pq.ParquetFile(handle)
+        people = tuple(
+            int(np.unique(reader.read_row_group(group, columns=[USER_CODE_COLUMN]).column(0).to_numpy()).size)
+            for group in range(reader.num_row_groups)
+        )
+    return written_part(fs, path, people)
 
 
 class HashKey:
