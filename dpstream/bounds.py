@@ -75,6 +75,24 @@ class TooFewRows(ValueError):
         )
 
 
+class TooSpread(ValueError):
+    """The occupied coarse bins of ``column`` hold less than ``MIN_KEPT_SHARE`` of the sample: its values
+    spread over more half-decades than the sample resolves at this budget, and bounds on the bins that
+    pass τ would clip most of it (issue 34: 382 sampled aircraft gave a flight delay [−31.6, −10])."""
+
+    def __init__(self, column: str, share: float):
+        self.column, self.share = column, share
+        super().__init__(
+            f"too few rows for private bounds of column {column!r}: the half-decade bins whose noisy counts pass "
+            f"the noise threshold hold only {max(share, 0.0):.0%} of the sample (its values spread over more "
+            f"half-decades than it can resolve at this budget), and bounds on those bins would clip the other "
+            f"{min(1.0 - share, 1.0):.0%}. Pass public bounds, or use a larger epsilon"
+        )
+
+
+MIN_KEPT_SHARE = 0.75  # of the sample the coarse bounds must hold (noisy): less is refused, not clipped away
+
+
 ZERO_EDGE = np.nextafter(0.0, -1.0)  # the lower edge of the bin that holds exactly 0
 
 
@@ -172,9 +190,16 @@ class PrivateBounds:
         return _counts(bins, self.edges.size + 1, weights)
 
     def coarse_release(
-        self, counts: np.ndarray, key: NoiseKey, names: tuple[str, ...] | None = None
+        self,
+        counts: np.ndarray,
+        key: NoiseKey,
+        names: tuple[str, ...] | None = None,
+        num_rows: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) per column from the exact coarse counts and the key's noise (module docstring)."""
+        """(low, high) per column from the exact coarse counts and the key's noise (module docstring). With
+        ``num_rows`` (the public sample size), a column whose occupied bins hold less than
+        ``MIN_KEPT_SHARE`` of it by their noisy counts is refused (``TooSpread``): post-processing of the
+        same release."""
         counts = np.asarray(counts, dtype=np.float64)
         std = self.coarse_std(counts.shape[0])
         noisy = counts + std * gaussian(key, 0, "private-bounds-coarse", counts.shape)
@@ -186,6 +211,9 @@ class PrivateBounds:
             if span is None:
                 raise TooFewRows(names[column] if names else str(column), threshold, self.threshold_sigmas)
             first, final = span
+            kept = float(noisy[column][first : final + 1].sum())
+            if num_rows is not None and kept < MIN_KEPT_SHARE * num_rows:
+                raise TooSpread(names[column] if names else str(column), kept / num_rows)
             # Bin b spans (e_{b−1}, e_b]; one grid step apart where the only occupied bin lies beyond the grid.
             lower = min(max(first - 1, 0), last - 1)
             upper = min(max(final, lower + 1), last)
@@ -251,7 +279,7 @@ class PrivateBounds:
         (``coarse_histogram``), with ``num_rows`` the number of users."""
         columns = _as_columns(columns)
         num_rows = columns.shape[0] if num_rows is None else num_rows
-        low, high = self.coarse_release(self.coarse_histogram(columns, weights), key, names)
+        low, high = self.coarse_release(self.coarse_histogram(columns, weights), key, names, num_rows)
         tail = self.tails(num_rows, columns.shape[1], label_column)
         fine = self.fine_histogram(columns, low, high, weights)
         return self.fine_release(fine, key, low, high, num_rows, tail)

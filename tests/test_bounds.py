@@ -181,3 +181,29 @@ def test_the_tail_allowance_uses_the_public_row_count():
     wide = mechanism.estimate(column, KEY, num_rows=10)  # q·N = 0.2·10 = 2 rows: hardly any narrowing
     assert wide[0][0] <= narrow[0][0] and wide[1][0] >= narrow[1][0]
     assert (wide[0][0], wide[1][0]) != (narrow[0][0], narrow[1][0])
+
+
+def test_bounds_that_would_hold_a_minority_of_the_sample_are_refused():
+    """Issue 34 (a user's walk: 382 sampled aircraft gave a flight delay the bounds [−31.6, −10]): when only
+    the heaviest half-decade passes τ and the rest of a column spreads thinly over many, the coarse bounds
+    would hold a minority of the sample; with the public sample size that is refused, naming the column
+    and the share, instead of clipping the rest away. Twenty times the rows resolve every half-decade."""
+    from dpstream.bounds import MIN_KEPT_SHARE, TooSpread
+
+    mechanism = PrivateBounds(mu_for_epsilon_delta(1.0, 1e-6))
+    spread = [1.5 * 10 ** (k / 2) for k in range(13)]  # 20 rows in each half-decade from 1 to 10⁶
+
+    def column(copies: int) -> np.ndarray:
+        heavy = np.full(140 * copies, -20.0)  # 35 % in (−31.6, −10]
+        return np.concatenate([heavy, np.repeat(spread, 20 * copies)]).reshape(-1, 1)
+
+    small = column(1)
+    threshold = mechanism.threshold_sigmas * mechanism.coarse_std(1)
+    assert 20 < threshold < 140  # only the heavy bin can pass τ here
+    with pytest.raises(
+        TooSpread, match=r"column 'delay'.* hold only 3\d% of the sample.*clip the other 6\d%"
+    ):
+        mechanism.estimate(small, KEY, ("delay",), num_rows=small.shape[0])
+    assert MIN_KEPT_SHARE == 0.75
+    low, high = mechanism.estimate(column(20), KEY, ("delay",), num_rows=20 * small.shape[0])
+    assert low[0] <= -20.0 and high[0] >= 1e5
