@@ -51,12 +51,12 @@ from dpstream.pipelines.lake import (
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
 from dpstream.pipelines.shuffle_io import (
     Slices,
+    output_slices,
     read_slices,
     read_validated,
     release_slices,
     run_tasks,
     scatter_arguments,
-    target_slices,
     write_part,
     write_scratch,
     written_part,
@@ -460,6 +460,7 @@ def _shuffle_rows(
         spec, summary, folder_url, out_options, lambda i: (counts[i], int(seeds[i].generate_state(1)[0]))
     )
     ends = run(_scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
+    slices = output_slices(ends)
     gather_args = [
         (
             folder_url,
@@ -467,7 +468,7 @@ def _shuffle_rows(
             j,
             int(seeds[len(summary.files) + j].generate_state(1)[0]),
             int(capacity[j]),
-            target_slices(ends, j),
+            slices[j],
         )
         for j in range(outputs)
     ]

@@ -46,7 +46,7 @@ from dpstream.storage import is_local, open_url, punch_hole, write_atomic
 __all__ = [
     "Slices",
     "write_scratch",
-    "target_slices",
+    "output_slices",
     "read_slices",
     "release_slices",
     "write_part",
@@ -70,7 +70,7 @@ def scratch_path(root: str, source: int) -> str:
 def write_scratch(folder_url: str, out_options: dict, index: int, table: pa.Table, counts: Any) -> np.ndarray:
     """Source file ``index``'s scratch file: consecutive slices of ``table``, ``counts[j]`` rows for
     output j, each an Arrow IPC stream of its own. Returns the byte where each output's slice ends
-    (``target_slices`` turns every source's ends into each output's slices). A retried task writes the
+    (``output_slices`` turns every source's ends into each output's slices). A retried task writes the
     same bytes (same rows, same order): the ends it returns are the first attempt's."""
     out_fs, root = open_url(folder_url, out_options)
     ends = np.zeros(len(counts), dtype=np.int64)
@@ -106,13 +106,17 @@ def write_scratch(folder_url: str, out_options: dict, index: int, table: pa.Tabl
     return ends
 
 
-def target_slices(ends: list[np.ndarray], target: int) -> Slices:
-    """Output ``target``'s slices, in source-file order, from each scatter task's ``write_scratch`` ends;
-    a source that sent it no rows has none."""
-    stops = np.array([source_ends[target] for source_ends in ends], dtype=np.int64)
-    starts = np.array([source_ends[target - 1] if target else 0 for source_ends in ends], dtype=np.int64)
-    sources = np.flatnonzero(stops > starts)
-    return np.column_stack([sources, starts[sources], stops[sources]]).astype(np.int64)
+def output_slices(ends: list[np.ndarray]) -> list[Slices]:
+    """Every output's slices, in source-file order, from the scatter tasks' ``write_scratch`` ends (one
+    array per source file, in order); a source that sent an output no rows has no slice for it."""
+    stops = np.stack(ends).astype(np.int64)  # (sources, outputs)
+    starts = np.zeros_like(stops)
+    starts[:, 1:] = stops[:, :-1]
+    slices = []
+    for target in range(stops.shape[1]):
+        sources = np.flatnonzero(stops[:, target] > starts[:, target])
+        slices.append(np.column_stack([sources, starts[sources, target], stops[sources, target]]))
+    return slices
 
 
 def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Table:

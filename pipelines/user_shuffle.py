@@ -46,11 +46,11 @@ from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
 from dpstream.pipelines.shuffle_io import (
     Slices,
+    output_slices,
     read_slices,
     read_validated,
     release_slices,
     scatter_arguments,
-    target_slices,
     write_part,
     write_scratch,
     written_part,
@@ -303,7 +303,7 @@ def shuffle_users(
     )
     del key, scatter_args  # the scratch files are all written: nothing needs the key again
     received = np.sum([counts for counts, _ in scattered], axis=0).astype(np.int64)
-    slices = [target_slices([ends for _, ends in scattered], j) for j in range(outputs)]
+    slices = output_slices([ends for _, ends in scattered])
     noise_seed, *seeds = np.random.SeedSequence(secrets.randbits(128)).spawn(1 + outputs)
     max_rows = bounding.max_rows_per_user
     if bounding.is_auto:

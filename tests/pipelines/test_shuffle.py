@@ -329,7 +329,7 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
 
     import dpstream.pipelines.shuffle as shuffle_module
     from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import target_slices
+    from dpstream.pipelines.shuffle_io import output_slices
     from dpstream.pipelines.user_shuffle import _HASH_COLUMN, gather_users
 
     ends = _scatter_files(tmp_path, [(pa.table({"x": np.arange(6.0)}), [6])])
@@ -340,7 +340,7 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
         return real_write(fs, path, table, rows)  # FileExistsError: exclusive create
 
     monkeypatch.setattr(shuffle_module, "write_part", racing_write)
-    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6, slices=target_slices(ends, 0))
+    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6, slices=output_slices(ends)[0])
     assert part.rows == 6 and sorted(pq.read_table(tmp_path / "part-00000.parquet")["x"].to_pylist()) == list(
         np.arange(6.0)
     )
@@ -348,10 +348,10 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
     users = tmp_path / "users"
     hashes = np.array([5, 5, 9, 9, 9, 2, 5], dtype=np.uint64)  # three people of 3, 3 and 1 rows
     user_ends = _scatter_files(users, [(pa.table({"x": np.arange(7.0), _HASH_COLUMN: hashes}), [7])])
-    written = gather_users(str(users), {}, 0, 3, 7, 2, 2, target_slices(user_ends, 0))  # k = 2
+    written = gather_users(str(users), {}, 0, 3, 7, 2, 2, output_slices(user_ends)[0])  # k = 2
     assert written.rows == 5 and sum(written.users) == 3 and len(written.users) == len(written.row_groups)
     # Its slices are freed now: a retry that read them instead of returning the part would fail.
-    assert gather_users(str(users), {}, 0, 3, 7, 2, 2, target_slices(user_ends, 0)) == written
+    assert gather_users(str(users), {}, 0, 3, 7, 2, 2, output_slices(user_ends)[0]) == written
 
 
 def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
@@ -360,7 +360,7 @@ def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
     import pyarrow as pa
 
     from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import target_slices
+    from dpstream.pipelines.shuffle_io import output_slices
 
     ends = _scatter_files(
         tmp_path,
@@ -369,12 +369,12 @@ def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
             (pa.table({"x": [3.0, 4.0, 5.0, 11.0, 20.0]}), [3, 1, 1]),
         ],
     )
-    assert [len(target_slices(ends, j)) for j in range(3)] == [2, 2, 1]
+    assert [len(output_slices(ends)[j]) for j in range(3)] == [2, 2, 1]
     with pytest.raises(LakeError, match="would hold 5 rows, not the 6 its layout assigned"):
-        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6, slices=target_slices(ends, 0))
+        _gather(str(tmp_path), {}, 0, seed=1, expected_rows=6, slices=output_slices(ends)[0])
     for target, expected in enumerate(([1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 11.0], [20.0])):
         part = _gather(
-            str(tmp_path), {}, target, seed=1, expected_rows=len(expected), slices=target_slices(ends, target)
+            str(tmp_path), {}, target, seed=1, expected_rows=len(expected), slices=output_slices(ends)[target]
         )
         table = pq.read_table(tmp_path / f"part-{target:05d}.parquet")
         assert part.row_groups == (len(expected),) and sorted(table.column("x").to_pylist()) == expected
@@ -392,31 +392,31 @@ def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
 
     from dpstream.pipelines.generations import SCRATCH
     from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import target_slices
+    from dpstream.pipelines.shuffle_io import output_slices
 
     rows = 200_000  # 1.6 MB a column: whole filesystem blocks to free
     values = np.random.default_rng(0).random(rows)
     ends = _scatter_files(tmp_path, [(pa.table({"x": values}), [rows // 2, rows // 2])])
     scratch = tmp_path / SCRATCH / "from-00000.arrow"
     size, blocks = os.path.getsize(scratch), os.stat(scratch).st_blocks
-    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 0))
+    part = _gather(str(tmp_path), {}, 0, seed=1, expected_rows=rows // 2, slices=output_slices(ends)[0])
     assert os.path.getsize(scratch) == size  # output 1's slice stays where the scatter said
     # Output 0's half of the disk blocks is free, wherever the filesystem can punch holes at all.
     assert os.stat(scratch).st_blocks < 0.6 * blocks or not _punches_holes(tmp_path)
     # A retried gather (its worker died after the write, before the retry's freeing): the part as written.
     assert (
-        _gather(str(tmp_path), {}, 0, seed=2, expected_rows=rows // 2, slices=target_slices(ends, 0)) == part
+        _gather(str(tmp_path), {}, 0, seed=2, expected_rows=rows // 2, slices=output_slices(ends)[0]) == part
     )
-    other = _gather(str(tmp_path), {}, 1, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 1))
+    other = _gather(str(tmp_path), {}, 1, seed=1, expected_rows=rows // 2, slices=output_slices(ends)[1])
     read = np.concatenate(
         [pq.read_table(tmp_path / f"part-{j:05d}.parquet").column("x").to_numpy() for j in (0, 1)]
     )
     assert other.rows == rows // 2 and np.array_equal(np.sort(read), np.sort(values))
     with pytest.raises(LakeError, match="from-00000.arrow: bytes 0-.* are not the slice the scatter wrote"):
-        _gather(str(tmp_path), {}, 2, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 0))
+        _gather(str(tmp_path), {}, 2, seed=1, expected_rows=rows // 2, slices=output_slices(ends)[0])
     scratch.unlink()
     with pytest.raises(LakeError, match="the scratch file is gone or was changed"):
-        _gather(str(tmp_path), {}, 3, seed=1, expected_rows=rows // 2, slices=target_slices(ends, 1))
+        _gather(str(tmp_path), {}, 3, seed=1, expected_rows=rows // 2, slices=output_slices(ends)[1])
 
 
 def test_parts_compress_only_the_columns_snappy_shrinks(tmp_path):
