@@ -19,6 +19,7 @@ Run: ``python -m benchmarks.data_plane`` (about 9 minutes; writes ~10 GB under .
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import numpy as np
@@ -362,10 +363,22 @@ def main() -> None:
         client.close()
 
 
+def main_and_clean_up() -> None:
+    """``main``, then its shuffled and peer outputs removed (about 9 GB a run; the sources stay)."""
+    import glob
+
+    try:
+        main()
+    finally:
+        for pattern in ("shuffled-*", "shuffled16m-*", "p2p-*"):
+            for path in glob.glob(os.path.join(ROOT, pattern)):
+                shutil.rmtree(path, ignore_errors=True)
+
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:2] == ["--shuffle"]:
         shuffle_rounds(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     else:
-        main()
+        main_and_clean_up()

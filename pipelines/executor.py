@@ -2,9 +2,10 @@
 
 The unit of work is a *block*: one Parquet row group of the shuffled lake (65,536 rows, written by
 shuffle-once and listed in the manifest). For step t the coordinator sends the algorithm's request;
-the executor cuts the step's row span at block boundaries, sends each worker one task with its pieces
-(``pieces_stats``; one round trip, one task per worker whatever the number of row groups; the
-parameters travel with the request) and merges the results in piece order, starting from zero
+the executor cuts the step's row span at block boundaries, sends each worker one call with its pieces
+(``pieces_stats``, run by the worker's step server, ``dpstream.pipelines.step_servers``, or as a task
+where it has none; one round trip per worker whatever the number of row groups; the parameters travel
+with the request) and merges the results in piece order, starting from zero
 statistics — the same fold the in-memory executor performs over the same blocks, so the result is
 bit-for-bit identical whatever the number of workers.
 
@@ -12,18 +13,19 @@ Each block is pinned to one worker (block index modulo the workers present, so n
 one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
 footers of its last 8 files (``dpstream.pipelines.lake.read_block``): consecutive steps read consecutive slices
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
-blocks. While a step's slowest worker finishes, the others decode their blocks of the next step
-(``_prefetch``).
+blocks. After its share of a step, each worker decodes its blocks of the next step on a background
+thread (``_prefetch_blocks``).
 
 Blocks are read only from the generation the manifest names, and each part is checked against its
 size and content identity when a worker first opens it (``dpstream.pipelines.lake.read_block``). The workers are
-looked up at every step: a task whose worker left is run on another (``dpstream.pipelines.waiting``), and a
+looked up every few seconds: a share whose worker left is run as a task on another (``dpstream.pipelines.waiting``), and a
 cluster left without workers for ``worker_timeout`` seconds stops the run instead of hanging it.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +37,7 @@ from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
 from dpstream.pipelines.manifest import Manifest
+from dpstream.pipelines.step_servers import StepServers
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks", "with_user_offset"]
@@ -93,7 +96,7 @@ _PREFETCH_LOCK = threading.Lock()
 _PREFETCHING: Future | None = None  # the last prefetch handed to it
 
 
-def _warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
+def warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
     try:
         warm_blocks(blocks, spec, lake)
     except Exception:  # noqa: BLE001 - the step that needs the block reads it again and reports the error
@@ -125,7 +128,7 @@ def pieces_stats(
                 _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
             if _PREFETCHING is not None:
                 _PREFETCHING.cancel()  # not started yet: an older step's blocks, which this step has read
-            _PREFETCHING = _PREFETCHER.submit(_warm_quietly, prefetch, spec, lake)
+            _PREFETCHING = _PREFETCHER.submit(warm_quietly, prefetch, spec, lake)
     return stats
 
 
@@ -159,6 +162,7 @@ class DaskExecutor:
         storage_options: dict[str, Any] | None = None,
         prefetch: bool = True,
         worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
+        servers: bool = True,
     ):
         self.client = client
         self.prefetch = prefetch  # off only to measure a bare step (benchmarks)
@@ -179,6 +183,14 @@ class DaskExecutor:
         self.workers = live_workers(client)
         self._workers_seen_at = time.monotonic()
         self.lake = manifest.row_order  # keys the workers' block and footer caches
+        # Off only to measure the task path alone (benchmarks.step_timeline); tasks serve any share that
+        # a server cannot.
+        self.servers = StepServers(client, self.spec, model, self.lake) if servers else None
+
+    def close(self) -> None:
+        """Release the workers' step servers (a later step starts them again)."""
+        if self.servers is not None:
+            self.servers.close()
 
     def _refresh_workers(self) -> None:
         """Look the workers up again every ``WORKERS_REFRESH_SECONDS`` (one scheduler call), so tasks are not
@@ -228,11 +240,13 @@ class DaskExecutor:
         return by_worker
 
     def _warm(self, worker: int, blocks: list[tuple[str, int, PartCheck]]) -> None:
-        """A low-priority task decoding ``blocks`` on ``worker``: the prefetch of a worker with no piece
-        of this step (the others decode theirs at the end of their step's task, with no task of its own:
-        on 2 cores the scheduler's and the client's cost per task was a third of the step's time)."""
+        """The prefetch of a worker with no piece of this step, by its server, or by a low-priority task
+        (the others decode theirs at the end of their share of the step, with no call of its own: on 2
+        cores the scheduler's and the client's cost per task was a third of the step's time)."""
         from distributed import fire_and_forget
 
+        if self.servers is not None and self.servers.warm(self.workers[worker], blocks):
+            return
         fire_and_forget(
             self.client.submit(
                 warm_blocks,
@@ -251,9 +265,9 @@ class DaskExecutor:
         if span.stat_rows is not None and request.thresholds is not None:
             pieces += self._slices(*span.stat_rows, "stat")
         pieces += self._slices(*span.gradient_rows, "gradient")
-        # One task per worker per step, not per piece: the scheduler's cost per task (~3 ms) would
-        # otherwise grow with the row groups a step touches. Each task returns its pieces' statistics
-        # one by one, so the merge below runs in piece order exactly as before (bit-for-bit).
+        # One call (or task) per worker per step, not per piece: the cost per call would otherwise grow
+        # with the row groups a step touches. Each returns its pieces' statistics one by one, so the
+        # merge below runs in piece order exactly as before (bit-for-bit).
         self._refresh_workers()
         by_worker: dict[int, list[int]] = {}
         for position, (i, *_rest) in enumerate(pieces):
@@ -277,16 +291,37 @@ class DaskExecutor:
 
         # No worker yet (an adaptive cluster scales up on pending tasks): unpinned, gather_within waits.
         pinned = [self.workers[worker] if self.workers else None for worker in by_worker]
-        futures = [
-            submit(task, worker, prefetch.get(index))
-            for task, (index, worker) in enumerate(zip(by_worker, pinned, strict=True))
+        warm = [prefetch.get(index) for index in by_worker]
+        # Each worker's server answers its share in one direct call; a share without one (or whose call
+        # fails, below) runs as a task, which computes the same statistics.
+        calls = [
+            self.servers.stats(worker, tasks[task], request, warm[task]) if self.servers else None
+            for task, worker in enumerate(pinned)
         ]
+        futures = {
+            task: submit(task, pinned[task], warm[task]) for task, call in enumerate(calls) if call is None
+        }
         for worker, blocks in prefetch.items():
             if worker not in by_worker:
                 self._warm(worker, blocks)
-        gathered = gather_within(
-            self.client, futures, pinned, lambda task: submit(task, None), self.worker_timeout
-        )
+        gathered: list[Any] = [None] * len(tasks)
+        for task, call in enumerate(calls):
+            if call is not None:
+                gathered[task] = self.servers.result(pinned[task], call)
+                if gathered[task] is StepServers.FAILED:
+                    futures[task] = submit(task, None)
+                    self._workers_seen_at = -math.inf  # look the workers up again at the next step
+        if futures:
+            order = list(futures)
+            values = gather_within(
+                self.client,
+                [futures[task] for task in order],
+                [pinned[task] if calls[task] is None else None for task in order],
+                lambda position: submit(order[position], None),
+                self.worker_timeout,
+            )
+            for task, value in zip(order, values, strict=True):
+                gathered[task] = value
         parts: list[BatchStats | None] = [None] * len(pieces)
         for positions, results in zip(by_worker.values(), gathered, strict=True):
             for position, part in zip(positions, results, strict=True):

@@ -15,7 +15,8 @@ releases the GIL while it decodes) it runs at 0.61 (``python -m benchmarks.data_
 coordinator reads only the compressed Parquet, less than the decoded blocks it would otherwise receive;
 give the flow's process cores for its reader threads. The workers still run the scatter-gather mode and the shuffle.
 
-``choose_mode`` compares the measured round-trip latency of a no-op task with the measured cost of one
+``choose_mode`` compares the measured round trip of an empty call to a worker's step server (scatter-gather's
+path, ``dpstream.pipelines.step_servers``; a no-op task where none can start) with the measured cost of one
 step's statistics on the coordinator; scatter-gather wins when a step's work is much larger than a
 round trip (DP-AMBSSGD, SRGD with √N batches), streaming otherwise (DP-SGD with batches of ~1,000).
 """
@@ -35,7 +36,7 @@ from dpstream.models import Model, StatsRequest
 from dpstream.pipelines.executor import with_user_offset
 from dpstream.pipelines.lake import LakeSpec, PartCheck, read_block
 from dpstream.pipelines.manifest import Manifest
-from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
+from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block", "DECODE_THREADS"]
 
@@ -109,15 +110,33 @@ def choose_mode(
 
     The probe block has the lake's ``num_features`` columns: ``plan.num_params`` counts the model's parameters,
     which differ from the features for the KAN (m·d·p) and for a model with an intercept."""
-    latencies = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        gather_within(client, [client.submit(_noop, pure=False)], worker_timeout=worker_timeout)
-        latencies.append(time.perf_counter() - start)
+    round_trip = _server_round_trip(client, model, samples)
+    if round_trip is None:  # no step server could start: scatter's steps would run as tasks
+        latencies = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            gather_within(client, [client.submit(_noop, pure=False)], worker_timeout=worker_timeout)
+            latencies.append(time.perf_counter() - start)
+        round_trip = float(np.median(latencies))
     rows = min(plan.rows_per_step, 65_536)
     X = np.random.default_rng(0).standard_normal((rows, num_features))
     model.block_stats(X, np.zeros(rows), request)  # warm: a first call pays one-off imports and allocations
     start = time.perf_counter()
     model.block_stats(X, np.zeros(rows), request)
     step_seconds = (time.perf_counter() - start) * plan.rows_per_step / rows
-    return "scatter" if step_seconds >= 3 * float(np.median(latencies)) else "streaming"
+    return "scatter" if step_seconds >= 3 * round_trip else "streaming"
+
+
+def _server_round_trip(client: Any, model: Model, samples: int) -> float | None:
+    """The round trip of a call to a worker's step server (scatter-gather's path), or None, also where no
+    worker is up yet (the probe task then brings an adaptive cluster's first worker)."""
+    from dpstream.pipelines.step_servers import StepServers
+
+    workers = live_workers(client)
+    if not workers:
+        return None
+    servers = StepServers(client, None, model, "")
+    try:
+        return servers.round_trip_seconds(workers[0], samples)
+    finally:
+        servers.close()

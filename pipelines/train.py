@@ -88,14 +88,18 @@ def train_on_lake(
             prefetched_blocks(client, manifest, storage_options, prefetch_blocks, worker_timeout),
             by_user=manifest.is_user_level,
         )
-    result = execute(
-        run_plan,
-        executor,
-        initial_params=params,
-        key=key,
-        on_step=on_step,
-        run_id=run_id,
-        ledger=ledger,
-        lake=manifest.row_order,
-    )
+    try:
+        result = execute(
+            run_plan,
+            executor,
+            initial_params=params,
+            key=key,
+            on_step=on_step,
+            run_id=run_id,
+            ledger=ledger,
+            lake=manifest.row_order,
+        )
+    finally:
+        if isinstance(executor, DaskExecutor):
+            executor.close()
     return result, mode

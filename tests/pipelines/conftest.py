@@ -102,3 +102,12 @@ def write_user_lake(put, root: str, files: int = 3) -> dict[str, int]:
 
 def user_spec(url: str, **options) -> LakeSpec:
     return LakeSpec(url, tuple(f"x{j}" for j in range(DIM)), "y", options, user_column="customer")
+
+
+def flip_data_byte(path: str, offset: int = 200) -> None:
+    """Flip one byte of a part's first data page: its size and footer unchanged, its page checksum not."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0xFF]))

@@ -25,7 +25,7 @@ from dpstream.pipelines import (
 from dpstream.pipelines.generations import COMMITS
 from dpstream.privacy import Ledger, LifetimeBudget
 
-from .conftest import DIM, feature_spec, local_put, make_table, write_lake
+from .conftest import DIM, feature_spec, flip_data_byte, local_put, make_table, write_lake
 
 
 def _commit_record(out, manifest):
@@ -115,11 +115,7 @@ def test_verification_names_the_part_and_a_flipped_data_byte_fails_its_page_chec
     manifest = shuffle_once(lake, out, rows_per_file=5000)
     verify_parts(manifest)  # untouched: passes
     path = manifest.paths()[2]
-    with open(path, "r+b") as handle:  # one byte of the first data page: size and footer unchanged
-        handle.seek(200)
-        byte = handle.read(1)
-        handle.seek(200)
-        handle.write(bytes([byte[0] ^ 0xFF]))
+    flip_data_byte(path)  # size and footer unchanged
     verify_parts(manifest)  # the footer still matches ...
     with pytest.raises(LakeError, match="part-00002.parquet: a page of row group 0 fails its checksum"):
         list(lake_blocks(manifest))  # ... but no row of that page is ever used
