@@ -9,7 +9,8 @@ every freed block over 64 KiB back to the kernel, and the next array of that siz
 - the row-norm look of AdaSSP's clipping, as float64 copies (the path ``clip_rows`` always took before)
   and as ``clipping.certainly_within``;
 - the public-range map of one column, as the NumPy expression and as ``range_map.map_range``;
-- filling ``predict``'s row-major matrix a column at a time and 4,096 rows at a time (``_fill_rows``).
+- filling ``predict``'s row-major matrix a column at a time, 4,096 rows at a time, and with ``np.stack``
+  into it (``_fill_rows``).
 
 Medians of 50 repeats, in milliseconds.
 """
@@ -61,6 +62,12 @@ def measure() -> dict[str, float]:
         for j, values in enumerate(columns):
             X[:, j] = values
 
+    def by_row_blocks():  # _fill_rows before np.stack: 4,096 rows at a time
+        for start in range(0, ROWS, 4096):
+            rows = X[start : start + 4096]
+            for j, values in enumerate(columns):
+                rows[:, j] = values[start : start + 4096]
+
     return {
         "block fill, np.empty": _median_ms(fill_numpy),
         "block fill, Arrow pool": _median_ms(fill_pool),
@@ -73,7 +80,8 @@ def measure() -> dict[str, float]:
         ),
         "range map, map_range": _median_ms(lambda: map_range(column, (0, 10), (-1.0, 1.0), np.float32)),
         "predict fill, column at a time": _median_ms(by_columns),
-        "predict fill, _fill_rows": _median_ms(lambda: _fill_rows(X, columns)),
+        "predict fill, 4,096 rows at a time": _median_ms(by_row_blocks),
+        "predict fill, _fill_rows (np.stack)": _median_ms(lambda: _fill_rows(X, columns)),
     }
 
 

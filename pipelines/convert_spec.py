@@ -322,7 +322,12 @@ def convert_rows(
                 f"{source}: column {column!r} is not numeric (type {values.type}, e.g. {values[0].as_py()!r}); "
                 "drop it from the selection or encode it as categorical"
             )
-        array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+        if pa.types.is_float32(values.type) or pa.types.is_float64(values.type):
+            # As stored (nulls as NaN): the range map widens each value itself, and a float64 copy of the
+            # column first was a pass of its own over every batch validation, the shuffle and scoring read.
+            array = values.to_numpy(zero_copy_only=False)
+        else:
+            array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
         if not sum_is_finite(array):
             infinite = np.isinf(array)
             if spec.on_read and infinite.any():

@@ -161,7 +161,8 @@ def score_file(
                 else np.empty((batch.num_rows, len(features)))
             )
             _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
-            if not sum_is_finite(X) and not np.all(np.isfinite(X)):
+            # Rows prepared on read are finite already (convert_rows imputes or refuses NaN and ±∞).
+            if on_read is None and not sum_is_finite(X) and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"
@@ -191,16 +192,13 @@ def score_file(
     return rows
 
 
-FILL_ROWS = 4096
-
-
 def _fill_rows(X: Any, columns: list[Any]) -> None:
-    """X[:, j] = columns[j], FILL_ROWS rows at a time: a whole column at a time crosses every cache line of
-    the row-major X once per column (4.6 ms against 1.5 for 65,536 rows × 17, issue 34)."""
-    for start in range(0, X.shape[0], FILL_ROWS):
-        rows = X[start : start + FILL_ROWS]
-        for column, values in enumerate(columns):
-            rows[:, column] = values[start : start + FILL_ROWS]
+    """X[:, j] = columns[j] for every column, cast as an assignment casts (``np.stack`` into X: 1.2 ms for
+    65,536 rows × 16 float32 columns, against 1.9 for the same copy 4,096 rows at a time and 4.6 a whole
+    column at a time, which crosses every cache line of the row-major X once per column; issue 34)."""
+    import numpy as np
+
+    np.stack(columns, axis=1, out=X, casting="unsafe")
 
 
 def _read_preprocessing(model: ModelDocument) -> ConvertSpec | None:

@@ -414,3 +414,46 @@ def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
     array[...] = 2.0
     assert array.flags.writeable and array.flags.c_contiguous and array.ctypes.data % 64 == 0
     assert array.sum() == 30.0 and pool_empty(0, np.float64).shape == (0,)
+
+
+def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_refused():
+    """Issue 34: a float32 column reaches the range map as it is stored (no float64 copy of the column
+    first); the prepared values are the formula on the widened values, narrowed once, bit for bit; a null
+    is imputed, and an infinity refused naming its row."""
+    import numpy as np
+    import pyarrow as pa
+
+    from dpstream.pipelines.convert_spec import convert_rows
+
+    rng = np.random.default_rng(5)
+    spread = rng.normal(50, 80, 10_000).astype(np.float32)
+    kept = rng.normal(0, 1, 10_000).astype(np.float32)
+    mask = np.zeros(10_000, dtype=bool)
+    mask[[7, 4_000]] = True
+    batch = pa.table(
+        {
+            "spread": pa.array(spread, mask=mask),
+            "kept": pa.array(kept),
+            "y": pa.array(rng.normal(size=10_000)),
+        }
+    )
+    spec = ConvertSpec(
+        ("spread", "kept"),
+        "y",
+        missing="impute",
+        impute_values={"spread": 25.0},
+        bounds={"spread": (0.0, 100.0)},
+        scale_range=(-1.0, 1.0),
+        unscaled=("kept", "y"),
+        on_read=True,
+    )
+    out = convert_rows(batch, spec, 0, "part-0.parquet")
+    widened = np.where(mask, 25.0, spread.astype(np.float64))
+    expected = (-1.0 + 2.0 * (np.clip(widened, 0.0, 100.0) - 0.0) / 100.0).astype(np.float32)
+    assert out.column("spread").type == pa.float32() == out.column("kept").type
+    assert np.array_equal(out.column("spread").to_numpy().view(np.uint32), expected.view(np.uint32))
+    assert np.array_equal(out.column("kept").to_numpy(), kept) and out.num_rows == 10_000
+    spread[123] = np.inf
+    infinite = batch.set_column(0, "spread", pa.array(spread, mask=mask))
+    with pytest.raises(LakeError, match="part-0.parquet: row 123 of column 'spread' is inf"):
+        convert_rows(infinite, spec, 0, "part-0.parquet")

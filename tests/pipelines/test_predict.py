@@ -247,11 +247,15 @@ def test_the_writer_and_the_reader_of_model_json_agree():
 
 
 def test_rows_are_filled_as_whole_columns_would_fill_them():
-    from dpstream.pipelines.predict import FILL_ROWS, _fill_rows
+    from dpstream.pipelines.predict import _fill_rows
 
     rng = np.random.default_rng(0)
-    for rows in (0, 1, FILL_ROWS - 1, FILL_ROWS, 3 * FILL_ROWS + 17):
-        columns = [rng.standard_normal(rows).astype(np.float32) for _ in range(5)]
-        X = np.empty((rows, 5))
+    for rows in (0, 1, 4095, 65_536 + 17):
+        columns = [rng.standard_normal(rows).astype(np.float32) for _ in range(3)]
+        columns += [rng.standard_normal(rows), rng.integers(-(2**60), 2**60, rows), rng.random(rows) < 0.5]
+        X = np.empty((rows, len(columns)))
         _fill_rows(X, columns)
-        assert np.array_equal(X, np.column_stack(columns).astype(np.float64)) if rows else X.shape == (0, 5)
+        expected = np.empty_like(X)
+        for j, values in enumerate(columns):
+            expected[:, j] = values  # an assignment's cast, int64 rounding included
+        assert np.array_equal(X, expected) and X.shape == (rows, 6)
