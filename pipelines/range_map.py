@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from dpstream.pipelines.memory import pool_astype, pool_empty
+from dpstream.pipelines.memory import pool_astype, pool_empty, sum_is_finite
 
-__all__ = ["map_range", "map_range_numpy", "compile_all"]
+__all__ = ["map_range", "map_range_numpy", "map_rows_into", "compile_all"]
 
 
 def _map_loop(
@@ -38,6 +38,30 @@ def _map_loop(
         clipped = low if value < low else value
         clipped = high if clipped > high else clipped
         out[index] = target_low + (span * (clipped - low)) / width
+
+
+def _rows_loop(
+    stacked: Any, lows: Any, highs: Any, bounded: Any, target_low: float, span: float, X: Any
+) -> None:
+    """Each row j of ``stacked`` (a column) mapped in place as ``_map_loop`` maps it, where ``bounded[j]``
+    (stored in its own width: float32 rounds), then X[i, j] = stacked[j, i], and 1 in X's columns after
+    the last (an intercept)."""
+    columns, rows = stacked.shape
+    for column in range(columns):
+        if bounded[column]:
+            low, high = lows[column], highs[column]
+            width = high - low
+            values = stacked[column]
+            for index in range(rows):
+                value = np.float64(values[index])
+                clipped = low if value < low else value
+                clipped = high if clipped > high else clipped
+                values[index] = target_low + (span * (clipped - low)) / width
+    for row in range(rows):
+        for column in range(columns):
+            X[row, column] = stacked[column, row]
+        for column in range(columns, X.shape[1]):
+            X[row, column] = 1.0
 
 
 @functools.cache
@@ -106,6 +130,56 @@ def map_range(
 _compile_failed = False  # once a call failed to compile: the NumPy expression from then on
 
 
+@functools.cache
+def _compiled_rows() -> Any:
+    """``_rows_loop`` compiled as ``_compiled`` compiles ``_map_loop``; None where Numba cannot."""
+    try:
+        import numba
+
+        try:
+            return numba.njit(_rows_loop, cache=True, nogil=True, fastmath=False, error_model="numpy")
+        except RuntimeError:
+            return numba.njit(_rows_loop, cache=False, nogil=True, fastmath=False, error_model="numpy")
+    except Exception:  # noqa: BLE001 -- the caller prepares the rows as usual
+        return None
+
+
+def map_rows_into(
+    columns: list[np.ndarray],
+    bounds: list[tuple[float, float] | None],
+    scale_range: Sequence[float],
+    X: np.ndarray,
+) -> bool:
+    """Fill the row-major float64 ``X`` with ``columns`` (one-dimensional, all float32 or all float64), each
+    mapped from its ``bounds`` onto ``scale_range`` (None: kept as it is) in its own width, and X's columns
+    after them with 1 (an intercept): bit for bit what ``convert_rows`` (features prepared in float32 when
+    every column is float32, else float64) then ``X[:, j] = column`` give (``predict.score_file``), in
+    two passes instead of six. False, with X unspecified, where it cannot: a NaN or ±∞ (the usual path
+    imputes or refuses them), mixed or other types, or no compiled loop."""
+    global _compile_failed_rows
+    loop = None if _compile_failed_rows else _compiled_rows()
+    types = {column.dtype for column in columns}
+    if loop is None or len(types) != 1 or types.pop() not in (np.float32, np.float64):
+        return False
+    stacked = pool_empty((len(columns), X.shape[0]), columns[0].dtype)
+    np.stack(columns, out=stacked)
+    if not sum_is_finite(stacked):  # a NaN or ±∞ (or finite values whose sum overflows): the usual path
+        return False
+    lows = np.array([bound[0] if bound else 0.0 for bound in bounds], dtype=np.float64)
+    highs = np.array([bound[1] if bound else 1.0 for bound in bounds], dtype=np.float64)
+    bounded = np.array([bound is not None for bound in bounds])
+    target_low, target_high = (float(end) for end in scale_range)
+    try:
+        loop(stacked, lows, highs, bounded, target_low, target_high - target_low, X)
+    except Exception:  # noqa: BLE001 -- Numba compiles at the first call: any failure leaves the usual path
+        _compile_failed_rows = True
+        return False
+    return True
+
+
+_compile_failed_rows = False
+
+
 def compile_all() -> None:
     """Compile (and cache on disk) the loop for every input and output type ``convert_rows`` passes, in
     one process: ``make test``, ``demo`` and the benchmarks run it before any worker starts, since Numba's cache
@@ -116,3 +190,4 @@ def compile_all() -> None:
             map_range(values, (0.0, 1.0), (-1.0, 1.0), dtype)
             values.flags.writeable = False  # zero-copy Arrow columns arrive read-only
             map_range(values, (0.0, 1.0), (-1.0, 1.0), dtype)
+        map_rows_into([np.zeros(2, dtype=source)] * 2, [(0.0, 1.0), None], (-1.0, 1.0), np.empty((2, 3)))

@@ -457,3 +457,49 @@ def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_
     infinite = batch.set_column(0, "spread", pa.array(spread, mask=mask))
     with pytest.raises(LakeError, match="part-0.parquet: row 123 of column 'spread' is inf"):
         convert_rows(infinite, spec, 0, "part-0.parquet")
+
+
+@pytest.mark.parametrize("source", ["float32", "float64"])
+def test_rows_mapped_straight_into_the_matrix_are_convert_rows_then_the_fill_bit_for_bit(source):
+    """Issue 34: scoring prepares a batch straight into the model's matrix (``map_rows_into``: range maps,
+    columns kept as they are, an intercept) exactly as ``convert_rows`` then ``X[:, j] = column`` would; a
+    NaN, an infinity or mixed types leave it to that usual path (False)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from dpstream.pipelines.convert_spec import convert_rows
+    from dpstream.pipelines.range_map import map_rows_into
+
+    rng = np.random.default_rng(11)
+    rows = 5_000
+    values = {
+        "wide": np.concatenate([rng.normal(3e4, 5e4, rows - 4), [-2e4, 8e4, -0.0, 0.0]]),
+        "small": rng.normal(1.5e-3, 1e-3, rows),
+        "kept": rng.normal(0, 1, rows),
+    }
+    batch = pa.table({name: pa.array(column.astype(source)) for name, column in values.items()})
+    spec = ConvertSpec(
+        ("wide", "small", "kept"),
+        "y",
+        bounds={"wide": (-20000.0, 80000.0), "small": (1e-3, 2e-3)},
+        scale_range=(-1.0, 1.0),
+        unscaled=("kept",),
+        missing="impute",
+        intercept=True,
+        on_read=True,
+    )
+    prepared = convert_rows(batch, spec, 0, "part-0.parquet", with_label=False)
+    expected = np.empty((rows, 4))
+    for j, name in enumerate(prepared.column_names):
+        expected[:, j] = prepared.column(name).to_numpy()
+    columns = [batch.column(name).to_numpy() for name in spec.columns]
+    bounds = [spec.bounds.get(name) for name in spec.columns]
+    X = np.full((rows, 4), np.nan)
+    assert map_rows_into(columns, bounds, spec.scale_range, X)
+    assert np.array_equal(X.view(np.uint64), expected.view(np.uint64))
+    for spoiled in (np.nan, np.inf):
+        broken = [column.copy() for column in columns]
+        broken[1][17] = spoiled
+        assert not map_rows_into(broken, bounds, spec.scale_range, X)
+    mixed = [columns[0].astype(np.float64 if source == "float32" else np.float32), *columns[1:]]
+    assert not map_rows_into(mixed, bounds, spec.scale_range, X)

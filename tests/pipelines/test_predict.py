@@ -259,3 +259,53 @@ def test_rows_are_filled_as_whole_columns_would_fill_them():
         for j, values in enumerate(columns):
             expected[:, j] = values  # an assignment's cast, int64 rounding included
         assert np.array_equal(X, expected) and X.shape == (rows, 6)
+
+
+def test_rows_prepared_on_read_score_the_same_straight_into_the_matrix(tmp_path, lake, monkeypatch):
+    """Issue 34: a model prepared on read from bounded and kept columns (and an intercept) scores a batch
+    by mapping it straight into its matrix (``map_rows_into``); the predictions are those of the usual
+    path (``convert_rows``, then the fill) bit for bit, and a batch with a missing value takes that path."""
+    from dpstream.pipelines import predict
+
+    spec = ConvertSpec(
+        columns=tuple(FEATURES),
+        label="y",
+        bounds={name: (-2.0, 2.5) for name in FEATURES[:3]},
+        scale_range=(-1.0, 1.0),
+        unscaled=tuple(FEATURES[3:]),
+        missing="impute",
+        impute_values=dict.fromkeys(FEATURES, 0.0),
+        intercept=True,
+        on_read=True,
+    )
+    params = np.linspace(-0.4, 0.5, DIM + 1)
+    model = ModelDocument.from_dict(
+        {**document(params=params), "features": [*FEATURES, "intercept"], "preprocessing": spec.record()}
+    )
+    direct_batches = []
+    original = predict.map_rows_into
+
+    def counted(*args):
+        direct_batches.append(original(*args))
+        return direct_batches[-1]
+
+    monkeypatch.setattr(predict, "map_rows_into", counted)
+    straight = predict_lake(model, lake.url, str(tmp_path / "straight"), batch_rows=1000)
+    assert direct_batches and all(direct_batches)
+    monkeypatch.setattr(predict, "_direct_bounds", lambda *args: None)
+    usual = predict_lake(model, lake.url, str(tmp_path / "usual"), batch_rows=1000)
+    for mine, theirs in zip(straight.files, usual.files, strict=True):
+        assert pq.read_table(mine).equals(pq.read_table(theirs))
+    # A batch with a missing value: the usual path imputes it.
+    monkeypatch.undo()
+    root = tmp_path / "holes"
+    table = make_table(300, 4)
+    values = table.column(FEATURES[0]).to_pylist()
+    values[0] = None
+    index = table.schema.get_field_index(FEATURES[0])
+    local_put(
+        str(root / "a.parquet"),
+        table.set_column(index, pa.field(FEATURES[0], pa.float32()), pa.array(values, pa.float32())),
+    )
+    scored = pq.read_table(predict_lake(model, str(root), str(tmp_path / "holes-out")).files[0])
+    assert scored.num_rows == 300 and np.isfinite(scored.column("prediction").to_numpy()).all()
