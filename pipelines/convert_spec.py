@@ -346,7 +346,9 @@ def convert_rows(
                 if spec.missing == "drop" or column == spec.label:
                     keep &= ~nulls
                 elif column in spec.impute_values:
-                    array = np.where(nulls, float(spec.impute_values[column]), array)
+                    # A NumPy float64, not a Python float: beside a float32 column a Python float is a
+                    # weak scalar, rounded to float32 before the map (0.1 would become 0.10000000149).
+                    array = np.where(nulls, np.float64(spec.impute_values[column]), array)
                 else:
                     raise LakeError(
                         f"{source}: column {column!r} has a missing value at row {row_of(int(np.argmax(nulls)))} and "

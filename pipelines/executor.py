@@ -13,8 +13,8 @@ Each block is pinned to one worker (block index modulo the workers present, so n
 one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
 footers of its last 8 files (``dpstream.pipelines.lake.read_block``): consecutive steps read consecutive slices
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
-blocks. After its share of a step, each worker decodes its blocks of the next step on a background
-thread (``_prefetch_blocks``).
+blocks. After its share of a step, each worker decodes its blocks of the next step (the coordinator's
+``_prefetch_blocks``) on a background thread (``prefetch_in_background``).
 
 Blocks are read only from the generation the manifest names, and each part is checked against its
 size and content identity when a worker first opens it (``dpstream.pipelines.lake.read_block``). The workers are
@@ -37,7 +37,7 @@ from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.pipelines.lake import LakeSpec, LruCache, PartCheck, read_block
 from dpstream.pipelines.manifest import Manifest
-from dpstream.pipelines.step_servers import StepServers
+from dpstream.pipelines.step_servers import StepServers, servers_suit
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
 
 __all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks", "with_user_offset"]
@@ -96,11 +96,25 @@ _PREFETCH_LOCK = threading.Lock()
 _PREFETCHING: Future | None = None  # the last prefetch handed to it
 
 
-def warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
+def _warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
     try:
         warm_blocks(blocks, spec, lake)
     except Exception:  # noqa: BLE001 - the step that needs the block reads it again and reports the error
         pass
+
+
+def prefetch_in_background(
+    blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str
+) -> None:
+    """Decode ``blocks`` into this worker's cache on its one background prefetch thread (runs on a worker),
+    in place of a prefetch handed to it earlier that has not started (an older step's blocks)."""
+    global _PREFETCHER, _PREFETCHING
+    with _PREFETCH_LOCK:
+        if _PREFETCHER is None:
+            _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
+        if _PREFETCHING is not None:
+            _PREFETCHING.cancel()
+        _PREFETCHING = _PREFETCHER.submit(_warm_quietly, blocks, spec, lake)
 
 
 def pieces_stats(
@@ -117,18 +131,12 @@ def pieces_stats(
     travels and the coordinator applies the step. A block the next task asks for while it is being
     decoded is waited for, not decoded twice (``LruCache``); a failed prefetch is dropped, and the task
     that needs the block reads it again and reports the error."""
-    global _PREFETCHER, _PREFETCHING
     stats = [
         slice_stats(path, group, spec, lo, hi, model, request, role, lake, check)
         for path, group, lo, hi, role, check in pieces
     ]
     if prefetch:
-        with _PREFETCH_LOCK:
-            if _PREFETCHER is None:
-                _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
-            if _PREFETCHING is not None:
-                _PREFETCHING.cancel()  # not started yet: an older step's blocks, which this step has read
-            _PREFETCHING = _PREFETCHER.submit(warm_quietly, prefetch, spec, lake)
+        prefetch_in_background(prefetch, spec, lake)
     return stats
 
 
@@ -185,7 +193,9 @@ class DaskExecutor:
         self.lake = manifest.row_order  # keys the workers' block and footer caches
         # Off only to measure the task path alone (benchmarks.step_timeline); tasks serve any share that
         # a server cannot.
-        self.servers = StepServers(client, self.spec, model, self.lake) if servers else None
+        self.servers = (
+            StepServers(client, self.spec, model, self.lake) if servers and servers_suit(client) else None
+        )
 
     def close(self) -> None:
         """Release the workers' step servers (a later step starts them again)."""

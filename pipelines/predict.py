@@ -171,8 +171,7 @@ def score_file(
                 if on_read is not None:
                     inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)
                 _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
-            # Rows prepared on read are finite already (convert_rows imputes or refuses NaN and ±∞).
-            if on_read is None and not sum_is_finite(X) and not np.all(np.isfinite(X)):
+            if not sum_is_finite(X) and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
                     f"{source}: row {row} has a missing or infinite feature; impute or drop it first"

@@ -2,9 +2,9 @@
 
 A scatter-gather step is one short computation per worker, repeated for every step of the plan. As a
 Dask task it crosses the scheduler's state machine four times (the client submits, the scheduler
-assigns, the worker reports, the client fetches), each hop behind a batched stream: 13 ms a round trip
-for a task that does nothing, on 2 cores, against 2.4 ms for a call on an actor
-(``python -m benchmarks.step_timeline``). Over a plan's hundreds of steps that was a third of the run.
+assigns, the worker reports, the client fetches), each hop behind a batched stream: an empty step on 2
+workers took 12.7 ms with a task each, against 1.7 ms with a call to an actor each, on 2 cores
+(``python -m benchmarks.step_timeline``). Over a plan's steps that was a third of the run.
 
 A ``StepServer`` lives on one worker and holds what every step shares (the lake's spec, the model, the
 shuffle's identity); a step sends it only its pieces and the request, and the call runs
@@ -31,12 +31,20 @@ from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.pipelines.lake import LakeSpec, PartCheck
 from dpstream.pipelines.waiting import POLL_SECONDS, live_workers
 
-__all__ = ["StepServer", "StepServers"]
+__all__ = ["StepServer", "StepServers", "servers_suit"]
 
 LOGGER = logging.getLogger(__name__)
 CREATE_SECONDS = 30.0  # a server not running after this is given up for this worker; tasks serve it
 FAILURES_ALLOWED = 3  # calls failed on one worker before its shares run as tasks for the rest of the run
 _FAILED = object()
+
+
+def servers_suit(client: Any) -> bool:
+    """Whether step servers should serve this client's steps: not on a cluster this process scales
+    adaptively (``cluster.adapt``), whose scheduler counts only tasks as load and cannot retire a worker
+    holding an actor gracefully; its steps run as tasks. (An adaptive cluster managed elsewhere cannot be
+    seen from here: there a retired worker's server fails its call, and tasks take over.)"""
+    return getattr(getattr(client, "cluster", None), "_adaptive", None) is None
 
 
 class StepServer:
@@ -57,10 +65,11 @@ class StepServer:
         return pieces_stats(pieces, self.spec, self.model, request, self.lake, prefetch)
 
     def warm(self, blocks: list[tuple[str, int, PartCheck | None]]) -> None:
-        """Decode ``blocks`` into this worker's cache; a failure is left to the step that reads them."""
-        from dpstream.pipelines.executor import warm_quietly
+        """Decode ``blocks`` into this worker's cache on its background prefetch thread (the actor's own
+        thread stays free for the next step's call); a failure is left to the step that reads them."""
+        from dpstream.pipelines.executor import prefetch_in_background
 
-        warm_quietly(blocks, self.spec, self.lake)
+        prefetch_in_background(blocks, self.spec, self.lake)
 
     def ping(self) -> None:
         """Nothing: a call's round trip alone (``StepServers.round_trip_seconds``)."""
@@ -125,7 +134,11 @@ class StepServers:
         server = self._servers.get(worker)
         if server is None:
             return False
-        server.warm(blocks)  # its result (None) is never collected: a failed warm-up costs nothing
+        try:
+            server.warm(blocks)  # its result is never collected: a warm-up that fails costs nothing
+        except Exception as error:  # noqa: BLE001 - e.g. "Worker holding Actor was lost": a task warms
+            self._failed(worker, error)
+            return False
         return True
 
     def result(self, worker: str, call: Any) -> Any:
@@ -135,10 +148,13 @@ class StepServers:
         while True:
             try:
                 return call.result(timeout=POLL_SECONDS)
-            except TimeoutError:
-                if worker in live_workers(self.client):
+            except TimeoutError as raised:
+                if call.done():  # the call's own TimeoutError (an object store's read timeout, say)
+                    error: BaseException = raised
+                elif self._alive(worker):
                     continue
-                error: BaseException = TimeoutError(f"{worker} left the cluster")
+                else:
+                    error = TimeoutError(f"{worker} left the cluster, or its server did")
             except Exception as raised:  # noqa: BLE001 - decided by the task that runs the share again
                 error = raised
             self._failed(worker, error)
@@ -163,6 +179,12 @@ class StepServers:
             return None
         return float(np.median(seconds))
 
+    def _alive(self, worker: str) -> bool:
+        """Whether ``worker`` and its server are still there: a server whose key the scheduler lost (its
+        worker restarted) would never answer a call, whose proxy only reports a closed connection."""
+        future = self._futures.get(worker)
+        return worker in live_workers(self.client) and (future is None or future.status == "finished")
+
     def _failed(self, worker: str, error: BaseException) -> None:
         """A call to ``worker``'s server failed: forget the server; after ``FAILURES_ALLOWED``, the worker's."""
         LOGGER.debug("step server on %s failed (%r): its share runs as a task", worker, error)
@@ -172,13 +194,18 @@ class StepServers:
             self._refused.add(worker)
 
     def forget(self, worker: str) -> None:
-        """Drop ``worker``'s server (its actor is released with its future)."""
-        self._servers.pop(worker, None)
-        future = self._futures.pop(worker, None)
-        if future is not None:
-            future.release()
+        """Drop ``worker``'s server: its actor goes once no future holds its key. The proxy holds one of its
+        own (``distributed.Actor``), which it would release only when garbage-collected (it sits in a
+        reference cycle), and a worker holding an actor cannot be retired gracefully: both are released."""
+        server = self._servers.pop(worker, None)
+        for future in (self._futures.pop(worker, None), getattr(server, "_future", None)):
+            if future is not None:
+                try:
+                    future.release()  # twice is harmless: the second does nothing
+                except Exception:  # noqa: BLE001 - a closed client: nothing is left to release
+                    pass
 
     def close(self) -> None:
-        """Release every server."""
+        """Release every server (never raises: it runs after a run's own error, too)."""
         for worker in list(self._servers):
             self.forget(worker)

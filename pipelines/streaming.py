@@ -130,10 +130,10 @@ def choose_mode(
 def _server_round_trip(client: Any, model: Model, samples: int) -> float | None:
     """The round trip of a call to a worker's step server (scatter-gather's path), or None, also where no
     worker is up yet (the probe task then brings an adaptive cluster's first worker)."""
-    from dpstream.pipelines.step_servers import StepServers
+    from dpstream.pipelines.step_servers import StepServers, servers_suit
 
     workers = live_workers(client)
-    if not workers:
+    if not workers or not servers_suit(client):
         return None
     servers = StepServers(client, None, model, "")
     try:

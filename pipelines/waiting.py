@@ -35,8 +35,10 @@ class NoWorkersError(RuntimeError):
 
 
 def live_workers(client: Any) -> list[str]:
-    """The addresses of the workers connected to the scheduler now, sorted."""
-    return sorted(client.scheduler_info()["workers"])
+    """The addresses of the workers connected to the scheduler now, sorted. Asked of the scheduler itself:
+    ``client.scheduler_info()`` returns the client's shared copy, which its periodic refresh (workers
+    left out) can overwrite between the fetch and the read."""
+    return sorted(client.sync(client.scheduler.identity, n_workers=-1)["workers"])
 
 
 def _no_workers(client: Any, seconds: float) -> NoWorkersError:
@@ -78,8 +80,10 @@ def gather_within(
             for index in waiting:
                 try:
                     results[index] = futures[index].result(timeout=POLL_SECONDS)
-                except TimeoutError:  # its result was lost with its worker as it was fetched: running again
-                    pass
+                except TimeoutError:
+                    if futures[index].status == "error":  # the task's own (an object store's timeout)
+                        raise
+                    # else its result was lost with its worker as it was fetched: it runs again
             continue
         alive = watch.alive
         for index in waiting:
@@ -106,8 +110,10 @@ def completed_within(
         for index in [i for i, future in pending.items() if future.done()]:
             try:
                 result = pending[index].result(timeout=POLL_SECONDS)
-            except TimeoutError:  # lost with its worker as it was fetched: it runs again
-                continue
+            except TimeoutError:
+                if pending[index].status == "error":  # the task's own (an object store's timeout)
+                    raise
+                continue  # lost with its worker as it was fetched: it runs again
             del pending[index]
             yield index, result
 

@@ -453,6 +453,22 @@ def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_
     assert out.column("spread").type == pa.float32() == out.column("kept").type
     assert np.array_equal(out.column("spread").to_numpy().view(np.uint32), expected.view(np.uint32))
     assert np.array_equal(out.column("kept").to_numpy(), kept) and out.num_rows == 10_000
+    # Beside a float64 feature the features are float64: an imputed 0.1 is the float64 0.1, exactly, as
+    # kept and as mapped (not 0.1 rounded to float32 first).
+    mixed = batch.set_column(1, "kept", pa.array(kept.astype(np.float64)))
+    for bounds, expected_value in (({}, 0.1), ({"spread": (0.0, 100.0)}, -1.0 + 2.0 * 0.1 / 100.0)):
+        imputing = ConvertSpec(
+            ("spread", "kept"),
+            "y",
+            missing="impute",
+            impute_values={"spread": 0.1},
+            bounds=bounds,
+            scale_range=(-1.0, 1.0),
+            unscaled=("spread", "kept", "y") if not bounds else ("kept", "y"),
+            on_read=True,
+        )
+        prepared = convert_rows(mixed, imputing, 0, "part-0.parquet").column("spread").to_numpy()
+        assert prepared.dtype == np.float64 and prepared[7] == prepared[4_000] == expected_value
     spread[123] = np.inf
     infinite = batch.set_column(0, "spread", pa.array(spread, mask=mask))
     with pytest.raises(LakeError, match="part-0.parquet: row 123 of column 'spread' is inf"):

@@ -54,8 +54,7 @@ def test_every_step_is_served_without_a_task_and_close_releases_the_servers(mani
     assert {
         address: count - before[address] for address, count in dask_client.run(_actors).items()
     } == dict.fromkeys(before, 1)
-    executor.close()
-    gc.collect()  # an actor's proxy sits in a reference cycle of its calls' closures
+    executor.close()  # without waiting for the garbage collector (the proxies sit in reference cycles)
     assert _wait_for(lambda: dask_client.run(_actors) == before)
 
 
@@ -68,31 +67,33 @@ def _wait_for(condition, seconds: float = 10.0) -> bool:
     return True
 
 
-def _break_servers(broken: bool) -> None:
-    """In a worker: make every server's ``stats`` raise, or mend it."""
+def _break_servers(error: type[Exception] | None) -> None:
+    """In a worker: make every server's ``stats`` raise ``error`` (None: mend it)."""
     from dpstream.pipelines.step_servers import StepServer
 
-    if broken:
+    if error is not None:
         StepServer.working = StepServer.stats
-        StepServer.stats = _refuse
+        StepServer.stats = lambda self, *args: _refuse(error)
     else:
         StepServer.stats = StepServer.working
 
 
-def _refuse(self, *args, **kwargs):
-    raise RuntimeError("this server is broken")
+def _refuse(error: type[Exception]):
+    raise error("this server is broken")
 
 
-def test_a_share_whose_server_fails_runs_as_a_task_with_the_same_statistics(manifest, dask_client):
+# TimeoutError: an object store's read timeout is one, and must not read as the poll's own timeout.
+@pytest.mark.parametrize("error", [RuntimeError, TimeoutError])
+def test_a_share_whose_server_fails_runs_as_a_task_with_the_same_statistics(manifest, dask_client, error):
     algorithm = ALGORITHMS[2]  # DP-λCGD
     expected = fit(algorithm, InMemoryExecutor(LinearRegressionModel(), lake_blocks(manifest)), manifest)
     counting = CountingClient(dask_client)
     executor = DaskExecutor(counting, manifest, LinearRegressionModel())
-    dask_client.run(_break_servers, True)
+    dask_client.run(_break_servers, error)
     try:
         assert fit(algorithm, executor, manifest).tobytes() == expected.tobytes()
     finally:
-        dask_client.run(_break_servers, False)
+        dask_client.run(_break_servers, None)
     steps = algorithm.plan(manifest.num_rows, DIM).num_steps
     assert counting.submitted.count(pieces_stats) >= steps  # every step fell back, and none failed
     # Each worker's server was tried FAILURES_ALLOWED times, then its shares went straight to tasks.
@@ -102,8 +103,24 @@ def test_a_share_whose_server_fails_runs_as_a_task_with_the_same_statistics(mani
 def test_a_corrupt_block_stops_a_served_run_naming_the_part(manifest, dask_client):
     path = manifest.paths()[1]
     flip_data_byte(path)
+    counting = CountingClient(dask_client)
     with pytest.raises(LakeError, match="part-00001.parquet: a page of row group 0 fails its checksum"):
-        fit(ALGORITHMS[3], DaskExecutor(dask_client, manifest, LinearRegressionModel()), manifest)
+        fit(ALGORITHMS[3], DaskExecutor(counting, manifest, LinearRegressionModel()), manifest)
+    assert StepServer in counting.submitted and pieces_stats in counting.submitted  # served, then a task
+
+
+def test_a_warm_up_for_a_lost_server_falls_to_a_task(dask_client):
+    """A worker with no piece of a step is asked to decode the next step's blocks by its server; a proxy
+    whose worker was lost raises as it is called: the server is forgotten and a task does it instead."""
+
+    class LostProxy:
+        def warm(self, blocks):
+            raise RuntimeError("Worker holding Actor was lost.  Status: error")
+
+    servers = StepServers(dask_client, None, LinearRegressionModel(), "")
+    worker = live_workers(dask_client)[0]
+    servers._servers[worker] = LostProxy()
+    assert servers.warm(worker, []) is False and servers.warm(worker, []) is False
 
 
 def test_servers_answer_through_the_runs_client_when_another_is_the_default(dask_client):
@@ -125,10 +142,10 @@ def test_servers_answer_through_the_runs_client_when_another_is_the_default(dask
     servers.close()
 
 
-def test_an_adaptive_cluster_without_workers_scales_up_for_auto_and_scatter(manifest):
-    """No worker yet: the mode probe and the first step run as tasks, whose pending state is what makes an
-    adaptive cluster start a worker (a server call would wait for a worker that never comes); once one is
-    up, its server serves the steps. Same statistics bit for bit."""
+def test_an_adaptive_cluster_runs_its_steps_as_tasks_and_scales_up_from_no_worker(manifest):
+    """A cluster this process scales adaptively counts only tasks as load and cannot retire a worker that
+    holds an actor gracefully: its steps run as tasks, whose pending state is also what makes it start a
+    first worker (for the mode probe as for the steps). Same statistics bit for bit."""
     from distributed import Client, LocalCluster
 
     from dpstream.models import StatsRequest
@@ -148,4 +165,4 @@ def test_an_adaptive_cluster_without_workers_scales_up_for_auto_and_scatter(mani
             counting = CountingClient(client)
             executor = DaskExecutor(counting, manifest, LinearRegressionModel(), worker_timeout=60)
             assert fit(algorithm, executor, manifest).tobytes() == expected.tobytes()
-    assert StepServer in counting.submitted
+    assert StepServer not in counting.submitted and pieces_stats in counting.submitted
