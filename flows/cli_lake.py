@@ -4,9 +4,11 @@ Each imports what it needs when it runs (CLI start-up, BENCHMARKS.md)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from dpstream.flows.cli_support import EXIT_OK, log_to_file, parse_pairs
+from dpstream.flows.interrupt import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -305,19 +307,28 @@ def predict_command(args, console: Console) -> int:
         Protected(args.out, "the predictions' folder"),
     )
     log_to_file(args, "predict", model.run_id)  # a worker's traceback goes there, not to the terminal
-    client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
     try:
-        summary = predict_lake(
-            model,
-            args.lake,
-            args.out,
-            client=client,
-            keep=tuple(args.keep),
-            source=SourceSpec(version=args.version),
-            out_format=args.format,
+        client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
+        try:
+            summary = predict_lake(
+                model,
+                args.lake,
+                args.out,
+                client=client,
+                keep=tuple(args.keep),
+                source=SourceSpec(version=args.version),
+                out_format=args.format,
+            )
+        finally:
+            client.close()
+    except KeyboardInterrupt:
+        # Unwound, not exited at once as train is: predict_lake's own clean-up removes its unfinished parts.
+        print(
+            f"\ndpstream: interrupted; scoring stopped and nothing was written to {args.out} (log: "
+            f"{args.log_file}); run the same command again",
+            file=sys.stderr,
         )
-    finally:
-        client.close()
+        return EXIT_INTERRUPTED
     columns = ", ".join(model.output_columns()) + ("" if model.is_classifier else f" ({model.label})")
     written = "a new Delta table of" if args.format == "delta" else ""
     source = f" of {summary.source.describe()}" if summary.source.version is not None else ""

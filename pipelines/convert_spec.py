@@ -382,11 +382,17 @@ def convert_rows(
                     and all(isinstance(value, str) for value in categories)
                     else ""
                 )
-                + "; add it "
                 + (
-                    f"to preprocess.categories.{column}"
-                    if spec.on_read
-                    else "to the list or pass --unknown-category drop"
+                    # Scoring: the list is the trained model's, so adding to it means training again.
+                    "; the model knows only these categories: score rows whose value is among them, or "
+                    f"train again with it added to preprocess.categories.{column}"
+                    if not with_label and spec.on_read
+                    else "; add it "
+                    + (
+                        f"to preprocess.categories.{column}"
+                        if spec.on_read
+                        else "to the list or pass --unknown-category drop"
+                    )
                 )
             ),
         )

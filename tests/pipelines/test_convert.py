@@ -519,3 +519,30 @@ def test_rows_mapped_straight_into_the_matrix_are_convert_rows_then_the_fill_bit
         assert not map_rows_into(broken, bounds, spec.scale_range, X)
     mixed = [columns[0].astype(np.float64 if source == "float32" else np.float32), *columns[1:]]
     assert not map_rows_into(mixed, bounds, spec.scale_range, X)
+
+
+def test_an_unknown_category_met_while_scoring_says_the_model_must_be_trained_again():
+    """A user walk: scoring a row whose category the model never saw said "add it to
+    preprocess.categories.race", which cannot help a model already trained."""
+    import pyarrow as pa
+
+    from dpstream.pipelines.convert_spec import convert_rows
+
+    spec = ConvertSpec(
+        ("age",),
+        "wage",
+        missing="impute",
+        categorical={"race": ("1", "2", "3")},
+        bounds={"age": (14.0, 46.0)},
+        scale_range=(-1.0, 1.0),
+        on_read=True,
+    )
+    rows = pa.table({"age": [30.0, 31.0], "race": ["1", "4"], "wage": [1.0, 2.0]})
+    with pytest.raises(LakeError, match="add it to preprocess.categories.race"):
+        convert_rows(rows, spec, 0, "part-0.parquet")  # preparing a lake: the config's list can grow
+    with pytest.raises(
+        LakeError,
+        match=r"row 1 of column 'race' has category '4' not in the public list \['1', '2', '3'\]; the model "
+        r"knows only these categories: score rows whose value is among them, or train again",
+    ):
+        convert_rows(rows, spec, 0, "part-0.parquet", with_label=False)

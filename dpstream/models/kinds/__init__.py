@@ -134,8 +134,20 @@ def summarise(metrics: Mapping[str, float]) -> str:
                     "; warning: the model predicts one class for every held-out row, no better than the majority "
                     "class: the noise outweighs the data at this N, epsilon and number of features"
                 )
+            elif baseline in metrics and _no_better(metric, metrics[metric], metrics[baseline]):
+                line += (
+                    f"; warning: no better than {what} on these rows: this model adds nothing over the constant "
+                    "predictor (more rows, a larger epsilon or fewer features help; with few rows per step, "
+                    "DP-AMBSSGD and small-batch DP-SGD take too few or too noisy steps, where AdaSSP, the "
+                    "default, does not)"
+                )
             return line
     return ", ".join(f"{name}: {value:.6g}" for name, value in metrics.items())
+
+
+def _no_better(metric: str, value: float, baseline: float) -> bool:
+    """Whether a held-out accuracy is at most the majority class's, or an RMSE at least the label mean's."""
+    return value <= baseline if "accuracy" in metric else value >= baseline
 
 
 def probabilities(outputs: np.ndarray) -> np.ndarray:
