@@ -159,14 +159,13 @@ def score_file(
                 if batch.num_rows <= batch_rows
                 else np.empty((batch.num_rows, len(features)))
             )
-            if direct is not None and map_rows_into(
+            # Straight into X where it can (bit for bit what convert_rows then the fill give), else those.
+            if direct is None or not map_rows_into(
                 [batch.column(name).to_numpy(zero_copy_only=False) for name in on_read.columns],
                 direct,
                 on_read.scale_range,
                 X,
             ):
-                pass  # prepared straight into X, as convert_rows then the fill below would have
-            else:
                 inputs = batch
                 if on_read is not None:
                     inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)

@@ -64,19 +64,24 @@ def _rows_loop(
             X[row, column] = 1.0
 
 
-@functools.cache
-def _compiled() -> Any:
-    """The loop, compiled on first use and cached on disk where a cache location is writable (as the
-    statistics kernels, ``dpstream.models.glm_cpu``); None where Numba cannot compile it."""
+def _compile(loop: Any) -> Any:
+    """``loop`` compiled on first use and cached on disk where a cache location is writable (as the
+    statistics kernels, ``dpstream.models.glm_cpu``); None where Numba cannot compile it (the caller then
+    takes its NumPy path)."""
     try:
         import numba
 
         try:
-            return numba.njit(_map_loop, cache=True, nogil=True, fastmath=False, error_model="numpy")
+            return numba.njit(loop, cache=True, nogil=True, fastmath=False, error_model="numpy")
         except RuntimeError:  # "cannot cache function ...: no locator available"
-            return numba.njit(_map_loop, cache=False, nogil=True, fastmath=False, error_model="numpy")
-    except Exception:  # noqa: BLE001 -- any failure to build the loop leaves the NumPy expression
+            return numba.njit(loop, cache=False, nogil=True, fastmath=False, error_model="numpy")
+    except Exception:  # noqa: BLE001 -- any failure to build the loop leaves the NumPy path
         return None
+
+
+@functools.cache
+def _compiled() -> Any:
+    return _compile(_map_loop)
 
 
 def map_range_numpy(
@@ -132,16 +137,7 @@ _compile_failed = False  # once a call failed to compile: the NumPy expression f
 
 @functools.cache
 def _compiled_rows() -> Any:
-    """``_rows_loop`` compiled as ``_compiled`` compiles ``_map_loop``; None where Numba cannot."""
-    try:
-        import numba
-
-        try:
-            return numba.njit(_rows_loop, cache=True, nogil=True, fastmath=False, error_model="numpy")
-        except RuntimeError:
-            return numba.njit(_rows_loop, cache=False, nogil=True, fastmath=False, error_model="numpy")
-    except Exception:  # noqa: BLE001 -- the caller prepares the rows as usual
-        return None
+    return _compile(_rows_loop)
 
 
 def map_rows_into(
