@@ -204,6 +204,6 @@ def test_bounds_that_would_hold_a_minority_of_the_sample_are_refused():
         TooSpread, match=r"column 'delay'.* hold only 3\d% of the sample.*clip the other 6\d%"
     ):
         mechanism.estimate(small, KEY, ("delay",), num_rows=small.shape[0])
-    assert MIN_KEPT_SHARE == 0.75
+    assert MIN_KEPT_SHARE == 0.5
     low, high = mechanism.estimate(column(20), KEY, ("delay",), num_rows=20 * small.shape[0])
     assert low[0] <= -20.0 and high[0] >= 1e5
