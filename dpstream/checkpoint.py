@@ -8,9 +8,10 @@ released values: store checkpoints like the raw data.
 
 The first checkpoint is written before any release, so the key survives any crash; a resumed run
 regenerates every step's noise from it and releases exactly the values it released before, so the
-ledger is charged once. Writes are atomic (temporary file then rename, or one PUT) and retried with
-exponential backoff; after the retry budget a ``CheckpointError`` names the location, and the last
-good checkpoint is left intact.
+ledger is charged once. Writes are atomic (temporary file then rename, or one PUT). A store that cannot
+be reached is waited for through the policy's ``outage`` window (``dpstream.outages``: 10 minutes by
+default); any other failed write is retried a few times with exponential backoff, then a
+``CheckpointError`` names the location. Either way the last good checkpoint is left intact.
 
 Format (version 2): one ``checkpoint.npz`` per run id, written in a single atomic put. Its ``meta``
 entry is UTF-8 JSON (run id, fingerprint, next step, losses, creation time, the ledger claim token, the
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from dpstream.noise import NoiseKey
+from dpstream.outages import OutagePolicy, is_unreachable
 from dpstream.state_codec import StateFormatError, decode, encode
 from dpstream.storage import open_url, write_bytes_atomic
 from dpstream.validation import check_name
@@ -73,8 +75,9 @@ class CheckpointPolicy:
     every_steps: int = DEFAULT_EVERY_STEPS
     every_seconds: float | None = None  # also save when this long has passed since the last save
     storage_options: dict[str, Any] = field(default_factory=dict)
-    retries: int = 5
+    retries: int = 5  # for failures other than an unreachable store (those wait out ``outage``)
     backoff_seconds: float = 0.5
+    outage: OutagePolicy = field(default_factory=OutagePolicy)
 
     def __post_init__(self) -> None:
         if self.every_steps < 1:
@@ -160,10 +163,18 @@ class CheckpointStore:
             self._fs.rm(folder, recursive=True)
 
     def save(self, checkpoint: Checkpoint, *, exclusive: bool = False) -> None:
-        """Write ``checkpoint`` atomically, retrying storage errors. ``exclusive=True`` (a run's first
-        checkpoint) raises ``CheckpointError`` when one already exists: another process started this run
-        id at the same moment."""
+        """Write ``checkpoint`` atomically, waiting out an unreachable store (``policy.outage``) and retrying
+        other storage errors ``policy.retries`` times. ``exclusive=True`` (a run's first checkpoint) raises
+        ``CheckpointError`` when one already exists: another process started this run id at the same
+        moment."""
         data = _to_bytes(checkpoint)
+        self.policy.outage.call(
+            lambda: self._write(checkpoint, data, exclusive),
+            store=f"the checkpoint location {self.policy.url}",
+            what=f"write the checkpoint of run {checkpoint.run_id!r} (step {checkpoint.step})",
+        )
+
+    def _write(self, checkpoint: Checkpoint, data: bytes, exclusive: bool) -> None:
         delay = self.policy.backoff_seconds
         for attempt in range(self.policy.retries + 1):
             try:
@@ -172,11 +183,15 @@ class CheckpointStore:
                 write_bytes_atomic(self._fs, path, data, exclusive=exclusive, private=True)
                 return
             except FileExistsError:
+                if exclusive and self._holds(checkpoint.run_id, data):
+                    return  # our own exclusive write, whose answer was lost before an outage retry
                 raise CheckpointError(
                     f"run {checkpoint.run_id!r} already has a checkpoint at {self.policy.url}: another process "
                     "started this run id at the same moment; use a new run id"
                 ) from None
             except Exception as error:  # storage clients raise many types; all are retried alike
+                if is_unreachable(error):
+                    raise  # waited out by the outage policy
                 if attempt == self.policy.retries:
                     raise CheckpointError(
                         f"could not write the checkpoint of run {checkpoint.run_id!r} (step {checkpoint.step}) to "
@@ -186,6 +201,12 @@ class CheckpointStore:
                     ) from None
                 time.sleep(delay)
                 delay *= 2
+
+    def _holds(self, run_id: str, data: bytes) -> bool:
+        try:
+            return bool(self._fs.cat_file(self._path(run_id)) == data)
+        except OSError:
+            return False
 
 
 def new_checkpoint(

@@ -11,7 +11,8 @@ or put a noise key in a published folder. So every write location is checked by 
    holds ``runs/`` by default; the ledger holds the default checkpoints);
 2. against what the location's own ancestors hold (``data_marker``): a folder written by dpstream as
    data (a converted lake's ``_convert.json``, a shuffled lake's ``_generations``, a ledger's marker or
-   a lake folder of one, predictions' ``_predict.json``), a Delta table's ``_delta_log``, or Parquet
+   a lake folder of one, predictions' ``_predict.json``, a run's publish or operator folder by the claim
+   its run wrote there), a Delta table's ``_delta_log``, or Parquet
    files directly in the folder or its parent. A lake is read recursively, so a file written anywhere
    below one becomes part of it.
 
@@ -36,8 +37,14 @@ DATA_MARKERS = {
     "_manifest.json": "a shuffled lake",
     "_dpstream_ledger.json": "a privacy ledger",
     "_predict.json": "predictions written by `dpstream predict`",
+    "_dpstream_release.json": "a run's publish folder (its releases only)",
+    "_dpstream_operator.json": "a run's operator folder (its non-private metrics only)",
     "_delta_log": "a Delta table",
 }
+
+
+# A publish folder written before runs claimed theirs: its release files alone mark it.
+LEGACY_PUBLISH_FILES = frozenset({"model.json", "privacy_report.md"})
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,13 @@ def check_write_location(
     *,
     storage_options: dict[str, Any] | None = None,
     scan: bool = True,
+    own_marker: str | None = None,
 ) -> None:
     """Refuse (``ValueError``) writing ``what`` (a setting's name, e.g. "--output (the publish folder)") at
     ``url`` when it overlaps a ``protected`` location or lies in a data location (module docstring);
-    ``scan=False`` skips the look at the ancestors (for a location the caller created itself)."""
+    ``scan=False`` skips the look at the ancestors (for a location the caller created itself).
+    ``own_marker``: a marker the location itself may hold, because the caller checks whose it is (a
+    run's publish folder, which its own resumed run writes again); above the location it still refuses."""
     for place in protected:
         relation = overlap(url, place.url)
         if relation is None or (relation == "inside" and place.inside_ok):
@@ -71,7 +81,7 @@ def check_write_location(
             "outside it"
         )
     if scan:
-        found = data_marker(url, storage_options)
+        found = data_marker(url, storage_options, own_marker)
         if found is not None:
             folder, reason = found
             where = "is" if location(folder) == location(url) else "lies inside"
@@ -81,7 +91,9 @@ def check_write_location(
             )
 
 
-def data_marker(url: str, storage_options: dict[str, Any] | None = None) -> tuple[str, str] | None:
+def data_marker(
+    url: str, storage_options: dict[str, Any] | None = None, own_marker: str | None = None
+) -> tuple[str, str] | None:
     """(folder, what it holds) for the nearest of ``url`` and its ancestors that is a data location, or None.
 
     dpstream's markers count at any depth; Parquet files only in ``url`` itself and its parent (a lake
@@ -94,9 +106,13 @@ def data_marker(url: str, storage_options: dict[str, Any] | None = None) -> tupl
     depth = 0
     while True:
         names = _names(fs, path)
+        if depth == 0 and own_marker is not None:
+            names -= {own_marker, *LEGACY_PUBLISH_FILES}
         for name, reason in DATA_MARKERS.items():
             if name in names:
                 return _shown(fs, path, protocol), reason
+        if LEGACY_PUBLISH_FILES <= names:
+            return _shown(fs, path, protocol), "a run's publish folder (its releases only)"
         if {"budget.json", "files.json"} <= names:
             return _shown(fs, path, protocol), "a privacy ledger's lake folder"
         if depth <= 1 and any(name.endswith(".parquet") for name in names):

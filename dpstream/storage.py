@@ -250,7 +250,10 @@ def read_json(fs: fsspec.AbstractFileSystem, path: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{path} is not valid JSON ({error.msg} at line {error.lineno}); "
-            "it was not written by dpstream or was edited by hand — restore it from a backup"
-        ) from None
+        problem = f"{error.msg} at line {error.lineno}"
+    except UnicodeDecodeError as error:  # binary bytes: json.loads decodes before it parses
+        problem = f"binary bytes, not UTF-8 text, at byte {error.start}"
+    raise ValueError(
+        f"{url_of(fs, path)} is not valid JSON ({problem}); "
+        "it was not written by dpstream or was edited by hand — restore it from a backup"
+    )

@@ -16,6 +16,7 @@ plot to the operator folder; 7. the ledger entry is committed by the training ru
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from typing import Any
@@ -29,7 +30,7 @@ from prefect.utilities.annotations import quote
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
 from dpstream.flows.config import PipelineConfig, load_config
-from dpstream.flows.locations import RunLocations, run_locations
+from dpstream.flows.locations import RunLocations, claim_run_folders, run_locations
 from dpstream.flows.planning import (
     PlannedRun,
     evaluate_holdout,
@@ -40,6 +41,7 @@ from dpstream.flows.planning import (
 )
 from dpstream.flows.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.progress import RunProgress
+from dpstream.outages import OutagePolicy, StoreUnavailableError
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
 from dpstream.pipelines.convert import read_convert_record
 from dpstream.privacy import BudgetExceededError, RunIdReusedError
@@ -52,9 +54,17 @@ __all__ = ["train_flow", "shuffle_flow"]
 def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect's retry condition: retry what may pass on a second try (a lost worker, a storage hiccup),
     never a refusal, which would only be refused again (a bad lake or config, the budget, a checkpoint of
-    another configuration, a cluster without workers)."""
+    another configuration, a cluster without workers), nor a store that stayed unreachable for the whole
+    outage window."""
     error = state.data if isinstance(state.data, BaseException) else None
-    deterministic = (ValueError, BudgetExceededError, CheckpointError, NoWorkersError, PlanMismatchError)
+    deterministic = (
+        ValueError,
+        BudgetExceededError,
+        CheckpointError,
+        NoWorkersError,
+        PlanMismatchError,
+        StoreUnavailableError,  # it already waited out the whole outage window
+    )
     return not isinstance(error, deterministic)
 
 
@@ -124,6 +134,7 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
             "or set checkpoint.url to where the run was checkpointed"
         )
     lake.check(run_id, plan.mu)
+    claim_run_folders(locations, run_id, manifest.fingerprint, config.storage.outage_policy())
     return PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
 
 
@@ -168,6 +179,7 @@ def publish_task(
     losses,
     metrics,
     storage_options: dict | None = None,
+    outage: OutagePolicy | None = None,
 ) -> dict[str, str]:
     """Write the release (model.json, privacy_report.md, the clip-norm and ε(δ) plots) under the publish
     folder and the operator-only metrics and loss plot under the operator folder (folders or any fsspec
@@ -194,7 +206,11 @@ def publish_task(
     paths = {}
     for name, (folder, file_name, data) in files.items():
         fs, root = open_url(folder, storage_options)
-        write_bytes_atomic(fs, f"{root}/{file_name}", data)
+        (outage or OutagePolicy()).call(
+            functools.partial(write_bytes_atomic, fs, f"{root}/{file_name}", data),
+            store=folder,
+            what=f"publish {file_name} of run {run_id!r}",
+        )
         paths[name] = url_of(fs, f"{root}/{file_name}")
     create_markdown_artifact(
         markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
@@ -254,7 +270,9 @@ def train_flow(
         preprocessing=planned.preprocessing,
         source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
     )
-    paths = publish_task(locations, document, report, fit.training_loss, metrics)
+    paths = publish_task(
+        locations, document, report, fit.training_loss, metrics, outage=config.storage.outage_policy()
+    )
     return {
         "run_id": run_id,
         "report": report,

@@ -7,22 +7,39 @@ against the others, so a setting that would write into a lake, a ledger or a pub
 refused, with the key and the fix, before anything is written: at config load for the config's own
 locations (``validate``, ``shuffle`` and ``train`` refuse the same configs), and when a run starts for
 the per-run ones.
+
+**A run's folders are its own.** Once its plan fits the budget, and before anything is charged, a run
+claims its publish and operator folders by creating a claim document in each *exclusively* (``O_EXCL``
+on disk, a conditional PUT on an object store: the ledger's run-id rule) naming its run id and its lake.
+A later run writes there only with the same run id on the same lake (a resume or a retried flow run,
+which republishes the same release); any other is refused, naming the folder and ``--output``, so a
+release is never replaced by another lake's model that happens to share a run id, and two runs racing for
+one folder cannot both have it. The claims also mark the folders, so no other command writes inside them
+(``dpstream.locations.DATA_MARKERS``).
 """
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from dpstream.locations import Protected, check_write_location
+from dpstream.outages import OutagePolicy
+from dpstream.storage import open_url, read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from dpstream.flows.config import PipelineConfig
 
 __all__ = [
+    "RELEASE_CLAIM",
+    "OPERATOR_CLAIM",
+    "claim_run_folders",
+    "check_release_folder",
+    "RELEASE_FILES",
     "RunLocations",
     "run_locations",
     "check_config_locations",
@@ -33,6 +50,14 @@ __all__ = [
 ]
 
 CHECKPOINTS_UNDER_LEDGER = "_checkpoints"
+RELEASE_CLAIM = "_dpstream_release.json"
+OPERATOR_CLAIM = "_dpstream_operator.json"
+# What a publish folder may hold: the release (flows.publish_task) and the run's claim.
+RELEASE_FILES = frozenset(
+    {"model.json", "privacy_report.md", "clip_norm.png", "epsilon_delta.png", RELEASE_CLAIM}
+)
+_PUBLISH = "--output (the publish folder)"
+_OPERATOR = "--operator-output (the operator folder)"
 
 
 class RunLocations(BaseModel):
@@ -120,25 +145,25 @@ def run_locations(
     checkpoints = checkpoint_root(config)
     protected = list(_places(config, folder).values())
     try:
-        check_write_location(output, "--output (the publish folder)", protected)
+        check_write_location(output, _PUBLISH, protected, own_marker=RELEASE_CLAIM)
         check_write_location(
             operator,
-            "--operator-output (the operator folder)",
+            _OPERATOR,
             protected + [Protected(output, "the publish folder (--output)")],
+            own_marker=OPERATOR_CLAIM,
         )
-        _check_own_folder(output, "--output (the publish folder)", "model.json", run_id)
-        _check_own_folder(operator, "--operator-output (the operator folder)", "metrics.json", run_id)
+        _check_own_folder(output, _PUBLISH, RELEASE_CLAIM, "model.json", run_id)
+        _check_own_folder(operator, _OPERATOR, OPERATOR_CLAIM, "metrics.json", run_id)
     except ValueError as error:
         raise _refused(error) from None
     return RunLocations(output=output, operator=operator, checkpoints=checkpoints)
 
 
-def _check_own_folder(url: str, setting: str, record: str, run_id: str) -> None:
-    """A run writes into a new or empty folder, or into its own: one that holds this run id's ``record``
-    (a repeated or resumed run republishes the same model). Another run's release, or anything else, is
-    never overwritten."""
-    from dpstream.storage import open_url, read_json
-
+def _check_own_folder(url: str, setting: str, claim: str, record: str, run_id: str) -> None:
+    """A run writes into a new or empty folder, or into its own: one its run id claimed (``claim``), or,
+    written before runs claimed folders, one whose ``record`` names this run id. Another run's release, or
+    anything else, is never overwritten. Which lake the run id belongs to is checked when the run claims
+    the folder (``claim_run_folders``), once the lake is known."""
     fs, root = open_url(url)
     if not fs.exists(root):
         return
@@ -147,12 +172,8 @@ def _check_own_folder(url: str, setting: str, record: str, run_id: str) -> None:
     names = sorted(posixpath.basename(path.rstrip("/")) for path in fs.ls(root, detail=False))
     if not names:
         return
-    owner = None
-    if record in names:
-        try:
-            owner = read_json(fs, f"{root}/{record}").get("run_id")
-        except (ValueError, AttributeError, OSError):
-            owner = None
+    owned_by = claim if claim in names else record if record in names else None
+    owner = _recorded(fs, f"{root}/{owned_by}", "run_id") if owned_by else None
     if owner == run_id:
         return
     holds = f"the release of run {owner!r}" if owner is not None else f"other files ({', '.join(names[:3])})"
@@ -160,6 +181,71 @@ def _check_own_folder(url: str, setting: str, record: str, run_id: str) -> None:
         f"{setting} {url} holds {holds}; a run writes only into a new or empty folder or its own, so nothing "
         "was written. Choose another location (the default is runs/<run id> beside the config)"
     )
+
+
+def check_release_folder(url: str) -> None:
+    """Refuse (``ValueError``) a publish folder that holds anything but a release (``RELEASE_FILES``): what
+    else lies there (predictions, notes) could be mistaken for, or shipped as, part of the release."""
+    fs, root = open_url(url)
+    names = sorted(posixpath.basename(path.rstrip("/")) for path in fs.ls(root, detail=False))
+    others = [name for name in names if name not in RELEASE_FILES]
+    if others:
+        raise ValueError(
+            f"{url} holds files that are not part of a release ({', '.join(others[:5])}"
+            f"{', …' if len(others) > 5 else ''}): a publish folder holds a run's releases only, and a reader "
+            "cannot tell what else was published. Move them out of the folder, then run `dpstream report` again"
+        )
+
+
+def _recorded(fs: Any, path: str, key: str) -> Any:
+    try:
+        return read_json(fs, path).get(key)
+    except (ValueError, AttributeError, OSError):
+        return None
+
+
+def claim_run_folders(
+    locations: RunLocations, run_id: str, lake_fingerprint: str, outage: OutagePolicy | None = None
+) -> None:
+    """Claim the run's publish and operator folders for ``run_id`` on the lake ``lake_fingerprint`` (module
+    docstring): ``ConfigError`` naming the folder and the fix when another run or lake holds one."""
+    for url, setting, claim, record in (
+        (locations.output, _PUBLISH, RELEASE_CLAIM, "model.json"),
+        (locations.operator, _OPERATOR, OPERATOR_CLAIM, "metrics.json"),
+    ):
+        fs, root = open_url(url)
+        document = {"format": "dpstream-run-folder/1", "run_id": run_id, "lake_fingerprint": lake_fingerprint}
+        owner = (outage or OutagePolicy()).call(
+            functools.partial(_claim, fs, root, claim, record, document),
+            store=f"{setting} {url}",
+            what=f"claim it for run {run_id!r}",
+        )
+        if owner != (run_id, lake_fingerprint):
+            whose = f"run {owner[0]!r} of lake {owner[1]}" if owner[0] is not None else "another run"
+            raise _refused(
+                ValueError(
+                    f"{setting} {url} holds the release of {whose}; this run ({run_id!r} of lake "
+                    f"{lake_fingerprint}) would replace it, so nothing was charged or written. Choose another "
+                    "folder with --output and --operator-output (or another --run-id, whose default folders "
+                    "are runs/<run id> and operator/<run id> beside the config)"
+                )
+            )
+
+
+def _claim(fs: Any, root: str, claim: str, record: str, document: dict) -> tuple[Any, Any]:
+    """(run id, lake) of the folder's owner, after creating ``document`` as its claim when it had none."""
+    path = f"{root}/{claim}"
+    if not fs.exists(path) and fs.exists(f"{root}/{record}"):
+        # A folder published before runs claimed theirs: its model.json names its lake.
+        published = f"{root}/model.json" if fs.exists(f"{root}/model.json") else f"{root}/{record}"
+        legacy = (_recorded(fs, published, "run_id"), _recorded(fs, published, "lake_fingerprint"))
+        if legacy != (document["run_id"], document["lake_fingerprint"]):
+            return legacy
+    try:
+        write_json_atomic(fs, path, document, exclusive=True)
+    except FileExistsError:
+        pass
+    return _recorded(fs, path, "run_id"), _recorded(fs, path, "lake_fingerprint")
 
 
 def protected_locations(config: PipelineConfig, config_path: str | Path) -> list[Protected]:

@@ -183,11 +183,11 @@ class PlannedRun:
 def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
     """The run's checkpoint policy: the whole [checkpoint] section (every_steps and every_seconds), or the
     library's defaults without one."""
-    section = config.checkpoint
+    section, outage = config.checkpoint, config.storage.outage_policy()
     if section is None:
-        return CheckpointPolicy(checkpoint_url)
+        return CheckpointPolicy(checkpoint_url, outage=outage)
     return CheckpointPolicy(
-        checkpoint_url, every_steps=section.every_steps, every_seconds=section.every_seconds
+        checkpoint_url, every_steps=section.every_steps, every_seconds=section.every_seconds, outage=outage
     )
 
 
@@ -200,7 +200,7 @@ def source_ledger(config: PipelineConfig, fingerprint: str, files: tuple[str, ..
     """The ledger of the source lake with this fingerprint and these files, counting the config's privacy
     unit (a lake's first run fixes it: ``dpstream.privacy.UnitMismatchError`` for another)."""
     budget = config.budget
-    return Ledger(budget.ledger_url).lake(
+    return Ledger(budget.ledger_url, outage=config.storage.outage_policy()).lake(
         fingerprint,
         LifetimeBudget(
             budget.lifetime_epsilon, budget.delta, budget.relation, unit=config.privacy_unit().ledger_unit

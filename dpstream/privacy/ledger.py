@@ -42,6 +42,9 @@ Protocol (no locks, safe on S3):
    released is spent, whether or not the run finished.
 4. ``abort(run_id, claim, reason)``: a run that fails before its first release gives its reservation
    back; the entry moves to ``aborted/`` with the reason, and the run id is free again.
+
+A store that cannot be reached is waited for (``dpstream.outages``: ``outage``, 10 minutes by default) in
+each of these steps, which are idempotent: a claim retried after its write recognises its own token.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import secrets
 from dataclasses import asdict, replace
 from typing import Any
 
+from dpstream.outages import OutagePolicy, rides_out
 from dpstream.privacy import gdp
 from dpstream.privacy.ledger_records import (
     LedgerEntry,
@@ -63,7 +67,7 @@ from dpstream.privacy.ledger_records import (
     overlapping_lakes,
 )
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.storage import write_json_atomic
+from dpstream.storage import url_of, write_json_atomic
 from dpstream.validation import check_name, check_positive
 
 __all__ = [
@@ -114,12 +118,18 @@ class LakeLedger:
         fingerprint: str,
         budget: LifetimeBudget,
         files: frozenset[str] | None = None,
+        outage: OutagePolicy | None = None,
     ):
         self._fs = fs
         self._root = root
         self.fingerprint = fingerprint
         self.budget = budget
         self.files = files
+        self.outage = outage or OutagePolicy()
+
+    @property
+    def store_name(self) -> str:
+        return f"the privacy ledger of lake {self.fingerprint} ({url_of(self._fs, self._root)})"
 
     @property
     def _ledger_root(self) -> str:
@@ -136,6 +146,7 @@ class LakeLedger:
         """Runs that gave their reservation back before releasing anything (not charged)."""
         return entries_in(self._fs, f"{self._root}/aborted")
 
+    @rides_out("read the ledger entry of run")
     def entry(self, run_id: str) -> LedgerEntry | None:
         path = self._run_path(run_id)
         if not self._fs.exists(path):
@@ -238,6 +249,7 @@ class LakeLedger:
             if lake != self.fingerprint
         ]
 
+    @rides_out("check the budget of run")
     def check(self, run_id: str, mu: float) -> None:
         """Refuse (``BudgetExceededError``) unless ``run_id`` may spend ``mu`` now; writes nothing.
 
@@ -282,11 +294,6 @@ class LakeLedger:
         ``BudgetExceededError`` when ``mu`` does not fit."""
         mu = check_positive("mu", mu)
         relation = self._check_relation(run_id, relation, unit)
-        existing = self.entry(run_id)
-        if existing is not None:
-            raise self._taken(run_id, existing)
-        if not self._fits(mu):
-            raise self._refusal(run_id, mu)
         entry = LedgerEntry(
             run_id=run_id,
             mu=mu,
@@ -298,17 +305,33 @@ class LakeLedger:
             data_version=data_version,
             unit=unit,
         )
-        try:
-            write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
-        except FileExistsError:
-            found = self.entry(run_id)
-            if found is None or found.claim != entry.claim:  # else: our own PUT, retried after a lost answer
-                raise self._taken(run_id, found) from None
+        # The token is drawn once, outside the retried part: a retry after an outage that hid whether the
+        # write landed finds its own entry instead of refusing it as another run's.
+        return self.outage.call(
+            lambda: self._place(entry), store=self.store_name, what=f"reserve run {run_id!r}"
+        )
+
+    def _place(self, entry: LedgerEntry) -> LedgerEntry:
+        run_id = entry.run_id
+        existing = self.entry(run_id)
+        if existing is not None and existing.claim != entry.claim:
+            raise self._taken(run_id, existing)
+        if existing is None:
+            if not self._fits(entry.mu):
+                raise self._refusal(run_id, entry.mu)
+            try:
+                write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
+            except FileExistsError:
+                found = self.entry(run_id)
+                if (
+                    found is None or found.claim != entry.claim
+                ):  # else: our own PUT, retried after a lost answer
+                    raise self._taken(run_id, found) from None
         # Re-read everything after the write: of two racing reservations (on this lake or on lakes
         # that share files) the one that reads second sees both, so no cap is ever exceeded.
         if not self._fits(0.0):
             self._fs.rm(self._run_path(run_id))
-            raise self._refusal(run_id, mu)
+            raise self._refusal(run_id, entry.mu)
         return entry
 
     def _taken(self, run_id: str, entry: LedgerEntry | None) -> RunIdReusedError:
@@ -320,6 +343,7 @@ class LakeLedger:
             "charge. Use a new run id, or resume the run from the checkpoint location it was started with"
         )
 
+    @rides_out("reserve run")
     def reserve(
         self,
         run_id: str,
@@ -351,6 +375,7 @@ class LakeLedger:
                 run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version, unit=unit
             )
 
+    @rides_out("commit run")
     def commit(self, run_id: str, claim: str | None = None) -> LedgerEntry:
         """Mark a reserved run as completed. Committing twice is a no-op. With ``claim`` the entry must be
         that claim's (``RunIdReusedError`` otherwise: the run id was claimed again meanwhile)."""
@@ -370,6 +395,7 @@ class LakeLedger:
         write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
         return committed
 
+    @rides_out("give back the reservation of run")
     def abort(self, run_id: str, claim: str | None, reason: str) -> LedgerEntry | None:
         """Give back the reservation of a run that failed before its first release: its entry moves to
         ``aborted/`` with ``reason`` and no longer counts. Only the holder of the entry's ``claim`` token

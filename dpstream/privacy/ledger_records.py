@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +170,23 @@ def overlapping_lakes(
         lake_root = path.rsplit("/", 1)[0]
         lake_files = frozenset(read_json(fs, path)["files"])
         if lake_files & files:
-            budget = LifetimeBudget.from_json(read_json(fs, f"{lake_root}/{BUDGET_NAME}"))
-            found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
+            budget = _budget_of_new_lake(fs, f"{lake_root}/{BUDGET_NAME}")
+            if budget is not None:
+                found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
     return found
+
+
+def _budget_of_new_lake(fs: Any, path: str, wait_seconds: float = 5.0) -> LifetimeBudget | None:
+    """The budget at ``path`` of a lake whose files are recorded. A lake's first run records its files and
+    then its budget, so a run starting at the same moment on a lake sharing files can find the files alone:
+    it waits a moment for the budget; a lake still without one has no run (a run needs the budget before
+    it claims), so it charges nothing and caps nothing yet."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            return LifetimeBudget.from_json(read_json(fs, path))
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
+            fs.invalidate_cache(path.rsplit("/", 1)[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dpstream.outages import OutagePolicy, rides_out
 from dpstream.privacy.ledger import LakeLedger, UnitMismatchError, unit_setting
 from dpstream.privacy.ledger_records import (
     BUDGET_NAME,
@@ -26,10 +27,21 @@ __all__ = ["Ledger"]
 class Ledger:
     """The collection of per-lake ledgers under one URL."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+    def __init__(
+        self, url: str, storage_options: dict[str, Any] | None = None, outage: OutagePolicy | None = None
+    ):
         self.url = url
+        self.outage = outage or OutagePolicy()
         self._fs, self._root = open_url(url, storage_options)
-        check_exclusive_create(self._fs, self._root)
+        self.outage.call(
+            lambda: check_exclusive_create(self._fs, self._root),
+            store=self.store_name,
+            what="probe its conditional writes",
+        )
+
+    @property
+    def store_name(self) -> str:
+        return f"the privacy ledger {self.url}"
 
     def _mark(self) -> None:
         """Write the ledger's root marker once (before its first lake), so no output is ever written here."""
@@ -40,6 +52,7 @@ class Ledger:
             except FileExistsError:
                 pass
 
+    @rides_out("open the ledger of lake")
     def lake(
         self,
         fingerprint: str,
@@ -63,12 +76,14 @@ class Ledger:
                 and budget.unit != recorded.unit
                 and budget == replace(recorded, unit=budget.unit)
             ):
-                unused = LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
+                unused = LakeLedger(
+                    self._fs, root, fingerprint, recorded, self._files(root, files), self.outage
+                )
                 if (
                     not unused.entries() and not unused.aborted()
                 ):  # opened, never charged: the first run decides
                     write_json_atomic(self._fs, budget_path, budget.to_json())
-                    return LakeLedger(self._fs, root, fingerprint, budget, unused.files)
+                    return LakeLedger(self._fs, root, fingerprint, budget, unused.files, self.outage)
             if budget is not None and budget.unit != recorded.unit:
                 raise UnitMismatchError(
                     f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by "
@@ -85,7 +100,7 @@ class Ledger:
                     f"it deliberately: `dpstream budget set-lifetime {fingerprint} --ledger {self.url} --epsilon E "
                     "--delta D --confirm` (Python: Ledger.set_budget)"
                 )
-            return LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files))
+            return LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files), self.outage)
         if budget is None:
             names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"))
             holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"
@@ -100,7 +115,7 @@ class Ledger:
             write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
         except FileExistsError:
             return self.lake(fingerprint, budget, files)
-        return LakeLedger(self._fs, root, fingerprint, budget, recorded_files)
+        return LakeLedger(self._fs, root, fingerprint, budget, recorded_files, self.outage)
 
     def check_unit(self, fingerprint: str, unit: str) -> None:
         """Refuse (``UnitMismatchError``), reading only, a run of ``unit`` on a lake whose ledger counts
@@ -169,4 +184,4 @@ class Ledger:
         self._mark()
         write_json_atomic(self._fs, f"{self._root}/{fingerprint}/{BUDGET_NAME}", budget.to_json())
         root = f"{self._root}/{fingerprint}"
-        return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None))
+        return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None), self.outage)

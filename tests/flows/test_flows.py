@@ -53,6 +53,7 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     assert result["metrics"]["held-out RMSE (non-private, operator only)"] < 0.7  # label noise is 0.5
     # The publish folder holds the release only; the non-private evaluation and loss go to the operator folder.
     assert sorted(os.listdir(tmp_path / "out")) == [
+        "_dpstream_release.json",  # the run's claim of its publish folder
         "clip_norm.png",
         "epsilon_delta.png",
         "model.json",
@@ -61,7 +62,7 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     for name in ("model.json", "privacy_report.md", "clip_norm.png", "epsilon_delta.png"):
         assert os.path.getsize(tmp_path / "out" / name) > 0
     operator = tmp_path / "operator" / "flow-run-1"
-    assert sorted(os.listdir(operator)) == ["loss.png", "metrics.json"]
+    assert sorted(os.listdir(operator)) == ["_dpstream_operator.json", "loss.png", "metrics.json"]
     metrics = json.load(open(operator / "metrics.json"))
     assert metrics["metrics"] == result["metrics"] and "operator only" in metrics["note"]
     document = json.load(open(tmp_path / "out" / "model.json"))

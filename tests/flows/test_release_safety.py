@@ -110,12 +110,17 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     # Finding 7: the publish folder holds releases only (issue 27: the non-private loss and metrics go to
     # the operator folder); the checkpoint (noise key) is beside the ledger.
     assert sorted(os.listdir(tmp_path / "out1")) == [
+        "_dpstream_release.json",  # the run's claim of its publish folder
         "clip_norm.png",
         "epsilon_delta.png",
         "model.json",
         "privacy_report.md",
     ]
-    assert sorted(os.listdir(tmp_path / "project" / "operator" / "r1")) == ["loss.png", "metrics.json"]
+    assert sorted(os.listdir(tmp_path / "project" / "operator" / "r1")) == [
+        "_dpstream_operator.json",
+        "loss.png",
+        "metrics.json",
+    ]
     assert (tmp_path / "ledger" / "_checkpoints" / "r1" / "checkpoint.npz").exists()
     # Findings 2 and 3: the same id again (its own charge filled the budget) replays the same model.
     again = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out2", "--quiet")

@@ -1,0 +1,82 @@
+"""The ledger under damage and races: a binary-corrupted entry names its file and the fix; two first
+claims at one moment on lakes sharing files both get a clear answer; a claim retried after an outage
+that hid whether it landed is recognised as its own."""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+import pytest
+
+from dpstream.outages import OutagePolicy
+from dpstream.privacy import Ledger, LifetimeBudget, RunIdReusedError
+
+BUDGET = LifetimeBudget(4.0, 1e-6)
+
+
+def test_a_binary_corrupted_entry_names_its_file_and_the_fix(tmp_path):
+    lake = Ledger(str(tmp_path)).lake("lake1", BUDGET)
+    lake.reserve("r1", 0.3, mechanism="x", relation="replace-one")
+    path = tmp_path / "lake1" / "runs" / "r1.json"
+    path.write_bytes(b"\xca\xfe\xba\xbe\x00\x01binary")
+    with pytest.raises(ValueError) as refused:
+        lake.spent_mu()
+    message = str(refused.value)
+    assert str(path) in message and "not valid JSON (binary bytes" in message
+    assert "restore it from a backup" in message and "utf-8" not in message
+
+
+def test_simultaneous_first_claims_on_lakes_sharing_files_both_get_an_answer(tmp_path):
+    shared = ("md5:shared",)
+    for attempt in range(20):
+        url = str(tmp_path / f"ledger-{attempt}")
+        errors: list[BaseException] = []
+        charged: list[str] = []
+        barrier = threading.Barrier(2)
+
+        def first_run(
+            lake: str, files: tuple[str, ...], where=url, seen=errors, done=charged, start=barrier
+        ) -> None:
+            start.wait()
+            try:
+                ledger = Ledger(where).lake(lake, BUDGET, files=files)
+                ledger.reserve("nightly", 0.3, mechanism="m", relation="replace-one")
+                done.append(lake)
+            except BaseException as error:  # noqa: BLE001 - recorded and asserted on below
+                seen.append(error)
+
+        threads = [
+            threading.Thread(target=first_run, args=("lake-a", shared + ("md5:a",))),
+            threading.Thread(target=first_run, args=("lake-b", shared + ("md5:b",))),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [] and sorted(charged) == ["lake-a", "lake-b"], (attempt, errors)
+        # Both runs charge the shared file: its spend is the composition of the two.
+        assert Ledger(url).lake("lake-a").spent_mu() == pytest.approx((0.3**2 + 0.3**2) ** 0.5)
+
+
+def test_a_claim_retried_after_an_outage_finds_its_own_entry(tmp_path, monkeypatch):
+    """The write landed but its answer was lost to an outage: the retry must not refuse the run's own
+    claim as another run's (the token is drawn once, before the retried part)."""
+    from dpstream.privacy import ledger as ledger_module
+
+    outage = OutagePolicy(window_seconds=10.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
+    lake = Ledger(str(tmp_path), outage=outage).lake("lake-1", BUDGET)
+    original = ledger_module.write_json_atomic
+    failures = []
+
+    def lost_answer(fs, path, document, *, exclusive=False):
+        original(fs, path, document, exclusive=exclusive)
+        if exclusive and path.endswith("/runs/r1.json") and not failures:
+            failures.append(path)
+            raise ConnectionResetError(errno.ECONNRESET, "connection reset by peer")
+
+    monkeypatch.setattr(ledger_module, "write_json_atomic", lost_answer)
+    entry = lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
+    assert failures and lake.entry("r1").claim == entry.claim and len(lake.entries()) == 1
+    with pytest.raises(RunIdReusedError):  # a second claim of the id is still refused
+        lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
