@@ -134,7 +134,9 @@ class OutagePolicy:
             retry=tenacity.retry_if_exception(is_unreachable),
             stop=tenacity.stop_after_delay(self.window_seconds),
             wait=tenacity.wait_exponential_jitter(
-                multiplier=self.first_wait_seconds, max=self.longest_wait_seconds, jitter=self.first_wait_seconds
+                multiplier=self.first_wait_seconds,
+                max=self.longest_wait_seconds,
+                jitter=self.first_wait_seconds,
             ),
             reraise=True,
         )

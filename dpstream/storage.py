@@ -10,6 +10,7 @@ Ledgers, manifests and checkpoints are small documents that must never be seen h
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -103,24 +104,13 @@ def write_atomic(
     except with ``private=True`` (a checkpoint, which holds the noise key): owner only.
     """
     if is_local(fs):
-        directory = os.path.dirname(path) or "."
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
         try:
-            if not private:
-                os.fchmod(fd, 0o666 & ~process_umask())
-            with os.fdopen(fd, "wb") as handle:
-                write(handle)
-                handle.flush()
-                if durable:
-                    os.fsync(handle.fileno())
-            if exclusive:
-                os.link(tmp, path)  # atomic, and fails with FileExistsError if path exists
-            else:
-                os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            _write_local(path, write, exclusive=exclusive, durable=durable, private=private)
+        except OSError as error:
+            if error.errno in _REFUSED_WRITES:
+                # Named by the file the caller writes, not the temporary file beside it the error names.
+                raise type(error)(error.errno, error.strerror, path) from None
+            raise
         return
     buffer = io.BytesIO()
     write(buffer)
@@ -136,6 +126,34 @@ def write_atomic(
             raise
     else:
         fs.pipe_file(path, data)
+
+
+# A local write the location refuses: full, over quota, too large, read-only, or not ours to write.
+_REFUSED_WRITES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def _write_local(
+    path: str, write: Callable[[BinaryIO], None], *, exclusive: bool, durable: bool, private: bool
+) -> None:
+    """``write_atomic`` on a local disk: a temporary file beside ``path``, renamed (or linked) into place."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        if not private:
+            os.fchmod(fd, 0o666 & ~process_umask())
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            if durable:
+                os.fsync(handle.fileno())
+        if exclusive:
+            os.link(tmp, path)  # atomic, and fails with FileExistsError if path exists
+        else:
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 _FALLOC_FL_KEEP_SIZE, _FALLOC_FL_PUNCH_HOLE = 0x01, 0x02  # <linux/falloc.h>

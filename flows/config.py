@@ -22,6 +22,7 @@ name = "auto"                        # "auto" | "ssp" | "ambssgd" | "dpsgd" | "s
 unit = "user"                        # a person: every row of one customer_id
 user_column = "customer_id"
 max_rows_per_user = "auto"           # or a whole number
+user_id_case_fold = true             # text ids: "HEAVY" and " heavy" are one person (false: case kept)
 
 [budget]
 epsilon = 1.0
@@ -50,6 +51,7 @@ from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.flows.cluster_config import ClusterConfig
 from dpstream.flows.preprocess_config import PreprocessConfig
 from dpstream.models import KANModel
+from dpstream.outages import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from dpstream.validation import MAX_EPSILON
 
 __all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "config_folder"]
@@ -236,11 +238,15 @@ class PrivacyConfig(_Section):
     """Whose data one guarantee protects (``dpstream.privacy.PrivacyUnit``): ``unit = "row"`` (a record), or
     ``"user"``: every row of one value of ``user_column`` (a customer, patient or device). The shuffle then
     keeps at most ``max_rows_per_user`` rows per person (``"auto"``: chosen with DP, charged to the lake's
-    ledger once per shuffle) and the lake's ledger counts people (fixed by its first run)."""
+    ledger once per shuffle) and the lake's ledger counts people (fixed by its first run). A text id is
+    normalised before people are formed (NFKC, surrounding whitespace and invisible format characters
+    removed: ``dpstream.person_ids``); ``user_id_case_fold`` also folds case, so ``HEAVY`` and
+    ``heavy`` are one person (false: two). Integer ids are used as stored."""
 
     unit: Literal["row", "user"] = "row"
     user_column: str | None = Field(default=None, min_length=1)
     max_rows_per_user: int | Literal["auto"] = "auto"
+    user_id_case_fold: bool = True
 
     @field_validator("max_rows_per_user")
     @classmethod
@@ -255,12 +261,14 @@ class PrivacyConfig(_Section):
             raise ValueError(
                 "unit = 'user' needs user_column: the column whose value names a person (e.g. 'customer_id')"
             )
-        if self.unit == "row" and (
-            "user_column" in self.model_fields_set or "max_rows_per_user" in self.model_fields_set
-        ):
+        if self.unit == "row" and self.model_fields_set & {
+            "user_column",
+            "max_rows_per_user",
+            "user_id_case_fold",
+        }:
             raise ValueError(
-                "user_column and max_rows_per_user apply to unit = 'user'; set unit = 'user' (a person's rows are "
-                "then protected together), or leave them out"
+                "user_column and max_rows_per_user apply to unit = 'user' (user_id_case_fold too); set unit = 'user' "
+                "(a person's rows are then protected together), or leave them out"
             )
         return self
 
@@ -269,6 +277,16 @@ class CheckpointConfig(_Section):
     url: str = Field(min_length=1)
     every_steps: int = Field(default=DEFAULT_EVERY_STEPS, gt=0)
     every_seconds: float | None = Field(default=None, gt=0.0)
+
+
+class StorageConfig(_Section):
+    """How long a run waits for an unreachable ledger, checkpoint or publish location before it stops with
+    its reservation kept for a resume (``dpstream.outages``)."""
+
+    outage_seconds: float = Field(default=DEFAULT_OUTAGE_SECONDS, ge=0.0, allow_inf_nan=False)
+
+    def outage_policy(self) -> OutagePolicy:
+        return OutagePolicy(window_seconds=self.outage_seconds)
 
 
 class ScheduleConfig(_Section):
@@ -292,6 +310,7 @@ class PipelineConfig(_Section):
     privacy: PrivacyConfig = PrivacyConfig()
     cluster: ClusterConfig = ClusterConfig()
     checkpoint: CheckpointConfig | None = None
+    storage: StorageConfig = StorageConfig()
     schedule: ScheduleConfig | None = None
     # Public preprocessing of a lake in its own units, applied as rows are read (flows.preprocess_config).
     preprocess: PreprocessConfig | None = None
@@ -434,6 +453,7 @@ class PipelineConfig(_Section):
             user_column=self.privacy.user_column,
             source=lake.source_spec(),
             preprocess=self.read_preprocessing(),
+            user_id_case_fold=self.privacy.user_id_case_fold,
         )
 
 

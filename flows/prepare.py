@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from dpstream.flows.config import PipelineConfig
     from dpstream.pipelines import LakeSummary, Manifest
 
-__all__ = ["ValidatedLake", "validate", "shuffle", "shuffle_protected"]
+__all__ = ["ValidatedLake", "validate", "shuffle", "shuffle_protected", "merged_ids_note"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class ValidatedLake:
     files: int
     training_rows: int
     held_out_rows: int
-    warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N
+    warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N, person ids spelled several ways
 
 
 def validate(config: PipelineConfig, client: Any = None, generation: str | None = None) -> ValidatedLake:
@@ -70,10 +70,36 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
         delta_warning(config.budget.delta, summary.num_rows),
         _row_level_note(config, record := lake_preprocessing(config)),
         _units_note(config, record, summary.version.version is not None),
+        merged_ids_note(config, summary),
     )
     if cache is not None:  # recorded once nothing above refused the lake
         cache.commit()
     return ValidatedLake(summary, files, training_rows, held_out_rows, tuple(note for note in notes if note))
+
+
+def merged_ids_note(config: PipelineConfig, summary: LakeSummary) -> str | None:
+    """A warning naming how many people the id rule merged (``LakeSummary.merged_ids``): ids spelled
+    several ways (case, spaces, invisible characters) are one person each, bounded together, which the
+    operator should know of (and may turn off for case: ``privacy.user_id_case_fold = false``)."""
+    from dpstream.person_ids import id_rule
+
+    merged = summary.merged_ids
+    if merged.people == 0:
+        return None
+    column = config.privacy.user_column
+    rule = id_rule(config.privacy.user_id_case_fold, summary.schema.field(column).type)
+    return (
+        f"{merged.people:,} person id(s) of {column!r} are stored in more than one spelling ({merged.spellings:,} "
+        f"spelling(s) merged into them by the rule {rule}: Unicode NFKC, surrounding spaces and invisible "
+        "characters removed"
+        + (", case folded" if config.privacy.user_id_case_fold else "")
+        + "); each is one person, its rows bounded together"
+        + (
+            " (privacy.user_id_case_fold = false keeps ids that differ in case apart)"
+            if config.privacy.user_id_case_fold
+            else ""
+        )
+    )
 
 
 def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bool) -> str | None:

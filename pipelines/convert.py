@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
+from dpstream.person_ids import missing_ids, normalise_ids, normalised_uniques
 from dpstream.pipelines.convert_bounds import person_sample_mask, sample_mask, split_batch
 from dpstream.pipelines.convert_spec import INTERCEPT_COLUMN, ConvertSpec, convert_rows, require_columns
 from dpstream.pipelines.lake import LakeError
@@ -138,9 +138,7 @@ def _sampled(batch: pa.RecordBatch, offset: int, every: int, person: str | None,
     if person is None:
         return sample_mask(offset, batch.num_rows, every)
     ids = batch.column(person)
-    missing = ids.is_null().to_numpy(zero_copy_only=False)
-    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
-        missing |= pc.fill_null(pc.equal(ids, ""), False).to_numpy(zero_copy_only=False)  # an empty CSV cell
+    missing = missing_ids(ids)  # a null, an empty CSV cell, or only spaces or invisible characters
     if missing.any():
         row = offset + int(np.flatnonzero(missing)[0])
         raise LakeError(
@@ -173,9 +171,10 @@ def _release_private_bounds(
         table = convert_rows(chosen, raw, offset, source, positions)
         for column in request.columns:
             sample[column].append(table.column(column).to_numpy())
-        if person is not None:
-            sampled_people.update(chosen.column(person).unique().to_pylist())
-            people.append(table.column(person).to_numpy(zero_copy_only=False))
+        if person is not None:  # people as the shuffle forms them: one person however the id is spelled
+            sampled_people.update(normalise_ids(chosen.column(person).unique()).to_pylist())
+            _, normalised, indices = normalised_uniques(table.column(person))
+            people.append(normalised.to_numpy(zero_copy_only=False)[indices])
         offset += batch.num_rows
     values = {column: np.concatenate(arrays) for column, arrays in sample.items()}
     if person is None:

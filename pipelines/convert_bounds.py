@@ -135,7 +135,9 @@ class PrivateBoundsRequest:
 def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarray:
     """True for the rows whose person is in the sample: a fixed, public partition of the id space (the
     SipHash of the id's text under pandas' public default key, modulo ``every``), so a person is wholly
-    in the sample or wholly in the lake, whatever file or batch holds their rows."""
+    in the sample or wholly in the lake, whatever file or batch holds their rows. The id is normalised
+    first, case folded (``person_ids``): every spelling of a person falls on one side, under either
+    setting of ``privacy.user_id_case_fold`` the lake is later trained with (case folding only merges)."""
     return keyed_hashes(ids, None) % np.uint64(every) == 0
 
 

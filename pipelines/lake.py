@@ -71,6 +71,9 @@ class LakeSpec:
     # Public preprocessing applied to each row as it is read (``ConvertSpec.on_read``): the source holds
     # its raw columns, and ``features``/``label`` name the columns the preprocessing presents.
     preprocess: ConvertSpec | None = None
+    # How a text id in ``user_column`` names a person (``dpstream.person_ids``): case folded
+    # (``privacy.user_id_case_fold``) or not; NFKC, stripped and without format characters either way.
+    user_id_case_fold: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.features, (list, tuple)):

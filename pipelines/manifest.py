@@ -17,7 +17,6 @@ Any value read from a manifest that becomes a path is checked first: part names 
 from __future__ import annotations
 
 import base64
-import math
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,8 +32,9 @@ from dpstream.pipelines.lake import (
     read_verified_footer,
     shown_part,
 )
+from dpstream.pipelines.shuffle_unit import ShuffleUnit
+from dpstream.pipelines.shuffle_unit import count as _count
 from dpstream.pipelines.sources import SourceVersion
-from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.storage import open_url
 
 __all__ = [
@@ -75,60 +75,6 @@ class Part:
     @property
     def check(self) -> PartCheck:
         return PartCheck(self.size, self.identity)
-
-
-@dataclass(frozen=True)
-class ShuffleUnit:
-    """How a user-level shuffle bounded contributions (``dpstream.pipelines.user_shuffle``): the source's id
-    column (a name, never its values), the k it applied and the k it was asked for (``"auto"``: chosen
-    with DP at ``auto_mu``, charged to the lake's ledger as ``charge_id``), the relation of that release,
-    and the number of outputs the layout asked for (an output no person hashed to is not written)."""
-
-    user_column: str
-    max_rows_per_user: int
-    requested: int | str
-    relation: str
-    outputs: int
-    auto_mu: float | None = None
-    charge_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "user_column": self.user_column,
-            "max_rows_per_user": self.max_rows_per_user,
-            "requested": self.requested,
-            "relation": self.relation,
-            "outputs": self.outputs,
-            "auto_mu": self.auto_mu,
-            "charge_id": self.charge_id,
-        }
-
-    @classmethod
-    def from_json(cls, document: dict[str, Any]) -> ShuffleUnit:
-        """``ValueError`` for a record that is not one (a missing column name, k < 1, an unknown relation,
-        an auto μ that is not finite and positive)."""
-        requested = document["requested"]
-        if requested != "auto" and _count(requested) < 1:
-            raise ValueError(f"requested max_rows_per_user {requested!r} is below 1")
-        if not isinstance(document["user_column"], str) or not document["user_column"]:
-            raise ValueError(f"user_column {document['user_column']!r} is not a column name")
-        if _count(document["max_rows_per_user"]) < 1 or _count(document["outputs"]) < 1:
-            raise ValueError("max_rows_per_user and outputs must be at least 1")
-        NeighbouringRelation.parse(document["relation"])
-        auto_mu = document.get("auto_mu")
-        if auto_mu is not None and not (
-            isinstance(auto_mu, (int, float)) and math.isfinite(auto_mu) and auto_mu > 0
-        ):
-            raise ValueError(f"auto_mu {auto_mu!r} is not a finite positive number")
-        return cls(
-            user_column=str(document["user_column"]),
-            max_rows_per_user=_count(document["max_rows_per_user"]),
-            requested=requested,
-            relation=str(document["relation"]),
-            outputs=_count(document["outputs"]),
-            auto_mu=None if auto_mu is None else float(auto_mu),
-            charge_id=None if document.get("charge_id") is None else str(document["charge_id"]),
-        )
 
 
 def _record(document: Any) -> dict[str, Any] | None:
@@ -361,13 +307,6 @@ class Manifest:
                 f"its parts hold {manifest.num_rows:,} rows but the source held {manifest.source_rows:,}"
             )
         return manifest
-
-
-def _count(value: Any) -> int:
-    """A non-negative int from JSON; a bool, float or string is refused."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a non-negative integer, got {value!r}")
-    return value
 
 
 def verify_parts(manifest: Manifest, storage_options: dict[str, Any] | None = None) -> None:

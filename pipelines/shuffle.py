@@ -23,10 +23,12 @@ gathered, and a generation whose rows differ from the validated source's is neve
 written with page checksums and recorded with their content identities (``dpstream.pipelines.manifest``).
 
 Running again reuses the current generation when it holds this source's rows with the columns asked
-for (in any order) and the layout asked for; anything else is refused with the fix (``reshuffle=True``
-shuffles a new generation). The output location must be new, empty, or hold dpstream shuffles; an output
-that equals, contains or lies inside the source lake (or another protected location, such as the folder
-of the pipeline config) is refused before anything is written.
+for (in any order) and the layout asked for (``dpstream.pipelines.shuffle_reuse``: a manifest whose
+recorded source files are not the validated source's is refused, as is one whose people were formed by
+another id rule); anything else is refused with the fix (``reshuffle=True`` shuffles a new generation).
+The output location must be new, empty, or hold dpstream shuffles; an output that equals, contains or
+lies inside the source lake (or another protected location, such as the folder of the pipeline config)
+is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ from dpstream.pipelines.shuffle_io import (
     write_scratch,
     written_part,
 )
+from dpstream.pipelines.shuffle_reuse import layout
+from dpstream.pipelines.shuffle_reuse import reading as _reading
+from dpstream.pipelines.shuffle_reuse import refusal as _refusal
 from dpstream.pipelines.user_shuffle import UserBounding, shuffle_users
 from dpstream.pipelines.validate import LakeSummary, validate_lake
 from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT
@@ -83,14 +88,6 @@ HELD_OUT_FILES = 5  # automatic layout: at least this many files, so the held-ou
 def automatic_rows_per_file(num_rows: int) -> int:
     """DEFAULT_ROWS_PER_FILE, but small enough for HELD_OUT_FILES files: every lake of ≥ 2 rows can train."""
     return max(1, min(DEFAULT_ROWS_PER_FILE, math.ceil(num_rows / HELD_OUT_FILES)))
-
-
-def layout(num_rows: int, rows_per_file: int) -> tuple[int, int, int]:
-    """(files, training rows, held-out rows) of a shuffle of ``num_rows`` with ``rows_per_file``: the
-    rows are spread evenly, the larger files first, and training holds out the last file."""
-    files = max(1, math.ceil(num_rows / rows_per_file))
-    held_out = num_rows // files
-    return files, num_rows - held_out, held_out
 
 
 def read_manifest(
@@ -203,69 +200,6 @@ def check_output_location(out_url: str, source_url: str, protected: tuple[str, .
                 "(the pipeline config's folder); point lake.shuffled_url at a new folder of its own, e.g. "
                 "'shuffled' beside the config"
             )
-
-
-def _reading(manifest: Manifest, spec: LakeSpec) -> Manifest:
-    """``manifest`` read with ``spec``'s columns (in ``spec``'s order)."""
-    if (manifest.features, manifest.label) == (spec.features, spec.label):
-        return manifest
-    num_features = manifest.num_features if isinstance(spec.features, str) else len(spec.features)
-    return replace(manifest, features=spec.features, label=spec.label, num_features=num_features)
-
-
-def _refusal(
-    existing: Manifest,
-    spec: LakeSpec,
-    summary: LakeSummary,
-    rows_per_file: int | None,
-    users: UserBounding | None = None,
-) -> str | None:
-    """Why the committed generation ``existing`` cannot serve ``spec``'s lake as asked (its rows, or with
-    ``users`` its people bounded as asked), or None."""
-    if existing.source_fingerprint != summary.fingerprint:
-        return f"holds a shuffle of another lake ({existing.source_url}), or of this lake before its files changed"
-    missing = [column for column in spec.columns if column not in existing.schema.names]
-    if missing:
-        return f"holds a shuffle of this lake without the column(s) {', '.join(missing)}"
-    wanted = None if spec.preprocess is None else spec.preprocess.record()
-    if existing.preprocessing != wanted:
-        return (
-            "holds a shuffle of this lake preprocessed otherwise ([preprocess] changed: bounds, categories, "
-            "imputation or intercept)"
-            if wanted is not None and existing.preprocessing is not None
-            else f"holds a shuffle of this lake {'with' if wanted is None else 'without'} [preprocess]"
-        )
-    unit = existing.unit
-    if users is None and unit is not None:
-        return (
-            f"holds a user-level shuffle of this lake (at most {unit.max_rows_per_user} rows per value of "
-            f"{unit.user_column!r}), but this run trains on rows"
-        )
-    # The relation matters only to the "auto" release's calibration: a fixed k serves either relation.
-    if users is not None and (
-        unit is None
-        or (unit.user_column, unit.requested, unit.relation if unit.requested == "auto" else None)
-        != (users.user_column, users.max_rows_per_user, users.relation.value if users.is_auto else None)
-    ):
-        held = (
-            "a row-level shuffle"
-            if unit is None
-            else f"a shuffle bounded with max_rows_per_user = {unit.requested!r} per value of {unit.user_column!r}"
-            + (f" ({unit.relation})" if unit.requested == "auto" else "")
-        )
-        return (
-            f"holds {held} of this lake, but this run asks for max_rows_per_user = {users.max_rows_per_user!r} "
-            f"per value of {users.user_column!r}" + (f" ({users.relation.value})" if users.is_auto else "")
-        )
-    files = len(existing.parts) if unit is None else unit.outputs
-    wanted = files if rows_per_file is None else layout(summary.num_rows, rows_per_file)[0]
-    if files != wanted:
-        return (
-            f"holds a shuffle of this lake in {files} files, but rows_per_file={rows_per_file} asks for "
-            f"{wanted} (a shuffle made with other settings is never reused silently; or set lake.rows_per_file back "
-            f"to a value giving {files} files, e.g. {math.ceil(summary.num_rows / files)})"
-        )
-    return None
 
 
 def shuffle_once(

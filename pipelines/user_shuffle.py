@@ -2,8 +2,10 @@
 
 The shuffle (``dpstream.pipelines.shuffle``) runs its two passes with three changes:
 
-1. *Scatter* routes every row by a **keyed hash of its person's id**: SipHash-2-4 (``pandas.util.
-   hash_array``) under a 96-bit key drawn from OS entropy for this shuffle and never stored
+1. *Scatter* routes every row by a **keyed hash of its person's id** (a text id normalised first, so
+   ``HEAVY`` and `` heavy`` are one person: ``dpstream.person_ids``; the rule is recorded in
+   the manifest): SipHash-2-4 (``pandas.util.hash_array``) under a 96-bit key drawn from OS entropy for
+   this shuffle and never stored
    (``HashKey``: its repr hides it from task logs). A person's rows all go to output ``hash mod M``,
    and the scratch files carry the hash in place of the id. The key dies with the shuffle, so nothing
    written can be joined back to an id. Two ids whose 64-bit hashes collide (probability about
@@ -42,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.models.users import bound_contributions
+from dpstream.person_ids import id_rule, normalised_uniques
 from dpstream.pipelines.lake import LakeError, LakeFile, LakeSpec
 from dpstream.pipelines.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
 from dpstream.pipelines.shuffle_io import (
@@ -110,24 +113,23 @@ class UserBounding:
         return sensitivity / self.auto_mu
 
 
-def keyed_hashes(values: pa.Array | pa.ChunkedArray, key: HashKey | str | None) -> np.ndarray:
-    """SipHash-2-4 of each id under ``key`` (16 characters; None: pandas' public default key, a fixed
-    partition of ids such as ``convert --user``'s sample) as uint64; equal ids hash alike whatever the
-    file. Each distinct id is hashed once (Arrow's ``dictionary_encode`` first)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
+def keyed_hashes(
+    values: pa.Array | pa.ChunkedArray, key: HashKey | str | None, case_fold: bool = True
+) -> np.ndarray:
+    """SipHash-2-4 of each id's person (``person_ids``: a text id normalised, with ``case_fold``) under
+    ``key`` (16 characters; None: pandas' public default key, a fixed partition of people such as
+    ``convert --user``'s sample) as uint64; ids of one person hash alike whatever the file or spelling.
+    Each distinct stored id is normalised and hashed once (Arrow's ``dictionary_encode`` first)."""
     # Arrow's hash table, not pandas.factorize: it never builds a Python object per row (5 ms against
     # 18 ms for 250,000 string ids, measured).
-    encoded = values.dictionary_encode()
-    uniques = encoded.dictionary.to_numpy(zero_copy_only=False)
+    _, normalised, indices = normalised_uniques(values, case_fold)
+    uniques = normalised.to_numpy(zero_copy_only=False)
     if uniques.dtype.kind in "iu":  # an integer id hashes as its decimal digits: one rule for every width
         uniques = uniques.astype(str)
     secret = key.value if isinstance(key, HashKey) else key
     options = {"hash_key": secret} if secret is not None else {}
     hashed = pd.util.hash_array(np.asarray(uniques, dtype=object), categorize=False, **options)
-    return hashed[encoded.indices.to_numpy(zero_copy_only=False)]
+    return hashed[indices]
 
 
 def scatter_users(
@@ -145,7 +147,7 @@ def scatter_users(
     file holds the hash, never the id. Returns the rows sent to each output and where each output's
     slice ends (``write_scratch``)."""
     table, _ = read_validated(source, file, spec, width)
-    hashes = keyed_hashes(table.column(spec.user_column), key)
+    hashes = keyed_hashes(table.column(spec.user_column), key, spec.user_id_case_fold)
     table = table.drop_columns([spec.user_column]).append_column(_HASH_COLUMN, pa.array(hashes))
     targets = (hashes % np.uint64(outputs)).astype(np.int64)
     order = np.argsort(targets, kind="stable")
@@ -334,5 +336,6 @@ def shuffle_users(
         outputs=outputs,
         auto_mu=bounding.auto_mu if bounding.is_auto else None,
         charge_id=charge_id if bounding.is_auto else None,
+        user_id_rule=id_rule(spec.user_id_case_fold, summary.schema.field(spec.user_column).type),
     )
     return [part for part in parts if part is not None], unit

@@ -9,16 +9,17 @@ records its per-file checks under the lake's ``shuffled_url`` and reads again on
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.convert_spec import ConvertSpec, prepared_feature_type
+from dpstream.pipelines.column_checks import feature_width
+from dpstream.pipelines.content_digest import RowsDigest, refuse_copies
+from dpstream.pipelines.convert_spec import prepared_feature_type
 from dpstream.pipelines.lake import (
     STREAM_BUFFER_BYTES,
     LakeError,
@@ -30,6 +31,7 @@ from dpstream.pipelines.lake import (
     native_open,
 )
 from dpstream.pipelines.memory import release_after, sum_is_finite
+from dpstream.pipelines.person_checks import MergedIds, check_user_column, check_user_ids, merged_ids
 from dpstream.pipelines.sources import (
     SourceVersion,
     TableFile,
@@ -64,6 +66,8 @@ class LakeSummary:
     fingerprint: str
     stray_files: tuple[str, ...] = ()  # visible files without the .parquet suffix: not read, reported
     version: SourceVersion = SourceVersion()  # the table version validated (a Parquet folder has none)
+    # The user unit: the people whose id was stored in more than one spelling (``person_checks``).
+    merged_ids: MergedIds = MergedIds()
 
     def stray_note(self) -> str | None:
         """One line naming the files validation did not read, or None."""
@@ -92,22 +96,6 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-def _raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
-    """The width of the rows ``preprocess`` presents, once the raw columns it converts as numbers are numbers
-    (a categorical column, and a label coded by public classes, may hold anything)."""
-    numeric = [*preprocess.columns, *(() if preprocess.label_classes else (preprocess.label,))]
-    for column in numeric:
-        kind = schema.field(column).type
-        if not any(test(kind) for test in (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)):
-            fix = (
-                "a regression's label is a number (a classifier's class names go in model.classes)"
-                if column == preprocess.label
-                else "list its public values in preprocess.categories (one-hot), or leave it out of lake.features"
-            )
-            raise LakeError(f"{_name(path)}: column {column!r} has non-numeric type {kind}; {fix}")
-    return len(preprocess.output_columns())
-
-
 def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
     """The schema of the rows ``spec`` presents from files of the raw ``schema`` (itself, without
     preprocessing): float32 features where every raw numeric feature is a float32 or narrower, else
@@ -122,94 +110,6 @@ def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
     if spec.user_column is not None:
         fields.append(schema.field(spec.user_column))
     return pa.schema(fields)
-
-
-def _feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
-    for column in spec.read_columns if spec.preprocess is not None else spec.columns:
-        copies = len(schema.get_all_field_indices(column))
-        if copies > 1:
-            raise LakeError(
-                f"{_name(path)}: column {column!r} appears {copies} times in the file's schema, so which one to read "
-                "is ambiguous; rewrite the file with distinct column names"
-            )
-        if copies == 0:
-            raise LakeError(
-                f"{_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
-                "fix the feature/label names in the config"
-            )
-    if spec.preprocess is not None:
-        return _raw_width(schema, spec.preprocess, path)
-    label_type = schema.field(spec.label).type
-    if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
-        raise LakeError(
-            f"{_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number"
-        )
-    if isinstance(spec.features, str):
-        feature_type = schema.field(spec.features).type
-        if not pa.types.is_fixed_size_list(feature_type) and not pa.types.is_list(feature_type):
-            raise LakeError(
-                f"{_name(path)}: feature column {spec.features!r} has type {feature_type}, not a list of numbers; "
-                "use one fixed-size-list column or a list of numeric columns"
-            )
-        value_type = feature_type.value_type
-        if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
-            raise LakeError(
-                f"{_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers"
-            )
-        return feature_type.list_size if pa.types.is_fixed_size_list(feature_type) else -1
-    for column in spec.features:
-        column_type = schema.field(column).type
-        if not (pa.types.is_integer(column_type) or pa.types.is_floating(column_type)):
-            raise LakeError(
-                f"{_name(path)}: feature column {column!r} has non-numeric type {column_type}; drop it from the "
-                "features or convert it (e.g. one-hot encode with `dpstream convert`)"
-            )
-    return len(spec.features)
-
-
-def _check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
-    """The user unit's id column is present once, of a type whose values name a person exactly."""
-    column = spec.user_column
-    copies = len(schema.get_all_field_indices(column))
-    if copies != 1:
-        present = (
-            "appears twice" if copies > 1 else f"is missing (columns present: {', '.join(schema.names)})"
-        )
-        raise LakeError(
-            f"{_name(path)}: privacy.user_column {column!r} {present}; name the column that identifies a person"
-        )
-    kind = schema.field(column).type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    if not (
-        pa.types.is_integer(kind)
-        or pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or pa.types.is_fixed_size_binary(kind)
-    ):
-        raise LakeError(
-            f"{_name(path)}: privacy.user_column {column!r} has type {kind}; a person's id must be an integer or a "
-            "string (a float or a timestamp can name two people alike after rounding): cast it when writing the lake"
-        )
-
-
-def check_user_ids(values: Any, spec: LakeSpec, path: str, offset: int = 0) -> None:
-    """No row without its person: a null (or empty string) id could not be bounded with the rest of that
-    person's rows."""
-    missing = values.is_null().to_numpy(zero_copy_only=False)
-    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        missing = missing | pc.fill_null(pc.equal(values.cast(kind), ""), False).to_numpy(
-            zero_copy_only=False
-        )
-    if missing.any():
-        row = offset + int(np.flatnonzero(missing)[0])
-        raise LakeError(
-            f"{_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null or empty); every "
-            "row needs its person's id (drop the row, or give it the id it belongs to)"
-        )
 
 
 def _check_class_labels(
@@ -284,32 +184,39 @@ def _scan(
     width: int,
     labels_seen: set[float] | None = None,
     labels: LabelContract | None = None,
-) -> tuple[int, int]:
+) -> tuple[int, int, str, int]:
     """Stream the file's live rows (its table version's deletes dropped) once through ``check_values``.
-    Returns (the vector width, the live rows). A row a message names counts live rows."""
-    path, live = listed.path, 0
+    Returns (the vector width, the live rows, the digest of the rows as read (``content_digest``), the
+    ids the person rule changes, counted per batch (``check_user_ids``)). A row a message names counts live rows."""
+    path, live, respelled, digest = listed.path, 0, 0, RowsDigest()
+    digested = [column for column in spec.read_columns if column != spec.user_column]  # content_digest
     with native_open(fs, path) as handle:
         # pre_buffer=False: the default caches every row group of the columns, i.e. the whole file in memory.
         reader = pq.ParquetFile(handle, pre_buffer=False, buffer_size=STREAM_BUFFER_BYTES)
         for rows in live_batches(reader, listed, spec.read_columns, SCAN_BATCH_ROWS):
+            digest.add(rows, digested)
             rows = spec.present(rows, path, live)
             width = check_values(rows, spec, path, live, width, labels_seen, labels)
             if spec.user_column is not None:
-                check_user_ids(rows.column(spec.user_column), spec, path, live)
+                respelled += check_user_ids(rows.column(spec.user_column), spec, path, live)
             live += rows.num_rows
-    return width, live
+    return width, live, digest.hexdigest(), respelled
 
 
 @dataclass(frozen=True)
 class FileCheck:
     """What checking one file found (``check_file``): its ``LakeFile``, schema, vector width and
-    label values (at most ``_SHOWN_VALUES`` + 1 of them), or the message of its first problem."""
+    label values (at most ``_SHOWN_VALUES`` + 1 of them), or the message of its first problem; the digest
+    of its rows (``content_digest``) and, under the user unit, non-zero when some stored id is not in its
+    normal form (``person_checks.check_user_ids``: the distinct ones, counted per batch)."""
 
     file: LakeFile | None = None
     schema: pa.Schema | None = None
     width: int = -1
     labels: frozenset[float] = frozenset()
     error: str | None = None
+    digest: str = ""
+    respelled: int = 0
 
 
 def check_file(
@@ -346,12 +253,12 @@ def check_file(
             raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
         check_field_ids(schema, listed, spec.read_columns, _name(path))
         schema = table_schema(schema, listed, spec.read_columns)
-        width = _feature_width(schema, spec, path)
+        width = feature_width(schema, spec, path)
         if spec.user_column is not None:
-            _check_user_column(schema, spec, path)
+            check_user_column(schema, spec, path)
         classes = labels is not None and bool(labels.allowed())
         seen: set[float] | None = set() if classes else None
-        width, live = _scan(fs, listed, spec, width, seen, labels)
+        width, live, digest, respelled = _scan(fs, listed, spec, width, seen, labels)
         identity = file_identity(fs, path)
         file = LakeFile(path, live, int(fs.size(path)), identity, stamp, listed.deleted, listed.constants)
         if file_stamp(fs, path) != stamp:
@@ -360,7 +267,7 @@ def check_file(
             )
     except LakeError as error:
         return FileCheck(error=str(error))
-    return FileCheck(file, schema, width, frozenset(seen or ()))
+    return FileCheck(file, schema, width, frozenset(seen or ()), digest=digest, respelled=respelled)
 
 
 def _check_files(
@@ -376,12 +283,19 @@ def _check_files(
     was recorded (``dpstream.pipelines.validation_cache``), else run (``check_file``). Without a client
     the checks stop at the first problem, which validate_lake then reports: the list ends there."""
     reused = cache.recorded(fs, listed) if cache is not None else [None] * len(listed)
-    checks = [None if found is None else FileCheck(*found) for found in reused]
+    checks = [None if found is None else _recorded_check(*found) for found in reused]
     missing = [index for index, check in enumerate(checks) if check is None]
     run = _run_checks(fs, tuple(listed[index] for index in missing), client, worker_timeout, spec, labels)
     for index, check in zip(missing, run, strict=False):
         checks[index] = check
     return list(itertools.takewhile(lambda check: check is not None, checks))
+
+
+def _recorded_check(
+    file: LakeFile, schema: pa.Schema, width: int, labels: frozenset[float], digest: str, respelled: int
+) -> FileCheck:
+    """A check the validation cache recorded (``ValidationCache.reuse``), as ``check_file`` returned it."""
+    return FileCheck(file, schema, width, labels, digest=digest, respelled=respelled)
 
 
 def _run_checks(
@@ -427,7 +341,9 @@ def validate_lake(
 
     ``labels``, a classifier's ``LabelContract``, also requires the label column's values to form one of
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
-    same content identity are refused (their records would be used twice). On a cluster left without
+    same content identity, or the same rows however encoded (``content_digest``), are refused (their
+    records would be used twice). Under the user unit, the people whose id is stored in more than one
+    spelling are counted (``LakeSummary.merged_ids``; ``person_checks``). On a cluster left without
     workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``).
     ``cache`` (``ValidationCache``): files unchanged since their check was recorded are not read again."""
     pinned = pin(spec)
@@ -443,6 +359,43 @@ def validate_lake(
         )
         raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
     checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout, cache)
+    _compare_files(paths, checks, spec, labels)
+    first = checks[0]
+    files = tuple(check.file for check in checks)
+    refuse_copies(files, tuple(check.digest for check in checks), table=pinned.version.version is not None)
+    if sum(file.rows for file in files) == 0:
+        raise LakeError(
+            f"{pinned.version.describe()} at {spec.url} holds no rows: its deletes removed every row"
+        )
+    identity = fingerprint(files, pinned.version.lineage)
+    respelled = any(check.respelled for check in checks)
+    merged = merged_ids(fs, pinned.files, spec, respelled, client, worker_timeout, cache, identity)
+    schema = presented_schema(first.schema, spec)
+    if cache is not None:  # only a lake that passed: a refused one leaves nothing behind
+        cache.store(
+            {
+                file.path: cache.entry(
+                    check.file,
+                    check.schema,
+                    check.width,
+                    check.labels,
+                    file.rows,
+                    check.digest,
+                    check.respelled,
+                )
+                for file, check in zip(pinned.files, checks, strict=True)
+                if cache.cacheable(file)
+            },
+            (identity, merged.people, merged.spellings) if spec.user_column is not None else None,
+        )
+    return LakeSummary(spec, files, schema, first.width, identity, tuple(stray), pinned.version, merged)
+
+
+def _compare_files(
+    paths: list[str], checks: list[FileCheck], spec: LakeSpec, labels: LabelContract | None
+) -> None:
+    """Raise the first file's problem in path order: its own (``FileCheck.error``), or a disagreement with
+    the files before it (schema drift, vector width, a classifier's labels)."""
     first = checks[0]
     seen: set[float] = set()
     for path, check in zip(paths, checks, strict=False):
@@ -462,42 +415,3 @@ def validate_lake(
             )
         if labels is not None and labels.allowed():
             _check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
-    files = tuple(check.file for check in checks)
-    _refuse_copies(files, table=pinned.version.version is not None)
-    if sum(file.rows for file in files) == 0:
-        raise LakeError(
-            f"{pinned.version.describe()} at {spec.url} holds no rows: its deletes removed every row"
-        )
-    identity = fingerprint(files, pinned.version.lineage)
-    schema = presented_schema(first.schema, spec)
-    if cache is not None:  # only a lake that passed: a refused one leaves nothing behind
-        cache.store(
-            {
-                file.path: cache.entry(check.file, check.schema, check.width, check.labels, file.rows)
-                for file, check in zip(pinned.files, checks, strict=True)
-                if cache.cacheable(file)
-            }
-        )
-    return LakeSummary(spec, files, schema, first.width, identity, tuple(stray), pinned.version)
-
-
-def _refuse_copies(files: tuple[LakeFile, ...], table: bool = False) -> None:
-    """Two files with one content identity hold the same records: training on both would use each of them
-    twice in one pass, under a guarantee that counts it once. In a table (``table``) that is the same
-    batch of rows appended twice: its files are the table's to change, not the user's."""
-    first_of: dict[str, LakeFile] = {}
-    prefix = os.path.commonpath([file.path for file in files]) if len(files) > 1 else ""
-    for file in files:
-        earlier = first_of.setdefault(file.identity, file)
-        if earlier is not file:
-            shown = [path[len(prefix) :].lstrip("/") or _name(path) for path in (earlier.path, file.path)]
-            raise LakeError(
-                f"{shown[0]} and {shown[1]} have the same content ({file.identity}): "
-                + ("two files of " if table else "a copy or link of one file inside ")
-                + (
-                    "the table (the same rows appended twice) would put each of its records in one training pass "
-                    "twice. Delete the duplicate rows through the table, or pin a version before them"
-                    if table
-                    else "the lake would put each of its records in one training pass twice. Remove the copy from the lake"
-                )
-            )

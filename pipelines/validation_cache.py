@@ -6,13 +6,14 @@ and every value). At 3·10⁸ rows that pass cost more than training itself (iss
 *stamp* (``lake.file_stamp``: inode, size, modification and status-change times on a disk; ETag, size
 and time on an object store) changes whenever the file is written or replaced, so a file whose stamp
 is the one recorded when it was last checked holds the bytes that were checked: its check (rows, size,
-content identity, schema, vector width, label values) is reused, and only files that changed are read.
+content identity, the digest of its rows, schema, vector width, label values, the rows whose person id
+is not in its normal form) is reused, and only files that changed are read.
 What is reused is what a full check would find again; the privacy argument (the ledger's content
 identities, the shuffle reading only files with the validated stamp) is unchanged.
 
 Kept under the lake's ``shuffled_url`` in ``_validated/<key>.json``, one document per validation
 setting: ``key`` hashes what a check depends on (the lake's URL, columns, label, preprocessing, user
-column, source pin, a classifier's label contract, ``VALIDATION_RULES`` and dpstream's version), never
+column and its id rule, source pin, a classifier's label contract, ``VALIDATION_RULES`` and dpstream's version), never
 credentials. Only strong stamps are trusted (``ValidationCache.strong``). Files
 of table versions with deletes, partition values or field ids are always checked again (their check
 depends on the version's metadata, not only on the file). A lost or unreadable cache only costs a
@@ -38,7 +39,7 @@ CACHE_FOLDER = "_validated"
 # Part of every key: bump it whenever what a file's check finds can change (``validate.check_file``,
 # ``check_values``, ``convert_rows``), so an upgrade reads every file again instead of trusting checks
 # made under the old rules.
-VALIDATION_RULES = 1
+VALIDATION_RULES = 2  # 2: a file's check records its rows' digest and the ids the person rule changes
 
 
 def _setting_key(spec: LakeSpec, labels: Any) -> str:
@@ -51,6 +52,7 @@ def _setting_key(spec: LakeSpec, labels: Any) -> str:
         spec.features,
         spec.label,
         spec.user_column,
+        spec.user_id_case_fold,
         spec.source,
         spec.preprocess,
         labels,
@@ -75,17 +77,36 @@ class ValidationCache:
         self.path = f"{root}/{CACHE_FOLDER}/{_setting_key(spec, labels)}.json"
         self.deferred, self._pending = deferred, None
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """path -> recorded check; empty when there is none or it cannot be read."""
+    def _document(self) -> dict[str, Any]:
         try:
             document = read_json(self.fs, self.path)
         except Exception:  # noqa: BLE001 - a missing or damaged cache only means a full validation
             return {}
-        return document.get("files", {}) if isinstance(document, dict) else {}
+        return document if isinstance(document, dict) else {}
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """path -> recorded check; empty when there is none or it cannot be read."""
+        files = self._document().get("files", {})
+        return files if isinstance(files, dict) else {}
+
+    def merged(self, fingerprint: str) -> tuple[int, int] | None:
+        """The (people, spellings) the id rule merged in the lake of ``fingerprint`` (its files' content
+        identities: ``lake.fingerprint``) as recorded, else None. Counting them reads every file's ids again
+        (``person_checks.count_merged_ids``); the count is a function of the lake's content and this
+        setting (the key holds the id rule), so it is kept like the files' checks."""
+        record = self._document().get("merged")
+        if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
+            return None
+        counts = record.get("counts")
+        if not (
+            isinstance(counts, list) and len(counts) == 2 and all(type(n) is int and n >= 0 for n in counts)
+        ):
+            return None
+        return counts[0], counts[1]
 
     def recorded(self, fs: Any, listed: Any) -> list[tuple | None]:
-        """For each listed file, its recorded (LakeFile, schema, width, labels) where its stamp is still
-        the recorded one, else None (to be checked)."""
+        """For each listed file, its recorded check (``reuse``) where its stamp is still the recorded one,
+        else None (to be checked)."""
         entries = self.load()
         found: list[tuple | None] = []
         for file in listed:
@@ -111,7 +132,8 @@ class ValidationCache:
 
     @staticmethod
     def reuse(entry: dict[str, Any] | None, stamp: str, listed_rows: int | None) -> tuple | None:
-        """(LakeFile, schema, width, labels) of a recorded check whose stamp is ``stamp``, else None."""
+        """(LakeFile, schema, width, labels, rows digest, respelled id rows) of a recorded check whose
+        stamp is ``stamp``, else None."""
         if (
             not entry
             or not ValidationCache.strong(stamp)
@@ -122,15 +144,24 @@ class ValidationCache:
         try:
             schema = pa.ipc.read_schema(pa.BufferReader(base64.b64decode(entry["schema"])))
             file = LakeFile(entry["path"], int(entry["rows"]), int(entry["size"]), entry["identity"], stamp)
-            return file, schema, int(entry["width"]), frozenset(float(value) for value in entry["labels"])
+            labels = frozenset(float(value) for value in entry["labels"])
+            digest, respelled = entry["digest"], int(entry["respelled"])
+            if not isinstance(digest, str) or not digest:
+                return None
+            return file, schema, int(entry["width"]), labels, digest, respelled
         except (KeyError, TypeError, ValueError, pa.ArrowInvalid):
             return None
 
-    def store(self, entries: dict[str, dict[str, Any]]) -> None:
+    def store(self, entries: dict[str, dict[str, Any]], merged: tuple[str, int, int] | None = None) -> None:
+        """Record the files' checks (``entry``), and ``merged``: (fingerprint, people, spellings) of a
+        lake whose merged ids were counted (``merged``)."""
+        document: dict[str, Any] = {"files": entries}
+        if merged is not None:
+            document["merged"] = {"fingerprint": merged[0], "counts": [merged[1], merged[2]]}
         if self.deferred:
-            self._pending = entries
+            self._pending = document
             return
-        self._write(entries)
+        self._write(document)
 
     def commit(self) -> None:
         """Write what ``store`` kept (a deferred cache); nothing if validation did not pass."""
@@ -138,16 +169,23 @@ class ValidationCache:
             self._write(self._pending)
             self._pending = None
 
-    def _write(self, entries: dict[str, dict[str, Any]]) -> None:
+    def _write(self, document: dict[str, Any]) -> None:
         try:
-            write_json_atomic(self.fs, self.path, {"files": entries})
+            write_json_atomic(self.fs, self.path, document)
         except Exception:  # noqa: BLE001 - a read-only location: the next validation reads every file again
             pass
 
     @staticmethod
     def entry(
-        file: LakeFile, schema: pa.Schema, width: int, labels: frozenset[float], listed_rows: int | None
+        file: LakeFile,
+        schema: pa.Schema,
+        width: int,
+        labels: frozenset[float],
+        listed_rows: int | None,
+        digest: str = "",
+        respelled: int = 0,
     ) -> dict:
+        """The record of one file's check: what ``reuse`` gives back while the file keeps its stamp."""
         return {
             "path": file.path,
             "rows": file.rows,
@@ -158,6 +196,8 @@ class ValidationCache:
             "schema": base64.b64encode(schema.serialize().to_pybytes()).decode(),
             "width": width,
             "labels": sorted(labels),
+            "digest": digest,
+            "respelled": respelled,
         }
 
 

@@ -38,6 +38,7 @@ from dpstream.estimators.support import (
 from dpstream.models import Model, ModelKind
 from dpstream.models.users import bound_contributions, check_user_level
 from dpstream.noise import NoiseKey
+from dpstream.person_ids import people_of
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
 
@@ -170,7 +171,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
                 f"groups must hold one id per row of X ({num_rows:,}), got shape {ids.shape}; pass the user "
                 "(customer, patient, device) column"
             )
-        bounded = bound_contributions(ids, self.max_rows_per_user)  # OS entropy: not reproducible
+        # Text ids name people as the lake's shuffle does: "HEAVY", " heavy" and "HEAVY\u200b" are one.
+        bounded = bound_contributions(people_of(ids), self.max_rows_per_user)  # OS entropy: not reproducible
         unit = PrivacyUnit.user("groups", self.max_rows_per_user, self.relation)
         return X[bounded.rows], np.asarray(y)[bounded.rows], bounded.users, bounded.num_users, unit
 

@@ -361,3 +361,17 @@ def test_the_privacy_unit_section(tmp_path):
     assert config.lake_spec().user_column == "customer" and config.user_bounding().is_auto
     rows = load_config(write(tmp_path, GOOD))
     assert rows.privacy_unit().ledger_unit == "row" and rows.user_bounding() is None
+
+
+def test_the_storage_outage_window_reaches_the_checkpoints_and_the_ledger(tmp_path):
+    from dpstream.flows.planning import checkpoint_policy, source_ledger
+    from dpstream.outages import DEFAULT_OUTAGE_SECONDS
+
+    ledger = tmp_path / "ledger"
+    text = GOOD.replace('"/data/ledger"', f'"{ledger}"')
+    assert load_config(write(tmp_path, text)).storage.outage_seconds == DEFAULT_OUTAGE_SECONDS == 600
+    config = load_config(write(tmp_path, text + "\n[storage]\noutage_seconds = 42\n"))
+    assert checkpoint_policy(config, str(tmp_path / "ckpt")).outage.window_seconds == 42
+    assert source_ledger(config, "lake-1", ("md5:1",)).outage.window_seconds == 42
+    with pytest.raises(ConfigError, match="storage.outage_seconds"):
+        load_config(write(tmp_path, text + "\n[storage]\noutage_seconds = -1\n"))
