@@ -28,7 +28,18 @@ from typing import Any
 
 from dpstream.storage import location, open_url, overlap
 
-__all__ = ["Protected", "check_write_location", "data_marker", "DATA_MARKERS"]
+__all__ = [
+    "Protected",
+    "check_write_location",
+    "data_marker",
+    "DATA_MARKERS",
+    "RELEASE_CLAIM",
+    "OPERATOR_CLAIM",
+]
+
+# The claims a run writes in its publish and operator folders (``flows.locations.claim_run_folders``).
+RELEASE_CLAIM = "_dpstream_release.json"
+OPERATOR_CLAIM = "_dpstream_operator.json"
 
 # A name in a folder that makes it a data location, and what it says the folder is.
 DATA_MARKERS = {
@@ -37,8 +48,8 @@ DATA_MARKERS = {
     "_manifest.json": "a shuffled lake",
     "_dpstream_ledger.json": "a privacy ledger",
     "_predict.json": "predictions written by `dpstream predict`",
-    "_dpstream_release.json": "a run's publish folder (its releases only)",
-    "_dpstream_operator.json": "a run's operator folder (its non-private metrics only)",
+    RELEASE_CLAIM: "a run's publish folder (its releases only)",
+    OPERATOR_CLAIM: "a run's operator folder (its non-private metrics only)",
     "_delta_log": "a Delta table",
 }
 
@@ -107,7 +118,7 @@ def data_marker(
     while True:
         names = _names(fs, path)
         if depth == 0 and own_marker is not None:
-            names -= {own_marker, *LEGACY_PUBLISH_FILES}
+            names -= {own_marker, *(LEGACY_PUBLISH_FILES if own_marker == RELEASE_CLAIM else ())}
         for name, reason in DATA_MARKERS.items():
             if name in names:
                 return _shown(fs, path, protocol), reason

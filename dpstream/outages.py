@@ -60,6 +60,8 @@ _UNREACHABLE_CLASSES = frozenset(
         "ServerTimeoutError",
         "FSTimeoutError",
         "IncompleteRead",
+        "ClientPayloadError",
+        "ResponseStreamingError",
     }
 )
 _UNREACHABLE_ERRNOS = frozenset(
@@ -74,8 +76,10 @@ _UNREACHABLE_ERRNOS = frozenset(
         errno.EPIPE,
     }
 )
-# An object store's own words for "try again": throttling and its 5xx answers.
-_RETRY_LATER_WORDS = ("SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "503 ", "500 ")
+# An object store's error codes for "try again later" (besides any 5xx status): throttling and timeouts.
+_RETRY_LATER_CODES = frozenset(
+    {"SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "ThrottlingException"}
+)
 
 
 def is_unreachable(error: BaseException) -> bool:
@@ -91,10 +95,21 @@ def is_unreachable(error: BaseException) -> bool:
             return True
         if isinstance(current, OSError) and current.errno in _UNREACHABLE_ERRNOS:
             return True
-        if any(word in str(current) for word in _RETRY_LATER_WORDS):
+        if _asks_to_retry(getattr(current, "response", None)):
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def _asks_to_retry(response: Any) -> bool:
+    """Whether a botocore ``ClientError.response`` (s3fs keeps it as the cause of the OSError it raises) is
+    a 5xx answer or a throttling code: the store is there but cannot serve now. Read by structure, never
+    from message text, which may quote anything."""
+    if not isinstance(response, dict):
+        return False
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = str(response.get("Error", {}).get("Code", ""))
+    return (isinstance(status, int) and status >= 500) or code in _RETRY_LATER_CODES or code[:1] == "5"
 
 
 class StoreUnavailableError(RuntimeError):
@@ -109,7 +124,8 @@ _inside = threading.local()  # set while a policy's call runs on this thread: ne
 class OutagePolicy:
     """How long a run waits for an unreachable store (module docstring).
 
-    ``window_seconds``: from the first failed attempt, how long to keep trying (0: a single attempt).
+    ``window_seconds``: from the first attempt, how long to keep starting new ones (0: a single attempt);
+    the attempt under way when it ends may take longer (the store client's own timeouts and retries).
     ``first_wait_seconds`` and ``longest_wait_seconds``: the exponential wait between attempts."""
 
     window_seconds: float = DEFAULT_OUTAGE_SECONDS

@@ -129,7 +129,9 @@ def missing_ids(values: Any) -> np.ndarray:
 
 def people_of(ids: np.ndarray, case_fold: bool = True) -> np.ndarray:
     """The person of every row of an in-memory id array (an estimator's ``groups``): text ids normalised
-    by the rule, one Python call per distinct non-ASCII value; any other array (integers) as it is."""
+    by the rule, one Python call per distinct non-ASCII value; any other array (integers) as it is. A
+    missing id (null, or text the rule leaves empty) comes back as None, which the bounding refuses: it
+    names nobody, and must not join whichever person the rule lists first."""
     if ids.dtype.kind not in "UO" or ids.size == 0:
         return ids
     try:
@@ -139,4 +141,6 @@ def people_of(ids: np.ndarray, case_fold: bool = True) -> np.ndarray:
     if not is_text(values.type):
         return ids
     _, normalised, indices = normalised_uniques(values, case_fold)
-    return np.asarray(normalised.to_pylist(), dtype=object)[indices]
+    people = np.asarray(normalised.to_pylist(), dtype=object)[indices]
+    people[missing_ids(values)] = None
+    return people

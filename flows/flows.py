@@ -1,7 +1,8 @@
 """Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
 
 ``train_flow(config)``:
-1. validate the lake; 2. shuffle once (the current generation is reused when it serves; a resumed run
+1. validate the lake and claim the run's publish and operator folders (``claim_run_folders``: by run id
+and lake, before anything is charged); 2. shuffle once (the current generation is reused when it serves; a resumed run
 pins the generation it started on), both on the cluster's workers or in the flow's process
 (``cluster.prepare_on``); 3. plan: N from the manifest (the last file held out for evaluation), the run plan built once
 (``dpstream.run_plan.RunPlan``: algorithm, model, steps, noise, privacy event and report, checkpoint
@@ -134,7 +135,6 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
             "or set checkpoint.url to where the run was checkpointed"
         )
     lake.check(run_id, plan.mu)
-    claim_run_folders(locations, run_id, manifest.fingerprint, config.storage.outage_policy())
     return PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
 
 
@@ -247,6 +247,8 @@ def train_flow(
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
     with config.cluster.preparation_client() as client:
         validated = validate_task(config, client, generation)  # a resume: the table version it started on
+        # The run's folders are its own before anything is charged (a shuffle's "auto" bound included).
+        claim_run_folders(locations, run_id, validated.summary.fingerprint, config.storage.outage_policy())
         manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
     planned = plan_task(config, manifest, run_id, locations)
     # quote: Prefect would otherwise walk every step span of the plan at each task call

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from dpstream.locations import Protected, check_write_location
+from dpstream.locations import OPERATOR_CLAIM, RELEASE_CLAIM, Protected, check_write_location
 from dpstream.outages import OutagePolicy
 from dpstream.storage import open_url, read_json, write_json_atomic
 
@@ -50,8 +50,6 @@ __all__ = [
 ]
 
 CHECKPOINTS_UNDER_LEDGER = "_checkpoints"
-RELEASE_CLAIM = "_dpstream_release.json"
-OPERATOR_CLAIM = "_dpstream_operator.json"
 # What a publish folder may hold: the release (flows.publish_task) and the run's claim.
 RELEASE_FILES = frozenset(
     {"model.json", "privacy_report.md", "clip_norm.png", "epsilon_delta.png", RELEASE_CLAIM}
@@ -188,7 +186,8 @@ def check_release_folder(url: str) -> None:
     else lies there (predictions, notes) could be mistaken for, or shipped as, part of the release."""
     fs, root = open_url(url)
     names = sorted(posixpath.basename(path.rstrip("/")) for path in fs.ls(root, detail=False))
-    others = [name for name in names if name not in RELEASE_FILES]
+    # A ".tmp-" file is a write an interrupted run never renamed into place: not part of anything.
+    others = [name for name in names if name not in RELEASE_FILES and not name.startswith(".tmp-")]
     if others:
         raise ValueError(
             f"{url} holds files that are not part of a release ({', '.join(others[:5])}"
@@ -198,9 +197,11 @@ def check_release_folder(url: str) -> None:
 
 
 def _recorded(fs: Any, path: str, key: str) -> Any:
+    # Only a missing or unreadable document means "no owner recorded"; a store that cannot be reached
+    # raises, so the outage policy waits for it instead of refusing the folder.
     try:
         return read_json(fs, path).get(key)
-    except (ValueError, AttributeError, OSError):
+    except (FileNotFoundError, ValueError, AttributeError):
         return None
 
 
@@ -208,44 +209,64 @@ def claim_run_folders(
     locations: RunLocations, run_id: str, lake_fingerprint: str, outage: OutagePolicy | None = None
 ) -> None:
     """Claim the run's publish and operator folders for ``run_id`` on the lake ``lake_fingerprint`` (module
-    docstring): ``ConfigError`` naming the folder and the fix when another run or lake holds one."""
-    for url, setting, claim, record in (
-        (locations.output, _PUBLISH, RELEASE_CLAIM, "model.json"),
-        (locations.operator, _OPERATOR, OPERATOR_CLAIM, "metrics.json"),
-    ):
-        fs, root = open_url(url)
-        document = {"format": "dpstream-run-folder/1", "run_id": run_id, "lake_fingerprint": lake_fingerprint}
-        owner = (outage or OutagePolicy()).call(
-            functools.partial(_claim, fs, root, claim, record, document),
-            store=f"{setting} {url}",
-            what=f"claim it for run {run_id!r}",
-        )
-        if owner != (run_id, lake_fingerprint):
-            whose = f"run {owner[0]!r} of lake {owner[1]}" if owner[0] is not None else "another run"
-            raise _refused(
-                ValueError(
-                    f"{setting} {url} holds the release of {whose}; this run ({run_id!r} of lake "
-                    f"{lake_fingerprint}) would replace it, so nothing was charged or written. Choose another "
-                    "folder with --output and --operator-output (or another --run-id, whose default folders "
-                    "are runs/<run id> and operator/<run id> beside the config)"
-                )
+    docstring): ``ConfigError`` naming the folder and the fix when another run or lake holds one. A claim
+    this call made is taken back when the other folder is refused, so a refused run holds no folder."""
+    document = {"format": "dpstream-run-folder/1", "run_id": run_id, "lake_fingerprint": lake_fingerprint}
+    created: list[tuple[Any, str]] = []
+    try:
+        for url, setting, claim, record in (
+            (locations.output, _PUBLISH, RELEASE_CLAIM, "model.json"),
+            (locations.operator, _OPERATOR, OPERATOR_CLAIM, "metrics.json"),
+        ):
+            fs, root = open_url(url)
+            owner, made = (outage or OutagePolicy()).call(
+                functools.partial(_claim, fs, root, claim, record, document),
+                store=f"{setting} {url}",
+                what=f"claim it for run {run_id!r}",
             )
+            if made:
+                created.append((fs, f"{root}/{claim}"))
+            if owner != (run_id, lake_fingerprint):
+                raise _refused(ValueError(_taken(setting, url, owner, run_id, lake_fingerprint)))
+    except BaseException:
+        for fs, path in created:
+            try:
+                fs.rm(path)
+            except OSError:  # the claim then stays, naming this run id and lake: only this run uses it
+                pass
+        raise
 
 
-def _claim(fs: Any, root: str, claim: str, record: str, document: dict) -> tuple[Any, Any]:
-    """(run id, lake) of the folder's owner, after creating ``document`` as its claim when it had none."""
+def _taken(setting: str, url: str, owner: tuple[Any, Any], run_id: str, lake_fingerprint: str) -> str:
+    whose = f"run {owner[0]!r} of lake {owner[1]}" if owner[0] is not None else "another run"
+    return (
+        f"{setting} {url} holds the release of {whose}; this run ({run_id!r} of lake {lake_fingerprint}) would "
+        "replace it, so nothing was charged or written. Choose another folder with --output and "
+        "--operator-output (or another --run-id, whose default folders are runs/<run id> and "
+        "operator/<run id> beside the config)"
+    )
+
+
+def _claim(fs: Any, root: str, claim: str, record: str, document: dict) -> tuple[tuple[Any, Any], bool]:
+    """((run id, lake) of the folder's owner, whether this call created its claim): ``document`` becomes
+    the folder's claim when it had none."""
     path = f"{root}/{claim}"
+    ours = (document["run_id"], document["lake_fingerprint"])
     if not fs.exists(path) and fs.exists(f"{root}/{record}"):
-        # A folder published before runs claimed theirs: its model.json names its lake.
-        published = f"{root}/model.json" if fs.exists(f"{root}/model.json") else f"{root}/{record}"
-        legacy = (_recorded(fs, published, "run_id"), _recorded(fs, published, "lake_fingerprint"))
-        if legacy != (document["run_id"], document["lake_fingerprint"]):
-            return legacy
+        # A folder published before runs claimed theirs: its model.json names its lake; an operator
+        # folder's metrics.json only its run id.
+        legacy = (
+            _recorded(fs, f"{root}/{record}", "run_id"),
+            _recorded(fs, f"{root}/{record}", "lake_fingerprint"),
+        )
+        if legacy[0] != ours[0] or legacy[1] not in (None, ours[1]):
+            return legacy, False
     try:
         write_json_atomic(fs, path, document, exclusive=True)
+        made = True
     except FileExistsError:
-        pass
-    return _recorded(fs, path, "run_id"), _recorded(fs, path, "lake_fingerprint")
+        made = False
+    return (_recorded(fs, path, "run_id"), _recorded(fs, path, "lake_fingerprint")), made
 
 
 def protected_locations(config: PipelineConfig, config_path: str | Path) -> list[Protected]:

@@ -254,7 +254,7 @@ def shuffle_once(
     summary = summary or validate_lake(spec, client=client, worker_timeout=worker_timeout)
     if generation is not None:
         pinned = store.find(generation)
-        reason = _refusal(pinned, spec, summary, None, users)
+        reason = _refusal(pinned, spec, summary, None, users, resuming=True)
         if reason is not None:
             raise LakeError(
                 f"the run resumes on shuffle generation {generation} of {out_url}, which {reason}: it cannot "

@@ -20,7 +20,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from dpstream.person_ids import id_rule
+from dpstream.person_ids import AS_STORED, id_rule
 from dpstream.pipelines.generations import COMMITS
 from dpstream.pipelines.lake import LakeError, LakeSpec
 from dpstream.pipelines.manifest import Manifest
@@ -76,10 +76,12 @@ def refusal(
     summary: LakeSummary,
     rows_per_file: int | None,
     users: UserBounding | None = None,
+    resuming: bool = False,
 ) -> str | None:
     """Why the committed generation ``existing`` cannot serve ``spec``'s lake as asked (its rows, or with
     ``users`` its people bounded as asked), or None. A manifest that does not describe this source
-    although it carries its fingerprint is refused outright (``check_recorded_source``)."""
+    although it carries its fingerprint is refused outright (``check_recorded_source``). ``resuming``:
+    the generation a run started on, which it reads again as it was made."""
     if existing.source_fingerprint != summary.fingerprint:
         return f"holds a shuffle of another lake ({existing.source_url}), or of this lake before its files changed"
     check_recorded_source(existing, summary)
@@ -94,7 +96,7 @@ def refusal(
             if wanted is not None and existing.preprocessing is not None
             else f"holds a shuffle of this lake {'with' if wanted is None else 'without'} [preprocess]"
         )
-    reason = _unit_refusal(existing, spec, summary, users)
+    reason = _unit_refusal(existing, spec, summary, users, resuming)
     if reason is not None:
         return reason
     unit = existing.unit
@@ -110,7 +112,7 @@ def refusal(
 
 
 def _unit_refusal(
-    existing: Manifest, spec: LakeSpec, summary: LakeSummary, users: UserBounding | None
+    existing: Manifest, spec: LakeSpec, summary: LakeSummary, users: UserBounding | None, resuming: bool
 ) -> str | None:
     """Why ``existing``'s privacy unit (rows, or people bounded to k by a rule) is not the one asked for."""
     unit = existing.unit
@@ -138,7 +140,9 @@ def _unit_refusal(
             f"per value of {users.user_column!r}" + (f" ({users.relation.value})" if users.is_auto else "")
         )
     rule = id_rule(spec.user_id_case_fold, summary.schema.field(spec.user_column).type)
-    if unit.user_id_rule != rule:
+    # A run resuming a generation shuffled before ids were normalised reads it as it started: its
+    # remaining steps must read the same people, and the rule cannot change them mid-run.
+    if unit.user_id_rule != rule and not (resuming and unit.user_id_rule == AS_STORED):
         return (
             f"holds a shuffle whose people were formed from the values of {unit.user_column!r} by the rule "
             f"{unit.user_id_rule!r}, but this config forms them by {rule!r} (privacy.user_id_case_fold; "

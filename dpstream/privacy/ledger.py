@@ -148,10 +148,14 @@ class LakeLedger:
 
     @rides_out("read the ledger entry of run")
     def entry(self, run_id: str) -> LedgerEntry | None:
+        # Read afresh, never from a cached listing: a write whose answer was lost to an outage may have
+        # landed, and a retried claim must see its own entry.
         path = self._run_path(run_id)
-        if not self._fs.exists(path):
+        self._fs.invalidate_cache(path.rsplit("/", 1)[0])
+        try:
+            return entry_at(self._fs, path)
+        except FileNotFoundError:
             return None
-        return entry_at(self._fs, path)
 
     def _charges(self, exclude: str | None = None) -> list[tuple[float, float]]:
         """(Σ μ² spent, cap μ_max) of every group of this lake's files that the same lakes contain."""
@@ -343,7 +347,6 @@ class LakeLedger:
             "charge. Use a new run id, or resume the run from the checkpoint location it was started with"
         )
 
-    @rides_out("reserve run")
     def reserve(
         self,
         run_id: str,
@@ -395,7 +398,6 @@ class LakeLedger:
         write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
         return committed
 
-    @rides_out("give back the reservation of run")
     def abort(self, run_id: str, claim: str | None, reason: str) -> LedgerEntry | None:
         """Give back the reservation of a run that failed before its first release: its entry moves to
         ``aborted/`` with ``reason`` and no longer counts. Only the holder of the entry's ``claim`` token
@@ -405,19 +407,32 @@ class LakeLedger:
         The aborted record is written first, then the entry is read again and removed only if it is still
         this claim's reserved entry: a process that resumed the run from its checkpoint and committed it
         meanwhile keeps its charge (the window between that second read and the removal is not closed on
-        object stores, which have no compare-and-delete)."""
+        object stores, which have no compare-and-delete). The record's name is drawn once, so a retry
+        after an outage that hid whether a step landed finds its own record, or its entry already gone."""
         entry = self.entry(run_id)
         if entry is None or entry.status != "reserved" or entry.claim != claim:
             return None
         aborted = replace(entry, status="aborted", aborted_at=now(), reason=reason[:_REASON_CHARS])
         stamp = aborted.aborted_at.replace(":", "").replace("+", "Z")[:17]
         record = f"{self._root}/aborted/{run_id}-{stamp}-{secrets.token_hex(3)}.json"
-        write_json_atomic(self._fs, record, asdict(aborted), exclusive=True)
-        again = self.entry(run_id)
-        if again is None or again.status != "reserved" or again.claim != claim:
+        return self.outage.call(
+            lambda: self._move_to_aborted(aborted, record),
+            store=self.store_name,
+            what=f"give back the reservation of run {run_id!r}",
+        )
+
+    def _move_to_aborted(self, aborted: LedgerEntry, record: str) -> LedgerEntry | None:
+        try:
+            write_json_atomic(self._fs, record, asdict(aborted), exclusive=True)
+        except FileExistsError:
+            pass  # this abort's own record, written by an attempt whose answer was lost
+        again = self.entry(aborted.run_id)
+        if again is None:
+            return aborted  # removed by an earlier attempt of this abort (only the claim's holder aborts)
+        if again.status != "reserved" or again.claim != aborted.claim:
             self._fs.rm(record)
             return None
-        self._fs.rm(self._run_path(run_id))
+        self._fs.rm(self._run_path(aborted.run_id))
         return aborted
 
     def archive_runs(self, tag: str) -> int:

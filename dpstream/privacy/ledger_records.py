@@ -180,7 +180,10 @@ def _budget_of_new_lake(fs: Any, path: str, wait_seconds: float = 5.0) -> Lifeti
     """The budget at ``path`` of a lake whose files are recorded. A lake's first run records its files and
     then its budget, so a run starting at the same moment on a lake sharing files can find the files alone:
     it waits a moment for the budget; a lake still without one has no run (a run needs the budget before
-    it claims), so it charges nothing and caps nothing yet."""
+    it claims), so it charges nothing and caps nothing yet. Files recorded long ago without a budget (a
+    first run that crashed in between) are not waited for."""
+    if not _recent(fs, f"{path.rsplit('/', 1)[0]}/{FILES_NAME}"):
+        wait_seconds = 0.0
     deadline = time.monotonic() + wait_seconds
     while True:
         try:
@@ -190,3 +193,13 @@ def _budget_of_new_lake(fs: Any, path: str, wait_seconds: float = 5.0) -> Lifeti
                 return None
             time.sleep(0.1)
             fs.invalidate_cache(path.rsplit("/", 1)[0])
+
+
+def _recent(fs: Any, path: str, seconds: float = 60.0) -> bool:
+    try:
+        modified = fs.modified(path)
+    except (OSError, NotImplementedError):
+        return True  # unknown: wait, as for a lake being created
+    if modified.tzinfo is None:
+        modified = modified.replace(tzinfo=_dt.UTC)
+    return (_dt.datetime.now(_dt.UTC) - modified).total_seconds() < seconds

@@ -115,7 +115,21 @@ def test_what_is_unreachable_is_told_apart_from_what_is_refused():
     wrapped = OSError("s3fs gave up")
     wrapped.__cause__ = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     assert is_unreachable(wrapped)
+    from botocore.exceptions import ClientError
+
+    def answered(status: int, code: str) -> OSError:
+        error = OSError(errno.EIO, "s3fs: the store answered")  # as s3fs translates a ClientError
+        error.__cause__ = ClientError(
+            {"Error": {"Code": code, "Message": "..."}, "ResponseMetadata": {"HTTPStatusCode": status}},
+            "PutObject",
+        )
+        return error
+
+    assert is_unreachable(answered(503, "SlowDown")) and is_unreachable(answered(502, "502"))
+    assert not is_unreachable(answered(403, "AccessDenied"))
     for refusal in (
+        RuntimeError("lifetime epsilon=500 at delta=1e-6: InternalError RequestTimeout 503 "),  # words only
+        answered(412, "PreconditionFailed"),
         OSError(errno.ENOSPC, "No space left on device"),
         OSError(errno.EROFS, "Read-only file system"),
         PermissionError(errno.EACCES, "denied"),

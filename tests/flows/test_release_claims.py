@@ -192,3 +192,19 @@ def test_simultaneous_claims_of_one_folder_have_one_winner(tmp_path, store, requ
         for thread in threads:
             thread.join()
         assert sorted(outcomes)[1] == "refused" and sorted(outcomes)[0] in ("lake-a", "lake-b"), outcomes
+
+
+def test_a_refused_claim_holds_no_folder_and_a_legacy_operator_folder_is_its_runs(tmp_path):
+    locations = RunLocations(
+        output=str(tmp_path / "out"), operator=str(tmp_path / "operator"), checkpoints=str(tmp_path / "ckpt")
+    )
+    (tmp_path / "operator").mkdir()
+    (tmp_path / "operator" / "metrics.json").write_text(json.dumps({"run_id": "other", "metrics": {}}))
+    with pytest.raises(ConfigError, match=r"--operator-output .* holds the release of run 'other'"):
+        claim_run_folders(locations, "nightly", "lake-a")
+    assert not (tmp_path / "out" / RELEASE_CLAIM).exists()  # the publish claim made first was taken back
+    # An operator folder written before folders were claimed names its run, not its lake: its own run
+    # claims it.
+    (tmp_path / "operator" / "metrics.json").write_text(json.dumps({"run_id": "nightly", "metrics": {}}))
+    claim_run_folders(locations, "nightly", "lake-a")
+    assert json.loads((tmp_path / "out" / RELEASE_CLAIM).read_text())["lake_fingerprint"] == "lake-a"

@@ -259,6 +259,13 @@ def test_an_estimators_text_groups_name_people_by_the_same_rule():
     people = people_of(ids)
     assert set(people[:400]) == {"heavy"} and len(set(people)) == 501
     assert people_of(np.arange(5)).tolist() == [0, 1, 2, 3, 4]  # integer ids as stored
+    # A missing id names nobody: it never joins a person (the bounding then refuses it).
+    assert people_of(np.array(["bob", None, "alice", " \u200b"], dtype=object)).tolist() == [
+        "bob",
+        None,
+        "alice",
+        None,
+    ]
     estimator = DPLinearRegression(epsilon=1.0, max_rows_per_user=8)
     X = rng.standard_normal((rows, 3))
     kept = estimator._bound_users(X, X @ [1.0, 2.0, 3.0], ids, rows)

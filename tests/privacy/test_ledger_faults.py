@@ -5,6 +5,7 @@ that hid whether it landed is recognised as its own."""
 from __future__ import annotations
 
 import errno
+import os
 import threading
 
 import pytest
@@ -59,24 +60,70 @@ def test_simultaneous_first_claims_on_lakes_sharing_files_both_get_an_answer(tmp
         assert Ledger(url).lake("lake-a").spent_mu() == pytest.approx((0.3**2 + 0.3**2) ** 0.5)
 
 
-def test_a_claim_retried_after_an_outage_finds_its_own_entry(tmp_path, monkeypatch):
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_a_claim_retried_after_an_outage_finds_its_own_entry(tmp_path, monkeypatch, store, request):
     """The write landed but its answer was lost to an outage: the retry must not refuse the run's own
-    claim as another run's (the token is drawn once, before the retried part)."""
+    claim as another run's (the token is drawn once, before the retried part), nor count it twice near
+    the cap (on S3 the folder listing cached before the write must not hide the entry)."""
     from dpstream.privacy import ledger as ledger_module
 
+    url, options = (str(tmp_path), None) if store == "local" else request.getfixturevalue("s3_bucket")
     outage = OutagePolicy(window_seconds=10.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
-    lake = Ledger(str(tmp_path), outage=outage).lake("lake-1", BUDGET)
+    lake = Ledger(f"{url}/ledger", options, outage=outage).lake("lake-1", BUDGET)
+    lake.reserve("earlier", BUDGET.mu * 0.7, mechanism="x", relation="replace-one")
     original = ledger_module.write_json_atomic
     failures = []
 
     def lost_answer(fs, path, document, *, exclusive=False):
+        listed = dict(getattr(fs, "dircache", {}))  # the listing the budget check just read
         original(fs, path, document, exclusive=exclusive)
         if exclusive and path.endswith("/runs/r1.json") and not failures:
             failures.append(path)
+            if hasattr(fs, "dircache"):  # a PUT that landed unanswered leaves the client's listing as it was
+                fs.dircache.clear()
+                fs.dircache.update(listed)
             raise ConnectionResetError(errno.ECONNRESET, "connection reset by peer")
 
     monkeypatch.setattr(ledger_module, "write_json_atomic", lost_answer)
-    entry = lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
-    assert failures and lake.entry("r1").claim == entry.claim and len(lake.entries()) == 1
+    entry = lake.claim("r1", BUDGET.mu * 0.7, mechanism="x", relation="replace-one")  # fits once, not twice
+    assert failures and lake.entry("r1").claim == entry.claim and len(lake.entries()) == 2
     with pytest.raises(RunIdReusedError):  # a second claim of the id is still refused
-        lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
+        lake.claim("r1", 0.1, mechanism="x", relation="replace-one")
+
+
+def test_an_abort_retried_after_an_outage_gives_back_once(tmp_path, monkeypatch):
+    """The entry's removal landed but its answer was lost: the retried abort finds the entry gone and its
+    own record, and reports the reservation given back (one aborted record, nothing charged)."""
+    outage = OutagePolicy(window_seconds=10.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
+    lake = Ledger(str(tmp_path), outage=outage).lake("lake-1", BUDGET)
+    entry = lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
+    fs = lake._fs
+    original, lost = fs.rm, []
+
+    def rm(path, *args, **kwargs):
+        original(path, *args, **kwargs)
+        if path.endswith("/runs/r1.json") and not lost:
+            lost.append(path)
+            raise ConnectionResetError(errno.ECONNRESET, "connection reset by peer")
+
+    monkeypatch.setattr(fs, "rm", rm)
+    given_back = lake.abort("r1", entry.claim, "failed before its first release")
+    assert lost and given_back is not None and given_back.status == "aborted"
+    assert lake.entries() == [] and [e.run_id for e in lake.aborted()] == ["r1"]
+
+
+def test_files_recorded_long_ago_without_a_budget_are_not_waited_for(tmp_path):
+    """A first run that crashed between recording its lake's files and its budget leaves files alone:
+    runs on lakes sharing them do not wait for a budget that will never come."""
+    import json
+    import time
+
+    orphan = tmp_path / "lake-crashed"
+    orphan.mkdir()
+    (orphan / "files.json").write_text(json.dumps({"files": ["md5:shared"]}))
+    old = time.time() - 3600
+    os.utime(orphan / "files.json", (old, old))
+    lake = Ledger(str(tmp_path)).lake("lake-new", BUDGET, files=("md5:shared", "md5:new"))
+    started = time.monotonic()
+    lake.reserve("r1", 0.3, mechanism="x", relation="replace-one")
+    assert time.monotonic() - started < 2.0 and lake.spent_mu() == pytest.approx(0.3)
