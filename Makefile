@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 
 # Bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (this machine, CI, the image) Python
 # never caches what it compiles, so every process (each CLI command, each Dask worker) compiled its
-# imports from source again: 2.5 of the 3.8 s of a small `dpstream validate` (issue 34). The libraries'
+# imports from source again: 2.5 of the 3.8 s of a small `dpstream validate`. The libraries'
 # bytecode is written at install (--compile-bytecode above); ours here, only for changed sources, with
 # the preprocessing loop's machine code (pipelines/range_map.py: one process fills Numba's cache).
 BYTECODE := $(BIN)/python -m compileall -q -j 0 dpstream pipelines flows examples benchmarks \
@@ -35,7 +35,7 @@ california: $(STAMP)
 
 # Lint and format check first (rules and their reasons in pyproject.toml), then the suite on
 # TEST_WORKERS pytest-xdist processes: many tests wait on subprocesses, servers and a cron tick, so two
-# workers on two cores took the suite from 15:14 to 9:58 (issue 28). TEST_WORKERS=0 runs it serially.
+# workers on two cores took the suite from 15:14 to 9:58. TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -47,7 +47,7 @@ bench: $(STAMP)
 	$(BYTECODE)
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks
 
-# A lake 20x the workers' memory end to end through the CLI (issue 34): 3e8 rows x 16 features (24 GB of
+# A lake 20x the workers' memory end to end through the CLI: 3e8 rows x 16 features (24 GB of
 # Parquet) on two 512 MiB workers, with dask-ml as the non-private peer. About 35 minutes on 2 cores and
 # ~60 GB of disk under .bench/scale (the lake is kept between runs). BENCH_SCALE_ARGS="--rows 4000000"
 # checks the whole path in a few minutes.

@@ -1,5 +1,6 @@
-# Test and demo environment from ../shared/spec/stack.md (sourced by the Makefile and .ci/run).
-# Prefect: an isolated home per shell, the ephemeral API, no telemetry, a generous start-up timeout.
+# Test and demo environment (sourced by the Makefile and .ci/run).
+# Prefect: an isolated home per shell, the ephemeral API, no telemetry, and a generous start-up timeout
+# (its 20 s default counts only the sleeps; a fresh ephemeral server took 12-16 s on an idle 2-core machine).
 # The temporary homes this file creates are removed when the sourcing shell exits (a make recipe line,
 # .ci/run); homes the caller set are the caller's and stay.
 _dpstream_created=""

@@ -1,10 +1,10 @@
-"""The worker allocator setting and the statistics kernel (issue 18).
+"""The worker allocator setting and the statistics kernel.
 
 Dask's nanny starts every worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed memory back to
 the OS). Setting any glibc malloc tunable by environment also switches off glibc's *dynamic* mmap
 threshold, so every temporary above 128 KiB (the kernel's per-chunk products, ~1 MiB each) is a fresh
 ``mmap`` whose pages are faulted in again on every chunk. That was the NumPy kernel's cost (3× at 31
-clip norms); the Numba kernels (``dpstream.models.glm_cpu``, issue 16) allocate their few chunk-sized
+clip norms); the Numba kernels (``dpstream.models.glm_cpu``) allocate their few chunk-sized
 scratch arrays once per call, and this benchmark shows the setting no longer matters. It runs the
 statistics kernel (``LinearRegressionModel.block_stats``, 262,144 × 64 float32 blocks, 1 and 31 clip norms) in child
 processes under each environment, interleaved over rounds, and reports rows/s and peak RSS:

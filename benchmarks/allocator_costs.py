@@ -1,4 +1,4 @@
-"""What a Dask worker's allocator setting costs the data plane's NumPy work, and what issue 34 changed.
+"""What a Dask worker's allocator setting costs the data plane's NumPy work, and what avoids the cost.
 
 ``python -m benchmarks.allocator_costs`` times, per block of 65,536 rows, in two child processes: one
 plain, one with ``MALLOC_TRIM_THRESHOLD_=65536`` as Dask's nanny starts its workers (glibc then hands

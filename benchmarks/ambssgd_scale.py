@@ -1,9 +1,9 @@
-"""Privacy nearly free at scale (issue 3): DP-AMBSSGD against non-private one-pass SGD with the same
+"""Privacy nearly free at scale: DP-AMBSSGD against non-private one-pass SGD with the same
 schedule, N ∈ {10⁶, 10⁷, 10⁸}, rows generated in blocks of 10⁶ (never all in memory), d = 20, σ = 1,
 ε = 1, δ = 1e-6, one seed per N. Reports each variant's excess-risk ratio to (b) and the smallest N at
 which it is within 2×. Variants keep privacy fixed: the paper's clip ζ = R_x γ √ln N on the residual;
 DP-STAT on the per-example gradient norm (ζ = γ); and the latter with the disjoint-rows accounting
-(stat and gradient rows never overlap, so a record pays μ = 1/α, an opt-in the spec allows).
+(stat and gradient rows never overlap, so a record pays μ = 1/α: docs/design.md, note A6).
 Run: ``python -m benchmarks.ambssgd_scale`` (about 3 minutes).
 """
 

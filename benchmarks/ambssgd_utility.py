@@ -1,10 +1,11 @@
-"""DP-AMBSSGD utility against baselines (issue 3; spec ambssgd_dpstat_and_kan.md §2.3–2.4).
+"""DP-AMBSSGD utility against baselines (Varshney et al., "Optimal Private Linear Regression via Adaptive
+Clipping", arXiv:2207.04686; docs/design.md, note A7).
 
 x ~ N(0, I_d), y = ⟨x, w*⟩ + N(0, σ²), ‖w*‖ = 1, d = 20, N = 10⁶, ε = 1, δ = 1e-6, σ ∈ {1, 0.1, 0}.
 Excess risk ‖w − w*‖²/2 (median of 3 seeds) for
   DP-AMBSSGD (paper clip ζ = R_x γ √ln N on the residual; and DP-STAT on the gradient norm),
   (a) non-private OLS, (b) non-private one-pass SGD with the same schedule, (c) fixed-clip one-pass
-  DP-SGD at the same ε, (d) diffprivlib LinearRegression at the same ε, (e) the spec §2.4 predictor
+  DP-SGD at the same ε, (d) diffprivlib LinearRegression at the same ε, (e) the predictor of note A7
   (d/T)(σ²/b + 4α²·mean(ζ_t²)/b²).
 Run: ``python -m benchmarks.ambssgd_utility``.
 """

@@ -1,12 +1,13 @@
-"""Correlated against independent noise (issue 3; spec nu_dpftrl.md §5.4, the cheaper Figure-2 setting).
+"""Correlated against independent noise: the cheaper setting of Figure 2 of Choquette-Choo et al.,
+"Correlated Noise Provably Beats Independent Noise", arXiv:2310.06771 (docs/design.md, note B3).
 
-Seed 001 Figure 2, d = 32: x_t = sqrt(λ) ⊙ ξ_t with λ_k = 1/k, θ* = θ_0 = 0 so the error is driven by
-the DP noise alone, batch size 1, η = 0.05, ν = ημ = 0.05/32, 5,000 burn-in and 40,000 averaged steps,
-error F̂ = mean ½(θ_t − θ*)ᵀH(θ_t − θ*). This is Noisy-SGD against ν-Noisy-FTRL (no clipping) at the
-same ε: the noise std is proportional to the clip norm, so clipping stays inactive only when the noise
-is small next to the clip norm; ε = 64 makes it so, and the ratio does not depend on the noise scale.
+Figure 2's linear regression at d = 32: x_t = sqrt(λ) ⊙ ξ_t with λ_k = 1/k, θ* = θ_0 = 0 so the error is
+driven by the DP noise alone, batch size 1, η = 0.05, ν = ημ = 0.05/32, 5,000 burn-in and 40,000 averaged
+steps, error F̂ = mean ½(θ_t − θ*)ᵀH(θ_t − θ*). This is Noisy-SGD against ν-Noisy-FTRL (no clipping) at the
+same ε: the noise std is proportional to the clip norm, so clipping stays inactive only when the noise is
+small next to the clip norm; ε = 64 makes it so, and the ratio does not depend on the noise scale.
 
-The prediction is the exact LTI stationary error of spec §3.5 for the β actually used (1,024 taps,
+The prediction is the exact LTI stationary error of note B3 for the β actually used (1,024 taps,
 γ recomputed for the truncation); target: measured ratio within 20 % of it (≈ 15).
 Second table: λ-CGD against independent noise on the same data at the same ε (single pass).
 Run: ``python -m benchmarks.correlated_noise``.
@@ -64,8 +65,9 @@ def main() -> None:
     ratio = np.mean(measured["sgd"]) / np.mean(measured["ftrl"])
     predicted = predicted_sgd / predicted_ftrl
     print(
-        f"Seed 001 Figure 2 (cheaper setting): d = {D}, η = {ETA}, ν = {NU:.4g}, {TAPS} taps, batch 1, "
-        f"{BURN:,} + {AVERAGED:,} steps, {len(SEEDS)} seeds (errors per unit of σ²Δ² scale)\n"
+        f"Choquette-Choo et al. (arXiv:2310.06771) Figure 2, cheaper setting: d = {D}, η = {ETA}, "
+        f"ν = {NU:.4g}, {TAPS} taps, batch 1, {BURN:,} + {AVERAGED:,} steps, {len(SEEDS)} seeds "
+        "(errors per unit of σ²Δ² scale)\n"
     )
     print(
         markdown_table(
@@ -78,7 +80,7 @@ def main() -> None:
                     f"{ratio:.2f}",
                 ],
                 [
-                    "LTI prediction (spec §3.5)",
+                    "LTI prediction (docs/design.md, note B3)",
                     f"{predicted_sgd:.4g}",
                     f"{predicted_ftrl:.4g}",
                     f"{predicted:.2f}",

@@ -1,17 +1,17 @@
-"""Data-plane benchmarks (issue 4): throughput, shuffle cost and worker memory on a 2-worker cluster.
+"""Data-plane benchmarks: throughput, shuffle cost and worker memory on a 2-worker cluster.
 
 Lake: 8,000,000 rows × 64 float32 features + label in 40 files (written once under .bench/).
 1. Training throughput as a ratio to two scans of the shuffled lake: every row group read with pyarrow
-   and decoded to NumPy by one Dask task each on the same 2 workers (the reference of issue 4), and the
-   fastest plain decode found (``plain_decode``: whole files, one thread each, a ``multiprocessing``
-   pool of 2; issue 18), which is the true bound. DP-AMBSSGD uses scatter-gather; DP-λCGD with
+   and decoded to NumPy by one Dask task each on the same 2 workers (the reference the targets were set
+   against), and the fastest plain decode found (``plain_decode``: whole files, one thread each, a
+   ``multiprocessing`` pool of 2), which is the true bound. DP-AMBSSGD uses scatter-gather; DP-λCGD with
    batch 1,024 uses streaming. Targets ≥ 0.6 and ≥ 0.3.
 2. Shuffle-once time as a ratio to a plain read-and-write copy of the same lake by the same workers.
    Target ≤ 3.
 3. Peak RSS per worker while training (scatter-gather) with a memory limit of 512 MiB per worker on a
    16,000,000-row lake (4.2 GB): 4× the workers' total memory. An idle worker process with its imports
    takes about 154 MiB here, and Numba with the loaded statistics kernels another ~107 MiB, so 512 MiB
-   leaves ~250 MiB of working room (384 MiB did before the kernels, issue 16). Target: under the limit.
+   leaves ~250 MiB of working room (384 MiB did before the Numba kernels). Target: under the limit.
 Run: ``python -m benchmarks.data_plane`` (about 9 minutes; writes ~10 GB under .bench/);
 ``python -m benchmarks.data_plane --shuffle 5`` repeats only the copy and the shuffle (median ratio; `make bench` runs it too).
 """
@@ -62,7 +62,7 @@ def _scan(path: str, group: int, spec: LakeSpec) -> int:
 
 
 def plain_decode(arguments: tuple[str, tuple[str, ...]]) -> int:
-    """The fastest plain decode of one file found (issue 18): pyarrow reads the whole file's ``columns``
+    """The fastest plain decode of one file found: pyarrow reads the whole file's ``columns``
     on one thread and each is copied once into a column-major float32 matrix; no Dask, no fsspec, no
     per-row-group open. Run by a ``multiprocessing`` pool of as many processes as the cluster has
     workers (``plain_decode_seconds``)."""

@@ -12,15 +12,14 @@ Run: ``python -m benchmarks.kan_california``."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from benchmarks.common import markdown_table
 from examples.california import SPEC
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 
-HOUSING = Path(__file__).resolve().parents[2] / "shared" / "data" / "california_housing" / "housing.csv"
 THRESHOLD = 200_000.0
 EPSILONS = (1.0, 4.0, 8.0)
 CORRELATIONS = (0.0, 0.5, 0.9)

@@ -1,4 +1,5 @@
-"""Does correlated noise help the DP KAN? Seed 004's claim, at N = 10⁶ rows in one pass.
+"""Does correlated noise help the DP KAN? The claim of Wang et al., "KANs Trained by DP-SGD with Correlated
+Noise", arXiv:2605.12648, at N = 10⁶ rows in one pass.
 
 Synthetic task (public generator): x uniform on [−1, 1]⁸, label +1 when x₁² + x₂² < 1/2 plus 5 %
 label noise (not linearly separable). KAN m = 32, G = 5, batch 1,000 (1,000 steps), learning rate 2,

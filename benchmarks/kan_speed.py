@@ -2,7 +2,7 @@
 (d = 64, G = 5 so p = 8, m = 2,048: m·d·p = 1,048,576) against a NumPy/BLAS reference on the same
 arrays in the same run: the two products every exact method needs, H Wᵀ (forward) and Aᵀ H (the
 clipped sum), with NumPy's default (multi-threaded) BLAS and limited to one thread (dpstream runs BLAS
-on one thread for bit-for-bit statistics). The GPU comparison of the issue needs a lent device; see
+on one thread for bit-for-bit statistics). The GPU comparison needs a CUDA device; see
 BENCHMARKS.md. Run: ``python -m benchmarks.kan_speed``."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kernel speed: rows/s of the linear model's batch statistics against NumPy ``X.T @ (X @ w)`` on the
 same float32 blocks in the same run (d = 64; blocks of 4,096 and 65,536 rows in row-major order, and
-65,536-row column-major blocks as the lake reader decodes them). Target: ratio ≥ 0.6 (issue 16).
+65,536-row column-major blocks as the lake reader decodes them). Target: ratio ≥ 0.6.
 dpstream's kernel runs BLAS on one thread (bit-for-bit identical statistics on any worker), so a
 second row compares against NumPy limited to one BLAS thread too: the per-core ratio.
 Run: ``python -m benchmarks.kernel_speed``."""

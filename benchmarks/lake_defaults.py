@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from benchmarks.common import import_diffprivlib, markdown_table
-from benchmarks.real_data import HOUSING
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 
 FITS = 60
 EPSILON, DELTA = 1.0, 1e-6

@@ -1,5 +1,5 @@
 """Multi-class logistic regression on real data: dpstream's one-release softmax AdaSSP against
-diffprivlib's one-vs-rest, non-private logistic regression and the majority class (issue 29).
+diffprivlib's one-vs-rest, non-private logistic regression and the majority class.
 
 Datasets (their own units, public bounds documented beside each, ``benchmarks.real_datasets``):
 palmerpenguins species (3 classes, 333 rows), scikit-learn's wine (3 classes, 178 rows) and digits (10

@@ -1,4 +1,4 @@
-"""Opacus DP-SGD on the same linear model, data and ε (issue 3; needs `make bench-peers`).
+"""Opacus DP-SGD on the same linear model, data and ε (needs `make bench-peers`).
 
 x ~ N(0, I_20), y = ⟨x, w*⟩ + N(0, 1), N = 10⁶, ε = 1, δ = 1e-6, one pass, batch 1,000, clip 8.
 Opacus (1.6, `make_private_with_epsilon`) samples batches by Poisson sampling and accounts with

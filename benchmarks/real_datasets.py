@@ -14,12 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-HOUSING = Path(__file__).resolve().parents[2] / "shared" / "data" / "california_housing" / "housing.csv"
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 
 __all__ = ["Dataset", "DATASETS", "load", "split"]
 

@@ -1,4 +1,4 @@
-"""`make bench-scale`: a lake 20× the workers' memory, end to end through the CLI (issue 34).
+"""`make bench-scale`: a lake 20× the workers' memory, end to end through the CLI.
 
 Lake: ``--rows`` (default 2·10⁸) rows × 16 float32 features in their own units (means from 1 to 50,000,
 standard deviations a third of the mean) and a float64 label ``y`` (a linear function of the standardized

@@ -1,4 +1,4 @@
-"""Scale by simulation (issue 16 item 6): what a step costs the scheduler, the client and the workers as
+"""Scale by simulation: what a step costs the scheduler, the client and the workers as
 tasks per step and workers grow, and what that predicts for a 10¹⁰-row lake on 100 workers.
 
 Measured here, in one run:
@@ -176,8 +176,9 @@ def extrapolate(rates: dict[str, float], a: float, b: float, g: float) -> list[l
         "workers' S3 + decode": parallel_reads,
     }
     dpsgd("streaming (funnel)", max(funnel.values()), _bound(funnel))
-    # The alternative of item 4: the parameters travel to the worker holding the next block, which runs
-    # that block's 16 steps; reads run ahead on every worker. Serial work: the steps themselves.
+    # The alternative to funnelling every block to the coordinator: the parameters travel to the worker
+    # holding the next block, which runs that block's 16 steps; reads run ahead on every worker. Serial
+    # work: the steps themselves.
     hops = LAKE_ROWS / BLOCK_ROWS
     resident = {
         "steps on one worker at a time": LAKE_ROWS / rates["coordinator, DP-SGD step"] + hops * a,

@@ -1,4 +1,4 @@
-"""Where one process's shuffle of the data-plane lake spends its time (issue 34).
+"""Where one process's shuffle of the data-plane lake spends its time.
 
 ``python -m benchmarks.shuffle_profile``: validates ``benchmarks.data_plane``'s lake (8 M rows × 64
 float32 in 40 files, written there if missing), then runs ``shuffle_once`` in this process (no Dask: the

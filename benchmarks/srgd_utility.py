@@ -1,4 +1,5 @@
-"""Accelerated-DP-SRGD utility (issue 3; spec accelerated_dp_srgd.md §3.4–3.5, §7).
+"""Accelerated-DP-SRGD utility (Choquette-Choo, Ganesh & Thakurta, "Smooth DP-SCO with a Single Epoch",
+arXiv:2406.02716; docs/design.md, notes C1, C3 and C4).
 
 n = 10⁶, d = 20, ε = 1, δ = 1e-6, replace-one. Least squares: x ~ N(0, I), y = ⟨x, w*⟩ + N(0, 1),
 excess ‖w − w*‖²/2. Logistic: P(y = 1 | x) = sigmoid(⟨x, w*⟩) with ‖w*‖ = 2, excess = population

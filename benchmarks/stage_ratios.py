@@ -1,6 +1,6 @@
 """AdaSSP's train task and ``predict`` against the plain decode, on one lake and the same workers, in rounds.
 
-``python -m benchmarks.stage_ratios`` (issue 34): 12 files of the scale benchmark's lake (1,000,000 rows ×
+``python -m benchmarks.stage_ratios``: 12 files of the scale benchmark's lake (1,000,000 rows ×
 16 float32 features in their own units each, prepared with public ranges; ``benchmarks.scale``),
 validated and shuffled once through the CLI; then, per round, the plain 2-process decode of the shuffled
 and of the raw lake (``benchmarks.data_plane.plain_decode_seconds``), AdaSSP's pass over the shuffled

@@ -1,4 +1,4 @@
-"""Per-step cost of the scatter executor as a step spans more row groups (issue 16 item 3).
+"""Per-step cost of the scatter executor as a step spans more row groups.
 
 A lake of 100,000 rows × 8 features shuffled into 1,000 row groups of 100 rows; a 2-worker
 LocalCluster. For a step over 10, 100 and 1,000 row groups it times (median of 5) the executor's

@@ -1,4 +1,4 @@
-"""Where a DP-AMBSSGD run's steps spend their time on the data-plane cluster (issue 34): each worker's
+"""Where a DP-AMBSSGD run's steps spend their time on the data-plane cluster: each worker's
 step server (a Dask actor, ``pipelines.step_servers``) against a Dask task per worker and step.
 
 ``python -m benchmarks.step_timeline``: first the median round trip of an empty step (a no-op task per worker,

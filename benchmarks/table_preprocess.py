@@ -1,4 +1,4 @@
-"""A table in its own units, trained with the defaults and ``[preprocess]`` (issue 32):
+"""A table in its own units, trained with the defaults and ``[preprocess]``:
 `python -m benchmarks.table_preprocess` (in `make bench`; `--rounds R`).
 
 ggplot2's diamonds (53,940 rows: price in dollars, carat, millimetres, three string categories; shipped

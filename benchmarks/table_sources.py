@@ -1,4 +1,4 @@
-"""A Delta Lake table read as a source against a Parquet folder of the same bytes (issue 32):
+"""A Delta Lake table read as a source against a Parquet folder of the same bytes:
 `python -m benchmarks.table_sources` (in `make bench`; `--rounds R`, `--files F`).
 
 The table: F appends of 250,000 rows (16 float features, a label), 30 % of the rows deleted by one

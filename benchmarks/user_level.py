@@ -1,5 +1,5 @@
-"""User-level DP against the row-level model converted by group privacy, at the same per-person ε
-(issue 31): `python -m benchmarks.user_level` (in `make bench`).
+"""User-level DP against the row-level model converted by group privacy, at the same per-person ε:
+`python -m benchmarks.user_level` (in `make bench`).
 
 Two panels, several rows per person:
 

@@ -1,4 +1,4 @@
-"""The shuffle with contribution bounding against the plain shuffle of the same lake (issue 31, target ≤ 1.5×):
+"""The shuffle with contribution bounding against the plain shuffle of the same lake (target ≤ 1.5×):
 `python -m benchmarks.user_shuffle` (in `make bench`; `--rounds R`, `--files F`).
 
 The lake: F files of 250,000 rows, 16 float features, a label and a string person id (a Zipf panel:

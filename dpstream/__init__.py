@@ -1,6 +1,6 @@
 """dpstream: single-pass differentially private training over data lakes.
 
-The DP core. It imports neither Dask nor Prefect (see DESIGN.md): ``dpstream.privacy`` (exact
+The DP core. It imports neither Dask nor Prefect (see docs/design.md): ``dpstream.privacy`` (exact
 accountant, events, calibration, ledger) and ``dpstream.noise`` (replayable noise processes).
 The scikit-learn-style estimators are importable from the top level: ``from dpstream import
 DPLinearRegression, DPLogisticRegression, DPKANClassifier``.

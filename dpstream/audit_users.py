@@ -1,4 +1,4 @@
-"""Empirical privacy audit at the user level (issue 31): a canary *person* with k worst-case rows.
+"""Empirical privacy audit at the user level: a canary *person* with k worst-case rows.
 
 The test and the bound are ``dpstream.audit``'s (Clopper–Pearson rates of a threshold test on one half
 of the trials, chosen on the other): an honest user-level mechanism keeps the lower bound on ε below the

@@ -78,7 +78,7 @@ class TooFewRows(ValueError):
 class TooSpread(ValueError):
     """The occupied coarse bins of ``column`` hold less than ``MIN_KEPT_SHARE`` of the sample: its values
     spread over more half-decades than the sample resolves at this budget, and bounds on the bins that
-    pass τ would clip most of it (issue 34: 382 sampled aircraft gave a flight delay [−31.6, −10])."""
+    pass τ would clip most of it (382 sampled aircraft once gave a flight delay the bounds [−31.6, −10])."""
 
     def __init__(self, column: str, share: float):
         self.column, self.share = column, share

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dpstream import unreleased
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
 from dpstream.checkpoint import (
     Checkpoint,
@@ -290,6 +291,11 @@ def execute(
     # step 0) cannot know whether the process that wrote its checkpoint went on to use the noise.
     released = start > 0 or not claimed_here
     own_checkpoint = False  # set once this run writes the run's first checkpoint
+    if not released and run_id is not None:  # a signal that ends the process gives the claim back
+        unreleased.hold(
+            run_id,
+            lambda error: _give_back(ledger, store if own_checkpoint else None, run_id, claim, error),
+        )
     last_save = time.monotonic()
     try:
         if state is None:
@@ -304,6 +310,8 @@ def execute(
                 own_checkpoint = True
         for span in plan.spans[start:]:
             stats = executor.compute(span, algorithm.request(state, span, plan))
+            if not released and run_id is not None:
+                unreleased.mark_used(run_id)  # raises if a signal gave the claim back meanwhile
             released = True  # from here on the step's noise is used: whatever happens, the charge stays
             followup = algorithm.followup(state, span, stats, key, plan)
             if followup is None:
@@ -333,9 +341,12 @@ def execute(
             if on_step is not None:
                 on_step(span.step, state)
     except BaseException as error:
-        if not released:
+        if not released and not isinstance(error, unreleased.StoppedBeforeRelease):
             _give_back(ledger, store if own_checkpoint else None, run_id, claim, error)
         raise
+    finally:
+        if run_id is not None:
+            unreleased.forget(run_id)
     report = algorithm.report(plan, state)
     if ledger is not None:
         ledger.commit(run_id, claim)

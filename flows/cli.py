@@ -25,9 +25,18 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dpstream.flows.cli_budget import add_budget_parser
+from dpstream.flows.cli_budget import add_audit_parser, add_budget_parser
 from dpstream.flows.cli_lake import add_lake_parsers
-from dpstream.flows.cli_support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, log_to_file
+from dpstream.flows.cli_support import (
+    EXIT_BAD_INPUT,
+    EXIT_BUDGET,
+    EXIT_OK,
+    EXIT_OTHER,
+    log_to_file,
+    run_places,
+    stopped_run_message,
+)
+from dpstream.flows.cli_support import refuse as _refuse
 from dpstream.flows.logs import quiet_dask
 
 if TYPE_CHECKING:
@@ -109,12 +118,14 @@ def _warn(warnings: Sequence[str]) -> None:
 def _shuffle(args, console: Console) -> int:
     from dpstream.flows.config import load_config
     from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.locations import protected_locations
     from dpstream.flows.prepare import shuffle, validate
     from dpstream.flows.progress import RunProgress
     from dpstream.pipelines import prune_shuffles
     from dpstream.pipelines.generations import GenerationStore
 
     config = load_config(args.config)
+    args.places = protected_locations(config, args.config)
     with (
         exit_on_interrupt(
             f"the shuffle stopped before its commit: nothing of it is read by any run. Run `dpstream shuffle "
@@ -164,28 +175,30 @@ def _train(args, console: Console) -> int:
 
     from dpstream.flows.config import load_config
     from dpstream.flows.flows import train_flow
-    from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.interrupt import exit_on_interrupt, set_interrupt_message
     from dpstream.flows.locations import protected_locations, run_locations
-    from dpstream.flows.prefect_api import mark_flow_run_crashed, prefect_api
+    from dpstream.flows.prefect_api import command_owns_sigterm, mark_flow_run_crashed, prefect_api
 
     # A bad config, run id or output folder is refused at once, before a log, a server or a cluster starts.
     config = load_config(args.config)
     run_id = args.run_id or f"run-{uuid.uuid4().hex[:12]}"
     locations = run_locations(config, args.config, run_id, args.output, args.operator_output)
     args.protected = protected_locations(config, args.config)
+    args.places = [*args.protected, *run_places(locations.output, locations.operator)]
     log_to_file(args, "train", run_id)
     resume = f"dpstream train {args.config} --run-id {run_id}" + "".join(
         f" {flag} {value}"
         for flag, value in (("--output", args.output), ("--operator-output", args.operator_output))
         if value
     )
+    args.again = f"`{resume}` resumes the run, charged once"
+    set_interrupt_message(f"run {run_id} had not started: nothing was trained or charged")
     with (
         exit_on_interrupt(
-            f"run {run_id} stopped (log: {args.log_file}); its ledger charge stays reserved once a step was "
-            f"released (before that it is given back), and it resumes from its checkpoint with: {resume}",
-            before_exit=mark_flow_run_crashed,
+            stopped_run_message(config, run_id, args.log_file, resume), before_exit=mark_flow_run_crashed
         ),
         prefect_api(args.log_file),
+        command_owns_sigterm(),
     ):
         result = train_flow(
             args.config,
@@ -194,6 +207,7 @@ def _train(args, console: Console) -> int:
             operator_dir=args.operator_output,
             show_progress=not args.quiet,
         )
+    set_interrupt_message(f"run {run_id} had finished; its release is under {locations.output}")
     console.print(result["report"].to_markdown())
     from dpstream.models.kinds import summarise
 
@@ -234,15 +248,32 @@ def _serve(args, console: Console) -> int:
         raise ValueError(
             f"--cron {cron!r} / --timezone {args.timezone!r}: {error.errors()[0]['msg']}"
         ) from None
+    from dpstream.flows.interrupt import exit_on_interrupt
+    from dpstream.flows.prefect_api import command_owns_sigterm, prefect_api
+
     console.print(
         f"serving train flow {args.name!r} for {args.config} on cron {cron!r} ({args.timezone}); Ctrl-C stops"
     )
-    train_flow.serve(
-        name=args.name,
-        schedules=[schedule],
-        parameters={"config_path": os.path.abspath(args.config)},
-        print_starting_message=False,
-    )
+    if not os.environ.get("PREFECT_API_URL"):  # Prefect's runner said so for its own temporary server
+        _warn(
+            [
+                "no PREFECT_API_URL: the temporary Prefect API this command starts runs no scheduler, so no "
+                "run starts on the cron; point PREFECT_API_URL at a Prefect server (`prefect server start`)"
+            ]
+        )
+    with (  # the API server is this command's child: no way of stopping the command leaves it running
+        exit_on_interrupt(
+            f"serving {args.name!r} stopped, with any flow run it had started; run the same command to serve again"
+        ),
+        prefect_api(),
+        command_owns_sigterm(runner=True),
+    ):
+        train_flow.serve(
+            name=args.name,
+            schedules=[schedule],
+            parameters={"config_path": os.path.abspath(args.config)},
+            print_starting_message=False,
+        )
     return EXIT_OK
 
 
@@ -252,12 +283,13 @@ def _demo(args, console: Console) -> int:
     if args.rows < 2 * args.files or args.files < 2:
         raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
     from dpstream.flows.interrupt import exit_on_interrupt
-    from dpstream.flows.prefect_api import prefect_api
+    from dpstream.flows.prefect_api import command_owns_sigterm, prefect_api
 
     log_to_file(args, "demo", "run")
     with (
         exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"),
         prefect_api(args.log_file),
+        command_owns_sigterm(),
     ):
         run_demo(
             console,
@@ -269,43 +301,6 @@ def _demo(args, console: Console) -> int:
             show_progress=not args.quiet,
         )
     console.print(f"log {args.log_file}")
-    return EXIT_OK
-
-
-def _audit(args, console: Console) -> int:
-    from rich.table import Table
-
-    from dpstream.audit import audit_algorithm, audited_algorithms
-
-    algorithms = audited_algorithms(args.epsilon, args.delta, args.relation)
-    chosen = list(algorithms) if args.algorithm == "all" else [args.algorithm]
-    table = Table(
-        title=f"empirical privacy audit: claimed ({args.epsilon:g}, {args.delta:g})-DP, {args.relation}, "
-        f"{args.trials} trials per dataset, seed {args.seed}"
-    )
-    results = []
-    for name in chosen:
-        result = audit_algorithm(algorithms[name], trials=args.trials, seed=args.seed)
-        results.append(result)
-        if not table.columns:
-            for column in ("configuration", "TPR", "FPR", "ε lower bound (95%)", "verdict"):
-                table.add_column(column)
-        table.add_row(
-            name,
-            f"{result.true_positive_rate:.3f}",
-            f"{result.false_positive_rate:.3f}",
-            f"{result.epsilon_lower_bound:.3f}",
-            "consistent" if result.passed else "VIOLATED",
-        )
-    console.print(table)
-    violated = [name for name, result in zip(chosen, results, strict=True) if not result.passed]
-    if violated:
-        print(
-            f"dpstream: audit: the empirical lower bound exceeds the claimed epsilon for {', '.join(violated)}: "
-            "the mechanism adds less noise than it claims",
-            file=sys.stderr,
-        )
-        return EXIT_OTHER
     return EXIT_OK
 
 
@@ -392,29 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--directory", default=".demo")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_demo)
-    audit = commands.add_parser(
-        "audit", help="empirical privacy audit: a lower bound on epsilon from a worst-case canary"
-    )
-    audit.add_argument(
-        "--algorithm",
-        default="all",
-        choices=["all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"],
-    )
-    audit.add_argument("--epsilon", type=float, default=2.0, help="the claimed epsilon to audit")
-    audit.add_argument("--delta", type=float, default=1e-5)
-    audit.add_argument("--relation", choices=["replace-one", "zero-out"], default="replace-one")
-    audit.add_argument(
-        "--trials", type=int, default=2000, help="runs on each of the two neighbouring datasets"
-    )
-    audit.add_argument("--seed", type=int, default=0, help="fixes the data and the trial noise keys")
-    audit.set_defaults(handler=_audit)
+    add_audit_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Prefect's 20 s default for starting its ephemeral API is too short on a loaded 2-core machine
-    # (../shared/spec/stack.md §2); a value the user set wins.
+    # Prefect's 20 s default for starting its ephemeral API counts only its sleeps and is too short on a
+    # loaded 2-core machine (a fresh server took 12-16 s on an idle one); a value the user set wins.
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     # The ephemeral API's usage telemetry: off unless the user turns it on (it also prints an error on
     # every run of a machine without internet access).
@@ -430,25 +410,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _refuse(error, args)
 
 
-def _refuse(error: Exception, args) -> int:
-    """One line on stderr and the exit code for ``error``. ConfigError and LakeError are ValueErrors; a
-    BudgetExceededError can only come from the ledger module if that was imported, so nothing is loaded
-    just to classify an error."""
-    ledger = sys.modules.get("dpstream.privacy.ledger")
-    if ledger is not None and isinstance(error, ledger.BudgetExceededError):
-        print(f"dpstream: budget refused: {error}{_log_note(args)}", file=sys.stderr)
-        return EXIT_BUDGET
-    if isinstance(error, (ValueError, FileNotFoundError)):
-        print(f"dpstream: {error}{_log_note(args)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(f"dpstream: {type(error).__name__}: {error}{_log_note(args)}", file=sys.stderr)
-    return EXIT_OTHER
-
-
-def _log_note(args) -> str:
-    return f" (full log: {args.log_file})" if args.log_file else ""
-
-
 # Commands that start neither Prefect nor Dask (no server, cluster or child process to stop).
 _LIGHT_COMMANDS = frozenset({"validate", "convert", "report", "budget", "audit"})
 
@@ -456,13 +417,23 @@ _LIGHT_COMMANDS = frozenset({"validate", "convert", "report", "budget", "audit"}
 def run() -> None:
     """The console script: ``main()``, then exit with its code.
 
+    SIGINT, SIGTERM and SIGHUP are answered from the first moment: during the imports and Prefect's
+    start-up one of them ends the command with one line (``dpstream: interrupted; ...``), its children
+    stopped, and 128 + the signal's number (``dpstream.flows.interrupt``), not with a traceback.
+
     A light command leaves by ``os._exit`` once its output is flushed and Python's exit handlers have
     run, skipping the interpreter's finalisation: there a native thread pool was seen aborting the
     process ("terminate called without an active exception", status −6) after ``validate`` had printed
     its result, about once in hundreds of runs on a loaded machine, turning exit 2 into a crash."""
     import atexit
 
-    code = main()
+    from dpstream.flows.interrupt import exit_interrupted, unwind_on_signals
+
+    unwind_on_signals()
+    try:
+        code = main()
+    except KeyboardInterrupt as interrupted:
+        exit_interrupted(interrupted)
     command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
     if command in _LIGHT_COMMANDS:
         sys.stdout.flush()

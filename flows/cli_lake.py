@@ -4,11 +4,10 @@ Each imports what it needs when it runs (CLI start-up, BENCHMARKS.md)."""
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from dpstream.flows.cli_support import EXIT_OK, log_to_file, parse_pairs
-from dpstream.flows.interrupt import EXIT_INTERRUPTED
+from dpstream.flows.interrupt import exit_code, report_interrupted, signal_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -321,14 +320,15 @@ def predict_command(args, console: Console) -> int:
             )
         finally:
             client.close()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupted:  # Ctrl-C, or SIGTERM / SIGHUP under the console script
         # Unwound, not exited at once as train is: predict_lake's own clean-up removes its unfinished parts.
-        print(
-            f"\ndpstream: interrupted; scoring stopped and nothing was written to {args.out} (log: "
-            f"{args.log_file}); run the same command again",
-            file=sys.stderr,
+        signum = signal_of(interrupted)
+        report_interrupted(
+            signum,
+            f"scoring stopped and nothing was written to {args.out} (log: {args.log_file}); run the same "
+            "command again",
         )
-        return EXIT_INTERRUPTED
+        return exit_code(signum)
     columns = ", ".join(model.output_columns()) + ("" if model.is_classifier else f" ({model.label})")
     written = "a new Delta table of" if args.format == "delta" else ""
     source = f" of {summary.source.describe()}" if summary.source.version is not None else ""
@@ -342,6 +342,7 @@ def predict_command(args, console: Console) -> int:
 def report_command(args, console: Console) -> int:
     from dpstream.algorithms import PrivacyReport
     from dpstream.export import read_model
+    from dpstream.flows.locations import check_release_folder
     from dpstream.storage import open_url
 
     fs, root = open_url(args.run)  # a folder on disk or a URL such as s3://bucket/runs/<run id>
@@ -349,6 +350,7 @@ def report_command(args, console: Console) -> int:
         raise FileNotFoundError(
             f"{args.run} holds no published run (no model.json); pass the run's output folder"
         )
+    check_release_folder(args.run)
     model = read_model(args.run)  # checked whole: a damaged or edited model.json is refused with one line
     privacy = {
         **model.privacy,

@@ -142,8 +142,8 @@ class ModelConfig(_Section):
     # --label-classes` writes it); None: two classes coded {0, 1} or {−1, +1}.
     classes: list[str] | None = None
     backend: Literal["numpy", "cupy", "auto"] = "numpy"  # "auto": CuPy on workers that have a GPU
-    # KAN only (seed 004): hidden width m, grid size G, activation, public feature bounds, input map,
-    # public seed; the defaults are the model's (dpstream.models.KANModel).
+    # KAN only (Wang et al., arXiv:2605.12648): hidden width m, grid size G, activation, public feature
+    # bounds, input map, public seed; the defaults are the model's (dpstream.models.KANModel).
     num_hidden: int = Field(default=KANModel.num_hidden, gt=0)
     grid_size: int = Field(default=KANModel.grid_size, gt=0)
     activation: Literal["tanh", "sigmoid"] = KANModel.activation

@@ -31,7 +31,12 @@ from prefect.utilities.annotations import quote
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
 from dpstream.flows.config import PipelineConfig, load_config
-from dpstream.flows.locations import RunLocations, claim_run_folders, run_locations
+from dpstream.flows.locations import (
+    RunLocations,
+    claim_run_folders,
+    claims_given_back_on_failure,
+    run_locations,
+)
 from dpstream.flows.planning import (
     PlannedRun,
     evaluate_holdout,
@@ -247,34 +252,39 @@ def train_flow(
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
     with config.cluster.preparation_client() as client:
         validated = validate_task(config, client, generation)  # a resume: the table version it started on
-        # The run's folders are its own before anything is charged (a shuffle's "auto" bound included).
-        claim_run_folders(locations, run_id, validated.summary.fingerprint, config.storage.outage_policy())
-        manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
-    planned = plan_task(config, manifest, run_id, locations)
-    # quote: Prefect would otherwise walk every step span of the plan at each task call
-    fit, mode = train_task(config, quote(planned), show_progress)
-    params, report = fit.params, with_source_note(with_bound_note(fit.report, manifest), manifest)
-    metrics = evaluate_task(config, quote(planned), params)
-    section = config.model.model_dump()
-    document = model_document(
-        model={  # the kind and the settings it reads (a linear model.json carries no KAN settings)
-            "kind": config.model.kind,
-            **{name: section[name] for name in config.model.declaration.settings},
-            **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
-        },
-        features=config.model_features,
-        label=config.lake.label,
-        run_id=run_id,
-        lake_fingerprint=manifest.fingerprint,
-        algorithm=planned.plan.algorithm.name,
-        params=params,
-        report=report,
-        preprocessing=planned.preprocessing,
-        source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
-    )
-    paths = publish_task(
-        locations, document, report, fit.training_loss, metrics, outage=config.storage.outage_policy()
-    )
+        # The run's folders are its own before anything is charged (a shuffle's "auto" bound included);
+        # a run that fails before it published anything gives them back.
+        claims = claim_run_folders(
+            locations, run_id, validated.summary.fingerprint, config.storage.outage_policy()
+        )
+        with claims_given_back_on_failure(claims):
+            manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
+    with claims_given_back_on_failure(claims):
+        planned = plan_task(config, manifest, run_id, locations)
+        # quote: Prefect would otherwise walk every step span of the plan at each task call
+        fit, mode = train_task(config, quote(planned), show_progress)
+        params, report = fit.params, with_source_note(with_bound_note(fit.report, manifest), manifest)
+        metrics = evaluate_task(config, quote(planned), params)
+        section = config.model.model_dump()
+        document = model_document(
+            model={  # the kind and the settings it reads (a linear model.json carries no KAN settings)
+                "kind": config.model.kind,
+                **{name: section[name] for name in config.model.declaration.settings},
+                **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
+            },
+            features=config.model_features,
+            label=config.lake.label,
+            run_id=run_id,
+            lake_fingerprint=manifest.fingerprint,
+            algorithm=planned.plan.algorithm.name,
+            params=params,
+            report=report,
+            preprocessing=planned.preprocessing,
+            source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
+        )
+        paths = publish_task(
+            locations, document, report, fit.training_loss, metrics, outage=config.storage.outage_policy()
+        )
     return {
         "run_id": run_id,
         "report": report,

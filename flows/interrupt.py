@@ -1,12 +1,22 @@
-"""Ctrl-C for long CLI commands: stop at once, leave no child process, say how to go on.
+"""Ctrl-C, SIGTERM and SIGHUP for CLI commands: stop at once, leave no child process, say how to go on.
 
-A terminal's Ctrl-C sends SIGINT to the whole foreground process group: the Dask workers and the
-ephemeral Prefect API die with the CLI, and Prefect's engine then spends about a minute retrying to
-report the crash to the API that is gone. Durability does not depend on that unwinding: checkpoints
-and ledger entries are written atomically, the ledger reservation was made before the first release
-(so it stays ``reserved``), and a resumed run replays the same noise. So on the first SIGINT the
-command stops its own process tree (terminate, then kill after a grace period), prints one line and
-exits with 130 without unwinding.
+A terminal's Ctrl-C sends SIGINT to the whole foreground process group, ``timeout`` and service managers
+send SIGTERM, a closed terminal SIGHUP. Whichever arrives, the command stops its own process tree (the
+Dask workers, the temporary Prefect API, anything either started), prints one line and exits with
+128 + the signal's number (130 for Ctrl-C), so nothing is left running for minutes afterwards.
+
+Two phases:
+
+* A command that starts children runs its work inside ``exit_on_interrupt``: the first signal stops the
+  process tree and exits without unwinding. Prefect's engine would otherwise spend about a minute retrying
+  to report the crash to the API that is gone. Durability does not depend on that unwinding: checkpoints
+  and ledger entries are written atomically, a ledger reservation stays ``reserved`` until the run is
+  resumed with its run id, and a resumed run replays the same noise.
+* Before and after that block (imports, config loading, the result lines), and in the commands that clean
+  up as they unwind (``predict``), ``unwind_on_signals`` turns each of the three signals into
+  ``Interrupted``, a KeyboardInterrupt: the console script catches it and ends the same way, with one
+  line. A watchdog ends the process if the exception was swallowed (a KeyboardInterrupt raised inside a
+  garbage-collector callback is only printed) or the unwinding hangs.
 """
 
 from __future__ import annotations
@@ -14,13 +24,59 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
-__all__ = ["exit_on_interrupt", "EXIT_INTERRUPTED", "stop_children"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "SIGNALS",
+    "Interrupted",
+    "exit_code",
+    "exit_interrupted",
+    "exit_on_interrupt",
+    "report_interrupted",
+    "set_interrupt_message",
+    "signal_of",
+    "stop_and_exit",
+    "stop_children",
+    "unwind_on_signals",
+]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
 GRACE_SECONDS = 2.0  # for the kernel to reap the killed processes
+UNWIND_SECONDS = 20.0  # how long an unwinding command may take after a signal before the watchdog ends it
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_exiting = threading.Lock()  # held by the one thread that stops the tree and exits
+
+
+class Interrupted(KeyboardInterrupt):
+    """The signal ``signum`` arrived while the command unwinds on signals (``unwind_on_signals``). A
+    KeyboardInterrupt, so the clean-up code written for Ctrl-C runs for SIGTERM and SIGHUP too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def exit_code(signum: int) -> int:
+    """The shell's convention for a command ended by a signal: 128 + its number."""
+    return 128 + signum
+
+
+def signal_of(error: BaseException) -> int:
+    """The signal an ``Interrupted`` carries; SIGINT for a plain KeyboardInterrupt."""
+    return getattr(error, "signum", signal.SIGINT)
+
+
+def interrupted_line(signum: int, message: str) -> str:
+    """The command's last line. After Ctrl-C the terminal shows ``^C`` where the cursor was, so the line
+    starts on a new one; the other signals are named."""
+    if signum == signal.SIGINT:
+        return f"\ndpstream: interrupted; {message}\n"
+    return f"dpstream: interrupted ({signal.Signals(signum).name}); {message}\n"
 
 
 def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None:
@@ -57,9 +113,19 @@ def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None
     psutil.wait_procs(list(frozen.values()), timeout=grace_seconds)
 
 
-def _no_new_resource_tracker() -> None:
-    """multiprocessing relaunches its resource tracker (a child process) when it finds it killed; after the
-    clean-up that new child would outlive us and print tracebacks. The process is about to exit: stop it."""
+def _no_new_children() -> None:
+    """From now on this process starts no process: the process is about to exit, and a child started
+    after ``stop_children`` took its snapshot would outlive it or print a traceback as it finds its
+    parent gone. Dask's nanny restarts a worker it sees killed, multiprocessing relaunches its resource
+    tracker when it finds it killed, Prefect may start an API server: each is refused or does nothing."""
+    import multiprocessing.process
+    import subprocess
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("dpstream is exiting: no new process is started")
+
+    multiprocessing.process.BaseProcess.start = refuse  # type: ignore[method-assign]
+    subprocess.Popen._execute_child = refuse  # type: ignore[attr-defined]
     try:
         from multiprocessing import resource_tracker
 
@@ -94,25 +160,117 @@ def _orphans_of_our_group() -> list:
     return orphans
 
 
-@contextmanager
-def exit_on_interrupt(message: str, before_exit: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Within the block, SIGINT stops the process tree, prints ``dpstream: interrupted; <message>`` and exits
-    130. ``before_exit(message)`` runs first, while the children still live (the train command reports its
-    flow run to the Prefect API there: ``dpstream.flows.prefect_api.mark_flow_run_crashed``)."""
-
-    def handle(signum, frame) -> None:  # noqa: ARG001 - the signal module's signature
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
-        if before_exit is not None:
-            before_exit(message)
-        _no_new_resource_tracker()
+def stop_and_exit(
+    signum: int,
+    message: str | None,
+    before_exit: Callable[[str, str], None] | None = None,
+) -> NoReturn:
+    """Stop the process tree, print ``interrupted_line(signum, message)`` (nothing when ``message`` is
+    None: the command printed its own) and exit with ``exit_code(signum)``, skipping Python's exit
+    handlers: Prefect's would wait for the API that was just stopped. ``before_exit(message, cause)``
+    runs first, while the children still live. Only one thread does this; another that arrives meanwhile
+    (the watchdog, the signal handler) waits for the exit."""
+    if not _exiting.acquire(blocking=False):
+        threading.Event().wait()
+    if threading.current_thread() is threading.main_thread():
+        for each in SIGNALS:  # a second signal must not interrupt the clean-up
+            signal.signal(each, signal.SIG_IGN)
+    try:
+        if before_exit is not None and message is not None:
+            before_exit(message, "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
+    finally:
+        _no_new_children()
         stop_children()
-        sys.stderr.write(f"\ndpstream: interrupted; {message}\n")
+        if message is not None:
+            sys.stderr.write(interrupted_line(signum, message))
         sys.stderr.flush()
         sys.stdout.flush()
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(exit_code(signum))
 
-    previous = signal.signal(signal.SIGINT, handle)
+
+def _answered() -> list[int]:
+    """The signals to answer: those not ignored. A command started under ``nohup`` (SIGHUP ignored) or in
+    the background of a script (SIGINT ignored) keeps ignoring them, as it would without a handler."""
+    return [each for each in SIGNALS if signal.getsignal(each) is not signal.SIG_IGN]
+
+
+@contextmanager
+def _handling(handler: Callable[[int, object], None]) -> Iterator[None]:
+    previous = {each: signal.signal(each, handler) for each in _answered()}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for each, handler_before in previous.items():
+            signal.signal(each, handler_before)
+
+
+@contextmanager
+def exit_on_interrupt(
+    message: str | Callable[[], str], before_exit: Callable[[str, str], None] | None = None
+) -> Iterator[None]:
+    """Within the block, SIGINT, SIGTERM or SIGHUP stops the process tree, prints ``dpstream: interrupted;
+    <message>`` and exits with 128 + the signal's number (``stop_and_exit``). A callable ``message`` is
+    asked when the signal arrives (what a run holds then). ``before_exit(message, cause)`` runs first,
+    while the children still live (the train command reports its flow run to the Prefect API there:
+    ``dpstream.flows.prefect_api.mark_flow_run_crashed``)."""
+
+    def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal module's signature
+        for each in SIGNALS:  # a second signal must not interrupt the clean-up, this question included
+            signal.signal(each, signal.SIG_IGN)
+        try:
+            text = message() if callable(message) else message
+        except Exception:  # noqa: BLE001 - the tree is stopped whatever the question met
+            text = "the command stopped"
+        stop_and_exit(signum, text, before_exit)
+
+    with _handling(handle):
+        yield
+
+
+_unwinding: dict[str, object] = {"message": "the command stopped before it finished", "reported": False}
+
+
+def set_interrupt_message(message: str) -> None:
+    """What the line says when a signal ends the command outside ``exit_on_interrupt`` from now on: a
+    command names what it has done so far (nothing charged yet; a run that had finished)."""
+    _unwinding["message"] = message
+
+
+def exit_interrupted(error: BaseException) -> NoReturn:
+    """End the command that ``error`` (a KeyboardInterrupt, ``Interrupted``) reached the top of: the tree
+    stopped, the line of ``set_interrupt_message`` unless the command printed its own, 128 + signal."""
+    stop_and_exit(signal_of(error), _pending_line())
+
+
+def _pending_line() -> str | None:
+    return None if _unwinding["reported"] else str(_unwinding["message"])
+
+
+def report_interrupted(signum: int, message: str) -> None:
+    """Print the line of a command that unwound by itself (``predict``), so that no second one follows."""
+    _unwinding["reported"] = True
+    sys.stderr.write(interrupted_line(signum, message))
+    sys.stderr.flush()
+
+
+def unwind_on_signals(grace_seconds: float = UNWIND_SECONDS) -> None:
+    """From now on SIGINT, SIGTERM and SIGHUP raise ``Interrupted`` in the main thread (the console
+    script installs this first, so that a signal during the imports or Prefect's start-up gives one
+    line, not a traceback). The first signal also starts a watchdog: if the process still runs
+    ``grace_seconds`` later, the watchdog stops the tree and exits. A second signal does so at once."""
+    arrived: list[int] = []
+
+    def watchdog(signum: int) -> None:
+        stop_and_exit(signum, _pending_line())
+
+    def handle(signum: int, frame: object) -> None:  # noqa: ARG001 - the signal module's signature
+        if arrived:
+            stop_and_exit(signum, _pending_line())
+        arrived.append(signum)
+        timer = threading.Timer(grace_seconds, watchdog, args=(signum,))
+        timer.daemon = True
+        timer.start()
+        raise Interrupted(signum)
+
+    for each in _answered():
+        signal.signal(each, handle)

@@ -21,7 +21,11 @@ one folder cannot both have it. The claims also mark the folders, so no other co
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from dpstream.locations import OPERATOR_CLAIM, RELEASE_CLAIM, Protected, check_write_location
 from dpstream.outages import OutagePolicy
-from dpstream.storage import open_url, read_json, write_json_atomic
+from dpstream.storage import is_local, open_url, read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from dpstream.flows.config import PipelineConfig
@@ -38,6 +42,8 @@ __all__ = [
     "RELEASE_CLAIM",
     "OPERATOR_CLAIM",
     "claim_run_folders",
+    "claims_given_back_on_failure",
+    "FolderClaims",
     "check_release_folder",
     "RELEASE_FILES",
     "RunLocations",
@@ -205,12 +211,45 @@ def _recorded(fs: Any, path: str, key: str) -> Any:
         return None
 
 
+@dataclass(frozen=True)
+class FolderClaims:
+    """The claims one ``claim_run_folders`` call created, as (filesystem, path of the claim)."""
+
+    made: tuple[tuple[Any, str], ...] = ()
+
+    def give_back(self) -> None:
+        """Remove each claim whose folder holds nothing else (and the folder, then empty): a run that ends
+        before it published anything leaves no folder behind. A folder holding part of a release keeps
+        its claim, so only its own run completes it."""
+        for fs, path in self.made:
+            folder = posixpath.dirname(path)
+            try:
+                fs.invalidate_cache(folder)
+                if [name for name in fs.ls(folder, detail=False) if name.rstrip("/") != path] == []:
+                    fs.rm(path)
+                    if is_local(fs):
+                        os.rmdir(folder)
+            except OSError:  # the claim then stays, naming this run id and lake: only this run uses it
+                pass
+
+
+@contextmanager
+def claims_given_back_on_failure(claims: FolderClaims) -> Iterator[None]:
+    """Within the block, an exception gives the run's folder claims back (``FolderClaims.give_back``)."""
+    try:
+        yield
+    except BaseException:
+        claims.give_back()
+        raise
+
+
 def claim_run_folders(
     locations: RunLocations, run_id: str, lake_fingerprint: str, outage: OutagePolicy | None = None
-) -> None:
+) -> FolderClaims:
     """Claim the run's publish and operator folders for ``run_id`` on the lake ``lake_fingerprint`` (module
-    docstring): ``ConfigError`` naming the folder and the fix when another run or lake holds one. A claim
-    this call made is taken back when the other folder is refused, so a refused run holds no folder."""
+    docstring): ``ConfigError`` naming the folder and the fix when another run or lake holds one. Returns
+    the claims this call created; they are taken back when the other folder is refused, so a refused run
+    holds no folder."""
     document = {"format": "dpstream-run-folder/1", "run_id": run_id, "lake_fingerprint": lake_fingerprint}
     created: list[tuple[Any, str]] = []
     try:
@@ -229,12 +268,9 @@ def claim_run_folders(
             if owner != (run_id, lake_fingerprint):
                 raise _refused(ValueError(_taken(setting, url, owner, run_id, lake_fingerprint)))
     except BaseException:
-        for fs, path in created:
-            try:
-                fs.rm(path)
-            except OSError:  # the claim then stays, naming this run id and lake: only this run uses it
-                pass
+        FolderClaims(tuple(created)).give_back()
         raise
+    return FolderClaims(tuple(created))
 
 
 def _taken(setting: str, url: str, owner: tuple[Any, Any], run_id: str, lake_fingerprint: str) -> str:

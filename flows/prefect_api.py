@@ -2,9 +2,16 @@
 
 With ``PREFECT_API_URL`` set, flows report to that server and nothing is started. Without it Prefect
 would start its own temporary server (``SubprocessASGIServer``) and stop it at exit; a ``dpstream
-train`` killed with SIGKILL runs no exit handler, and that server (~240 MB) was left running. So the CLI
-starts the same server itself, as a child that the kernel stops when the CLI dies
-(``PR_SET_PDEATHSIG``, Linux), points Prefect at it for the command, and stops it when the command ends.
+train`` killed with SIGKILL, or by SIGTERM's default action, runs no exit handler, and that server
+(~240 MB) was left running. So the CLI starts the same server itself, as a child that the kernel kills
+when the CLI dies (``PR_SET_PDEATHSIG``, Linux), points Prefect at it for the command, and stops it when
+the command ends.
+
+``PR_SET_PDEATHSIG`` follows the *thread* that started the child: the server dies when that thread
+ends. ``prefect_api`` is entered on the main thread, which ends only with the process. Prefect's
+settings live in a context variable that new threads do not inherit, and a Prefect client made in such
+a thread with no API URL starts a server of its own, from that thread and without the death signal;
+so the block also makes the server's URL the process-wide default (``_everywhere``).
 """
 
 from __future__ import annotations
@@ -19,19 +26,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["prefect_api", "mark_flow_run_crashed"]
+__all__ = ["prefect_api", "mark_flow_run_crashed", "command_owns_sigterm"]
 
 STARTUP_ATTEMPTS = 3
 
-# Run as `python -c _BOOTSTRAP PARENT_PID -m uvicorn ...`: the child asks the kernel for SIGTERM when its
+# Run as `python -c _BOOTSTRAP PARENT_PID -m uvicorn ...`: the child asks the kernel for SIGKILL when its
 # parent dies (PR_SET_PDEATHSIG = 1, kept across exec), checks the parent did not die first, then becomes
-# the server. Done in the child's own interpreter rather than in a preexec_fn, which is unsafe in a
-# process that has threads.
+# the server. SIGKILL, not SIGTERM: uvicorn answers SIGTERM with a graceful shutdown that first finishes
+# its start-up (measured: 5 s on 2 cores), and nobody is left to report to. Done in the child's own
+# interpreter rather than in a preexec_fn, which is unsafe in a process that has threads.
 _BOOTSTRAP = """
 import ctypes, os, signal, sys
 parent = int(sys.argv[1])
 try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 except (OSError, AttributeError):
     pass
 if os.getppid() != parent:
@@ -106,7 +114,7 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
             )
         time.sleep(random.uniform(0.5, 2.0))
     try:
-        with temporary_settings(updates={PREFECT_API_URL: url}):
+        with temporary_settings(updates={PREFECT_API_URL: url}), _everywhere():
             try:
                 yield url
             finally:
@@ -115,6 +123,54 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
         _stop(server)
         if sink is not subprocess.DEVNULL:
             sink.close()
+
+
+def _everywhere() -> contextlib.AbstractContextManager[None]:
+    """The current settings (the temporary server's URL) as the default of every thread and context
+    that holds none of its own, as Prefect's test harness does for its server; without it a client made
+    in a new thread starts another server (module docstring). A Prefect without the hook keeps the
+    per-context settings."""
+    import prefect.context
+
+    replace_global = getattr(prefect.context, "_temporary_global_settings_context", None)
+    if replace_global is None:
+        return contextlib.nullcontext()
+    return replace_global(prefect.context.get_settings_context())
+
+
+@contextlib.contextmanager
+def command_owns_sigterm(runner: bool = False) -> Iterator[None]:
+    """Within the block SIGTERM is answered by the handler the command set before it
+    (``dpstream.flows.interrupt.exit_on_interrupt``), not by Prefect's.
+
+    For a flow run Prefect's engine swaps in a handler that raises ``TerminationSignal`` and lets the run
+    unwind (report Crashed, close the cluster) before the default handler kills the process. That
+    exception can be swallowed where the signal lands (measured: inside Dask's garbage-collector callback
+    it was only printed, and the run went on to finish), and the unwinding outlives a ``timeout``. The
+    CLI stops its tree at once instead and reports the flow run Crashed itself (``mark_flow_run_crashed``).
+    With ``runner`` (``serve``), the handler Prefect's runner installs when it starts calls the command's
+    too: its own exits 0 after a stop it does not wait for."""
+    import signal
+
+    import prefect.flow_engine as engine
+
+    patched: list[tuple[object, str, object]] = []
+    if hasattr(engine, "capture_sigterm"):  # another Prefect keeps its own handling
+        patched.append((engine, "capture_sigterm", contextlib.nullcontext))
+    if runner:
+        from prefect.runner.runner import Runner
+
+        ours = signal.getsignal(signal.SIGTERM)
+        if callable(ours) and hasattr(Runner, "handle_sigterm"):
+            patched.append((Runner, "handle_sigterm", lambda self, *args: ours(signal.SIGTERM, None)))
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    for owner, name, replacement in patched:
+        setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def _start_server(environment: dict[str, str], sink) -> tuple[subprocess.Popen, str]:
@@ -179,28 +235,33 @@ def _stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
-def mark_flow_run_crashed(message: str, timeout: float = 5.0) -> None:
+def mark_flow_run_crashed(message: str, cause: str = "Ctrl-C", timeout: float = 5.0) -> None:
     """Report the flow run this process is running as Crashed, with ``message``, to the Prefect API.
 
-    A command stopped by Ctrl-C exits without unwinding (``dpstream.flows.interrupt``), so Prefect's engine
-    never reports the interrupt and the server would show the run RUNNING for ever. Crashed is the state
-    Prefect's engine gives a flow stopped by an interrupt signal. Called from the SIGINT handler: the
-    report runs in a thread of its own with a client of its own (the engine's client may be mid-request,
-    holding its connection pool's lock, in the very frame the signal interrupted) and is waited for at
-    most ``timeout`` seconds; an API that does not answer by then is left as it is."""
+    A command stopped by a signal (``cause``: Ctrl-C, SIGTERM, SIGHUP) exits without unwinding
+    (``dpstream.flows.interrupt``), so Prefect's engine never reports it and the server would show the
+    run RUNNING for ever. Crashed is the state Prefect's engine gives a flow stopped by an interrupt
+    signal. Called from the signal handler: the report runs in a thread of its own with a client of its
+    own (the engine's client may be mid-request, holding its connection pool's lock, in the very frame
+    the signal interrupted), told this command's API URL (a new thread does not inherit Prefect's
+    settings), and is waited for at most ``timeout`` seconds; an API that does not answer by then is
+    left as it is."""
     import threading
 
     from prefect.context import FlowRunContext
+    from prefect.settings import PREFECT_API_URL
 
     context = FlowRunContext.get()
     flow_run = getattr(context, "flow_run", None)
     if flow_run is None:  # interrupted before the flow run began, or after it ended
         return
+    api_url = PREFECT_API_URL.value()
 
     def report() -> None:
         from prefect.client.orchestration import get_client
         from prefect.settings import (
             PREFECT_API_REQUEST_TIMEOUT,
+            PREFECT_API_URL,
             PREFECT_CLIENT_MAX_RETRIES,
             temporary_settings,
         )
@@ -208,11 +269,17 @@ def mark_flow_run_crashed(message: str, timeout: float = 5.0) -> None:
 
         try:
             with (
-                temporary_settings({PREFECT_API_REQUEST_TIMEOUT: timeout, PREFECT_CLIENT_MAX_RETRIES: 0}),
+                temporary_settings(
+                    {
+                        PREFECT_API_URL: api_url,
+                        PREFECT_API_REQUEST_TIMEOUT: timeout,
+                        PREFECT_CLIENT_MAX_RETRIES: 0,
+                    }
+                ),
                 get_client(sync_client=True) as client,
             ):
                 client.set_flow_run_state(
-                    flow_run.id, Crashed(message=f"interrupted (Ctrl-C): {message}"), force=True
+                    flow_run.id, Crashed(message=f"interrupted ({cause}): {message}"), force=True
                 )
         except Exception:  # noqa: BLE001 - any failure to report leaves the server's record as it was
             pass

@@ -1,9 +1,9 @@
 """CSV → Parquet lake, with explicit column selection and explicit policies for missing values and
-categorical columns, so real data (e.g. ../shared/data/california_housing/housing.csv) can be prepared.
+categorical columns, so real data (e.g. examples/data/california_housing/housing.csv) can be prepared.
 
 Nothing is inferred from the sensitive data that would be released: imputation constants, category
 lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as
-public values (DESIGN.md, "What counts as a release"). The CSV is streamed in batches; parts are
+public values (docs/design.md, "What counts as a release"). The CSV is streamed in batches; parts are
 written under a temporary folder and moved into place only when the whole file converted, so a
 failure leaves nothing behind. The source is only read.
 """

@@ -7,7 +7,7 @@ writes a CSV's rows converted into a new Parquet lake (``dpstream.pipelines.conv
 with ``[preprocess]`` in the config (a Delta or Iceberg table, a Parquet folder in its own units) has its
 live rows converted as they are read (``ConvertSpec.for_reading``, ``LakeSpec.present``), so the table
 itself stays the data the ledger charges. Nothing here reads a value that is released: every constant is
-public (DESIGN.md, "What counts as a release").
+public (docs/design.md, "What counts as a release").
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ class ConvertSpec:
             bounds={column: (float(low), float(high)) for column, (low, high) in record["bounds"].items()},
             scale_range=tuple(record["scale_range"]),
             unscaled=tuple(record["unscaled"]),
-            label_classes=tuple(record.get("label_classes", ())),  # absent in records before issue 29
+            label_classes=tuple(record.get("label_classes", ())),  # absent in records of older versions
             passthrough=tuple(record.get("passthrough", ())),
             intercept=bool(record.get("intercept", False)),
             user_column=record.get("user_column"),
@@ -285,7 +285,7 @@ def convert_rows(
     numeric: dict[str, np.ndarray] = {}
     # Features stored in float32 (or narrower) are prepared in float32: the mapped value is within one
     # float32 rounding of the exact one, as the stored value itself was, and the prepared lake (shuffle
-    # pieces, parts, every decode of training) is half the bytes (issue 34). Wider sources stay float64.
+    # pieces, parts, every decode of training) is half the bytes. Wider sources stay float64.
     feature_dtype = prepared_feature_type(
         [table.column(name).type for name in spec.columns]
     ).to_pandas_dtype()

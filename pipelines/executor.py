@@ -235,8 +235,8 @@ class DaskExecutor:
         """The blocks of rows [start, start + rows) by worker: the next step's, since the plans' spans
         follow one another, at most ``PREFETCH_BLOCKS`` per worker, so the 4-block cache keeps this
         step's blocks. Each worker decodes its share after its part of this step, while it would
-        otherwise wait for the slowest worker and the round trip (decoding is the critical path: issue
-        18). Statistics are unchanged: the same blocks are decoded either way."""
+        otherwise wait for the slowest worker and the round trip (decoding is the critical
+        path). Statistics are unchanged: the same blocks are decoded either way."""
         stop = min(start + rows, self.starts[-1])
         if start >= stop or not self.workers:
             return {}

@@ -175,8 +175,8 @@ def pins_reads(fs: Any) -> bool:
 
 def native_open(fs: Any, path: str, mode: str = "rb") -> Any:
     """``path`` opened by Arrow itself on a local disk (``pa.OSFile``), through ``fs`` elsewhere: through
-    fsspec's Python file object every page read or written crosses into Python (the helper's profile,
-    issue 34: 24-26 ms against 15.5 ms per block)."""
+    fsspec's Python file object every page read or written crosses into Python (profiled: 24-26 ms against
+    15.5 ms per block)."""
     return pa.OSFile(path, mode) if is_local(fs) else fs.open(path, mode)
 
 
@@ -438,7 +438,7 @@ def shown_part(path: str) -> str:
 ALIGNMENT = 64
 # Streaming readers (validation, scoring) read a column chunk through a buffer of this size instead of
 # whole: a 1,000,000-row row group of 17 columns otherwise sits in memory compressed beside its decoded
-# batch (peak 220 against 162 MiB reading one such file, issue 34).
+# batch (peak 220 against 162 MiB reading one such file).
 STREAM_BUFFER_BYTES = 1 << 20
 
 
@@ -450,7 +450,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: Any, order: str = "C") -> np.nd
     handed to the models starts on the same boundary, wherever it was decoded or shipped.
 
     The memory comes from Arrow's pool (``pool_empty``): a block-sized ``np.empty`` in a Dask worker
-    paid fresh pages at every decode (0.9 against 0.3 ms to fill 4.4 MB, issue 34).
+    paid fresh pages at every decode (0.9 against 0.3 ms to fill 4.4 MB).
     """
     dtype = np.dtype(dtype)
     size = int(np.prod(shape)) * dtype.itemsize

@@ -2,7 +2,7 @@
 
 pyarrow's default allocator (mimalloc) keeps the pages a task freed for later allocations: after
 reading and permuting one 72 MB source file a process held 401 MiB against 150 MiB with the system
-allocator (issue 34; BENCHMARKS.md, "A lake 20× the workers' memory"). Under a Dask memory limit that
+allocator (BENCHMARKS.md, "A lake 20× the workers' memory"). Under a Dask memory limit that
 retained memory counts as the worker's own, pauses it at 80 % and can leave it paused for good. Tasks
 that hold a whole file (validation, the shuffle's scatter and gather, scoring) run through
 ``release_after``, which hands those pages back when the task ends. Training's blocks keep the pool as
@@ -11,7 +11,7 @@ it is: their decodes are small and 12 % faster with mimalloc than with the syste
 Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, so the C allocator hands every freed
 block of more than 64 KiB back to the operating system at once, and NumPy's next array of that size
 pays fresh pages: in a worker, the float64 temporaries of AdaSSP's statistics made them 1.8× slower
-than in a bare process (issue 34 profile). ``pool_empty`` takes an array's memory from Arrow's pool
+than in a bare process (profiled). ``pool_empty`` takes an array's memory from Arrow's pool
 instead, which keeps freed pages for the next batch; the hot loops (decoded blocks, the preprocessing
 of each batch) allocate through it.
 """

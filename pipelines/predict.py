@@ -149,8 +149,8 @@ def score_file(
         check_field_ids(schema, listed, wanted, source)
         units = _original_units(model)
         # One feature buffer for the file's batches, filled column by column: a fresh np.column_stack per
-        # batch cost 4.6 ms of 23 per 65,536 rows in page faults (issue 34 profile). Row-major, as before,
-        # so the model's matrix product (and its last bit) is unchanged.
+        # batch cost 4.6 ms of 23 per 65,536 rows in page faults (profiled). Row-major like
+        # np.column_stack's, so the model's matrix product (and its last bit) is unchanged.
         buffer = np.empty((batch_rows, len(features)), dtype=np.float64)
         direct = _direct_bounds(on_read, features)
         for batch in live_batches(reader, listed, wanted, batch_rows):
@@ -186,8 +186,8 @@ def score_file(
                     if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                 ]
                 # Snappy only where it shrinks a column: predictions do not compress, and Snappy's pass
-                # over them made scoring a file of 1,000,000 rows × 16 take 1.15-1.17× as long (issue 34,
-                # one process, two interleaved runs of 7).
+                # over them made scoring a file of 1,000,000 rows × 16 take 1.15-1.17× as long (one
+                # process, two interleaved runs of 7).
                 writer = pq.ParquetWriter(
                     sink, table.schema, compression=column_compression(table), use_dictionary=textual or False
                 )
@@ -203,7 +203,7 @@ def score_file(
 def _fill_rows(X: Any, columns: list[Any]) -> None:
     """X[:, j] = columns[j] for every column, cast as an assignment casts (``np.stack`` into X: 1.2 ms for
     65,536 rows × 16 float32 columns, against 1.9 for the same copy 4,096 rows at a time and 4.6 a whole
-    column at a time, which crosses every cache line of the row-major X once per column; issue 34)."""
+    column at a time, which crosses every cache line of the row-major X once per column)."""
     import numpy as np
 
     np.stack(columns, axis=1, out=X, casting="unsafe")

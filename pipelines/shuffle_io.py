@@ -9,10 +9,10 @@ slice j of every scratch file by byte range, writes its part, and on a local dis
 ranges (``punch_hole``), so the scratch shrinks as the parts grow and a shuffle needs about twice the
 lake's size of disk, not three times. S scratch files for S source files, not one per (source, output)
 pair: the data-plane lake's 1,600 piece files cost ~3 s of a 12.9 s one-process shuffle to create, write,
-read and unlink (``python -m benchmarks.shuffle_profile``, issue 34), and at 10⁴ files each way their
+read and unlink (``python -m benchmarks.shuffle_profile``), and at 10⁴ files each way their
 10⁸ files would not fit any filesystem. The scratch lives in the uncommitted generation's folder and is
 deleted before the commit; it is written atomically but not fsynced (an interrupted shuffle's
-generation is never committed, issue 16 item 5).
+generation is never committed).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ __all__ = [
 
 # One output's slices, one row per source file that sent it rows: (i, first byte, end byte) of source
 # file i's scratch file. An int64 array (24 bytes a slice, not ~180 as Python tuples): the coordinator
-# holds every output's, sources × outputs of them (360,000 at 3·10⁸ rows, issue 34).
+# holds every output's, sources × outputs of them (360,000 at 3·10⁸ rows).
 Slices = np.ndarray
 
 
@@ -124,7 +124,7 @@ def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Tab
     try:
         if is_local(fs):
             # Read by Arrow into its pool, not first into a Python ``bytes`` (1.07 of the 12.9 s of a
-            # one-process shuffle of 8 M rows × 64, issue 34).
+            # one-process shuffle of 8 M rows × 64).
             with pa.OSFile(path) as handle:
                 handle.seek(start)
                 data = handle.read_buffer(end - start)
@@ -186,7 +186,7 @@ def write_part(
 ) -> Part:
     """Write ``table`` atomically and durably, with page checksums, in equal row groups of at most
     ``row_group_rows`` (a 200,000-row part: 4 of 50,000, not 3 of 65,536 and one of 3,392, which gave
-    one of two workers 1.5× the decoding: blocks go to workers by index, issue 34), or
+    one of two workers 1.5× the decoding: blocks go to workers by index), or
     with ``users`` ((rows, people) of each row group: a user-level part, each group whole people);
     returns the part as committed (its row groups, size and content identity, read back from what was
     written)."""
@@ -227,7 +227,7 @@ def column_compression(table: pa.Table) -> dict[str, str]:
     """Parquet's codec for each leaf column of ``table``: Snappy for the columns it shrinks, none for the
     others. A column of shuffled measurements does not compress, and Snappy's pass over it cost 0.6-0.8
     of the 8.3 s of the data-plane shuffle of 8 M rows × 64 float32 (`python -m benchmarks.data_plane
-    --shuffle 5`, issue 34), and again on every read; a one-hot, integer or constant column still
+    --shuffle 5`), and again on every read; a one-hot, integer or constant column still
     shrinks several-fold. Judged on the first ``COMPRESSION_SAMPLE_ROWS`` rows (a random sample of a
     shuffled part; a converted lake's or the predictions' first rows in source order). A nested column
     (a vector of features) is several leaves in Parquet (``v.list.element``): each takes its column's

@@ -1,6 +1,6 @@
 """Streaming mode for small batches, and the choice between it and scatter-gather.
 
-With small batches a Dask round trip per step (≈ 19 ms through futures, stack.md §3) costs far more
+With small batches a Dask round trip per step (≈ 19 ms through futures on a 2-core machine) costs far more
 than the step's arithmetic, so the sequential updates run in the coordinator process — which keeps
 the model, the noise key and the accountant — while ``decode_threads`` reader threads of the same
 process read and decode the upcoming blocks (row groups) of the shuffled lake ahead of it. At most
@@ -8,7 +8,7 @@ process read and decode the upcoming blocks (row groups) of the shuffled lake ah
 so the statistics are the same fold as in memory: the result is bit-for-bit identical to the
 in-memory executor and to scatter-gather.
 
-The blocks are decoded where they are used (issue 34): decoded on the workers, each block crossed
+The blocks are decoded where they are used: decoded on the workers, each block crossed
 worker → scheduler → client as pickled arrays (16.8 MB per 65,536 rows × 64 float32 features), and
 streaming DP-λCGD ran at 0.19 of a plain decode on 2 cores; read by the coordinator's threads (pyarrow
 releases the GIL while it decodes) it runs at 0.61 (``python -m benchmarks.data_plane``). The
@@ -40,8 +40,8 @@ from dpstream.pipelines.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, li
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block", "DECODE_THREADS"]
 
-# Reader threads of the coordinator in streaming mode: two kept the sequential updates fed on 2 cores
-# (issue 34); more help only where the flow's process has more cores.
+# Reader threads of the coordinator in streaming mode: two kept the sequential updates fed on 2 cores;
+# more help only where the flow's process has more cores.
 DECODE_THREADS = 2
 
 

@@ -2,7 +2,7 @@
 
 Every ``dpstream train`` validates the lake again before it spends budget, and ``dpstream shuffle``
 after ``dpstream validate`` did so twice: each time a full read of every file (its content identity
-and every value). At 3·10⁸ rows that pass cost more than training itself (issue 34). A file's
+and every value). At 3·10⁸ rows that pass cost more than training itself. A file's
 *stamp* (``lake.file_stamp``: inode, size, modification and status-change times on a disk; ETag, size
 and time on an object store) changes whenever the file is written or replaced, so a file whose stamp
 is the one recorded when it was last checked holds the bytes that were checked: its check (rows, size,

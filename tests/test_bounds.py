@@ -184,8 +184,8 @@ def test_the_tail_allowance_uses_the_public_row_count():
 
 
 def test_bounds_that_would_hold_a_minority_of_the_sample_are_refused():
-    """Issue 34 (a user's walk: 382 sampled aircraft gave a flight delay the bounds [−31.6, −10]): when only
-    the heaviest half-decade passes τ and the rest of a column spreads thinly over many, the coarse bounds
+    """382 sampled aircraft must not give a flight delay the bounds [−31.6, −10]: when only the heaviest
+    half-decade passes τ and the rest of a column spreads thinly over many, the coarse bounds
     would hold a minority of the sample; with the public sample size that is refused, naming the column
     and the share, instead of clipping the rest away. Twenty times the rows resolve every half-decade."""
     from dpstream.bounds import MIN_KEPT_SHARE, TooSpread

@@ -145,7 +145,7 @@ class FailingExecutor(InMemoryExecutor):
 
 
 def test_a_failure_before_the_first_release_gives_the_reservation_back(tmp_path):
-    """Issue 27, item 4: nothing released, nothing charged (recorded as aborted, with the reason, and the
+    """Nothing released, nothing charged (recorded as aborted, with the reason, and the
     key deleted); once a step used the noise, the charge stays."""
     from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
     from dpstream.privacy import Ledger, LifetimeBudget
@@ -185,7 +185,7 @@ def test_a_failure_before_the_first_release_gives_the_reservation_back(tmp_path)
 
 
 def test_one_run_id_started_twice_at_once_releases_one_model(tmp_path):
-    """Issue 27, item 5: the run id is claimed by an exclusive create before the key is drawn. Of two runs
+    """The run id is claimed by an exclusive create before the key is drawn. Of two runs
     started together with one id, the second is refused or replays the first's key: one model."""
     import threading
 
@@ -229,7 +229,7 @@ def test_one_run_id_started_twice_at_once_releases_one_model(tmp_path):
 def test_a_resumed_run_never_gives_back_the_claim_it_continues(tmp_path):
     """Run A claims its run id and writes its first checkpoint, then waits at step 0; run B resumes that
     checkpoint and fails before its first step. B cannot know whether A used the noise: A's reservation
-    and key stay, and A completes and commits (issue 27 review, F1)."""
+    and key stay, and A completes and commits."""
     import threading
 
     from dpstream.checkpoint import CheckpointPolicy, CheckpointStore

@@ -108,7 +108,7 @@ def test_log_folder_is_bounded(tmp_path, monkeypatch):
 def test_the_environment_carries_bytecode_for_what_every_process_imports():
     """`make install` writes the libraries' bytecode and `make test` ours (Makefile, BYTECODE): where
     PYTHONDONTWRITEBYTECODE is set, a missing .pyc is compiled again in every CLI command and Dask worker
-    (2.5 of the 3.8 s of a small `dpstream validate`, issue 34)."""
+    (2.5 of the 3.8 s of a small `dpstream validate`)."""
     import importlib.util
 
     import distributed

@@ -138,8 +138,8 @@ def image_commands() -> set[str]:
 
 
 def test_every_pod_runs_a_command_the_image_provides():
-    """Issue 33: `dask-scheduler` was not in the image, so neither the DaskCluster nor KubeCluster's pods
-    could start. The shipped DaskCluster and the spec make_cluster_spec builds must name commands it has."""
+    """Without `dask-scheduler` in the image neither the DaskCluster nor KubeCluster's pods can start. The
+    shipped DaskCluster and the spec make_cluster_spec builds must name commands it has."""
     from dask_kubernetes.operator import make_cluster_spec
 
     commands = image_commands()
@@ -195,8 +195,8 @@ def lock_pins(path: Path) -> dict[str, str]:
 
 
 def test_the_image_lock_is_the_runtime_subset_of_the_test_lock():
-    """Issue 33: the image carried the test and bench extras (1.3 GB layer) and lacked the Kubernetes
-    client unless the test extra came along. The image lock holds the core dependencies and the kubernetes
+    """The image must not carry the test and bench extras (a 1.3 GB layer) nor lack the Kubernetes client
+    without them. The image lock holds the core dependencies and the kubernetes
     extra, at the test lock's versions (what make test exercised is what ships), and no test tool."""
     image, test = lock_pins(ROOT / "requirements-image.lock"), lock_pins(ROOT / "requirements.lock")
     assert {name: test.get(name) for name in image} == image
@@ -231,8 +231,9 @@ def docker_context() -> set[str]:
 
 
 def test_every_build_path_sends_only_the_image_lock_and_the_sources():
-    """Issue 33: the docker-py build in prefect.yaml ignored infra/docker/Dockerfile.dockerignore and sent
-    .venv and .git (54,716 files, 1.27 GB). One .dockerignore at the context root serves every builder."""
+    """The docker-py build in prefect.yaml ignores a per-Dockerfile ignore file
+    (infra/docker/Dockerfile.dockerignore) and would send .venv and .git (54,716 files, 1.27 GB). One
+    .dockerignore at the context root serves every builder."""
     assert not list(INFRA.rglob("*.dockerignore"))  # a per-Dockerfile file would shadow it for BuildKit
     context = docker_context()
     tops = {path.split("/")[0] for path in context}

@@ -1,4 +1,4 @@
-"""Issue 33: every pod spec the project can produce passes the namespace's Pod Security ``restricted``
+"""Every pod spec the project can produce passes the namespace's Pod Security ``restricted``
 profile, runs as its intended service account with a token only where one is needed, and the
 NetworkPolicies allow exactly the connections the design makes. No API server can run here, so the
 specs are rendered by the code that renders them in production (the Dask operator's deployment
@@ -119,7 +119,7 @@ def prefect_worker_pod() -> dict[str, Any]:
 
 
 def test_the_checker_refuses_the_pods_the_namespace_refused():
-    """The pods the issue found rejected fail here too: make_cluster_spec's (the README's KubeCluster
+    """The pods the namespace rejected fail here too: make_cluster_spec's (the README's KubeCluster
     before dpstream hardened it) and Prefect's default job template. So do hand-made violations."""
     from dask_kubernetes.operator import make_cluster_spec
     from prefect_kubernetes.worker import KubernetesWorker

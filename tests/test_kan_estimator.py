@@ -34,8 +34,9 @@ def test_kan_learns_a_disc_that_logistic_regression_cannot():
     assert kan.weights_.shape == (32, 4 * 8) and kan.n_steps_ == 100_000 // 256
 
 
-def test_theorem_f12_reproduces_the_spec_table():
-    # spec §4.6 table, n = 60,000, ε = 1, δ = 1e-5: κ_F.12 = 192.1 (λ = 0.5), 96.1 (λ = 0), 960.5 (λ = 0.9)
+def test_theorem_f12_reference_values():
+    # docs/design.md, note D3: n = 60,000, ε = 1, δ = 1e-5: κ_F.12 = 192.1 (λ = 0.5), 96.1 (λ = 0),
+    # 960.5 (λ = 0.9)
     for correlation, expected in ((0.5, 192.1), (0.0, 96.1), (0.9, 960.5)):
         assert theorem_f12_noise_multiplier(1.0, 1e-5, 5000, 600 / 60_000, correlation) == pytest.approx(
             expected, abs=0.05

@@ -1,5 +1,5 @@
 """Multi-class DPLogisticRegression: scikit-learn conventions with string labels, the iterative algorithms
-on the softmax model, and the utility claims of README / BENCHMARKS (issue 29) as statistical tests with
+on the softmax model, and the utility claims of README / BENCHMARKS as statistical tests with
 fixed noise seeds (``benchmarks.multiclass``)."""
 
 import warnings
@@ -64,8 +64,8 @@ def test_kan_stays_binary_and_one_class_is_refused():
         DPLogisticRegression(feature_bounds=(0.0, 80.0)).fit(X, np.full(500, "a"))
 
 
-# Claims (README "String and multi-class labels", BENCHMARKS "Multi-class labels (issue 29)"): fixed noise seeds, thresholds
-# from the measured spread of `python -m benchmarks.multiclass --fits 21`.
+# Claims (README "String and multi-class labels", BENCHMARKS "Multi-class labels"): fixed noise seeds,
+# thresholds from the measured spread of `python -m benchmarks.multiclass --fits 21`.
 @pytest.fixture(scope="module")
 def penguins_at_4():
     from benchmarks.multiclass import evaluate

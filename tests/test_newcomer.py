@@ -20,14 +20,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from examples.data import CALIFORNIA_HOUSING as HOUSING  # the CSV the README's walk starts from
+
 ROOT = Path(__file__).resolve().parents[1]
-HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
 DPSTREAM = Path(sys.executable).parent / "dpstream"  # the console script `make install` puts in .venv/bin
 
 
-def readme_path() -> tuple[list[list[str]], str]:
-    """(the commands of the section's bash block, its pipeline.toml)."""
-    section = (ROOT / "README.md").read_text().split("## From a CSV to a model", 1)[1].split("\n## ", 1)[0]
+def readme_path(root: Path = ROOT) -> tuple[list[list[str]], str]:
+    """(the commands of the section's bash block, its pipeline.toml), from ``root``'s README."""
+    section = (root / "README.md").read_text().split("## From a CSV to a model", 1)[1].split("\n## ", 1)[0]
     bash = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     toml = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
     commands = [shlex.split(line, comments=True) for line in bash.replace("\\\n", " ").splitlines()]

@@ -1,6 +1,6 @@
 """The distribution installs one top-level package, ``dpstream``; the data plane and the orchestration are
 ``dpstream.pipelines`` and ``dpstream.flows``, mapped from their folders by pyproject.toml, and the DP core
-imports neither (DESIGN.md's layers)."""
+imports neither (docs/design.md's layers)."""
 
 from __future__ import annotations
 

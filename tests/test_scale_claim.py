@@ -1,4 +1,4 @@
-"""BENCHMARKS.md's price-of-privacy claim at scale (issue 34), held at a size make test can afford: on the
+"""BENCHMARKS.md's price-of-privacy claim at scale, held at a size make test can afford: on the
 scale benchmark's lake (16 features in their own units, declared bounds mean ± 5 sd), AdaSSP at ε = 1
 reaches the non-private least-squares held-out RMSE, far below the constant predictor. At 3·10⁸ rows
 `make bench-scale` measured 19.99 against 19.99 (dask-ml) and 53.04 (constant)."""

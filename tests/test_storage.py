@@ -86,7 +86,7 @@ def test_an_object_store_that_ignores_conditional_writes_is_refused(s3_bucket, m
 
 
 def test_local_files_get_the_umask_permissions_and_a_checkpoint_stays_private(tmp_path):
-    """A shuffled part must be readable by workers of the owner's group (issue 33: mkstemp's 0600 was kept);
+    """A shuffled part must be readable by workers of the owner's group (not mkstemp's 0600);
     a checkpoint holds the noise key and stays owner-only."""
     import os
     import stat

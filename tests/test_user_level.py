@@ -1,4 +1,4 @@
-"""User-level DP in the estimators (issue 31, first part): ``fit(X, y, groups=ids)`` protects every row of
+"""User-level DP in the estimators: ``fit(X, y, groups=ids)`` protects every row of
 one id together, at the stated epsilon, with AdaSSP; its utility against the row-level model converted to
 the same per-person guarantee by group privacy, one person's bounded influence, and refusals."""
 

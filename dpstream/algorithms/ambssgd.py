@@ -1,4 +1,5 @@
-"""DP-AMBSSGD with per-batch DP-STAT adaptive clipping (seed 000, Alg. 2 and 3; spec §1.3–1.7).
+"""DP-AMBSSGD with per-batch DP-STAT adaptive clipping (Varshney et al., "Optimal Private Linear
+Regression via Adaptive Clipping", arXiv:2207.04686, Alg. 2 and 3; docs/design.md, notes A1–A8).
 
 Each of the T steps takes s fresh "stat" rows and then b fresh "gradient" rows (disjoint, one pass):
 
@@ -17,9 +18,9 @@ disjoint index ranges of the shuffled order, fixed by the plan before any data i
 N only), so every record enters exactly one mechanism of one step: the K counts of one step, or the
 clipped sum of one step. Neighbouring datasets differ in one record, hence in the input of one
 mechanism; the mechanisms chosen adaptively afterwards (ζ_t depends on earlier outputs) see identical
-inputs on both datasets and add nothing (parallel composition; a ``DisjointUnionEvent``). Seed 000
-charges every record for both mechanisms, μ = sqrt(2)/α; ``disjoint_accounting=False`` keeps that
-conservative charge. α is calibrated from (ε, δ) by the exact δ(ε; μ).
+inputs on both datasets and add nothing (parallel composition; a ``DisjointUnionEvent``). Varshney et
+al. (Thm 3.6) charge every record for both mechanisms, μ = sqrt(2)/α; ``disjoint_accounting=False``
+keeps that conservative charge. α is calibrated from (ε, δ) by the exact δ(ε; μ).
 
 Step size. The default η = b/(R² + (b − 1)·L_H) is Thm 3.7's with ‖E[xxᵀ]‖ ≤ L_H; with
 ``hessian_norm=None`` L_H = R² (E‖x‖² ≤ R² bounds the largest eigenvalue), so η = 1/R² and the
@@ -35,8 +36,9 @@ chosen ζ (a second round trip). Privacy is unchanged: the window depends on the
 sum Σ clip(g_i, ζ_t) plus the same noise. The first step, with no previous ζ, evaluates every
 candidate; ``candidate_window=None`` does so at every step (one round trip always).
 
-Errata applied (spec §1.6): disjoint index ranges; exactly K counts; the slack θ = stat_slack·sqrt(K)α
-(default 2; 0 is paper-faithful and overshoots); K chosen directly (default 30) instead of B/N^200.
+Departures from the paper (docs/design.md, notes A1–A4): disjoint index ranges; exactly K counts; the
+slack θ = stat_slack·sqrt(K)α (default 2; 0 is paper-faithful and overshoots); K chosen directly
+(default 30) instead of B/N^200.
 """
 
 from __future__ import annotations
@@ -170,14 +172,15 @@ class DPAMBSSGD:
             raise ValueError(
                 f"too few rows for the plan: n_samples={num_rows}; DP-AMBSSGD needs at least 2 rows"
             )
-        # Default T = round(4 ln N) (spec §2.4, c₁ = 4), but fewer when N is small: DP-STAT needs
-        # s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6) or its counts drown in noise.
+        # Default T = round(4 ln N) (c₁ = 4, docs/design.md note A7), but fewer when N is small: DP-STAT
+        # needs s ≥ 10·sqrt(K)·α stat rows per step (note A4) or its counts drown in noise.
         alpha = self.noise_multiplier
         rows_needed = math.ceil(10 * math.sqrt(self.levels) * alpha / self.stat_fraction)
         if self.num_steps is None and num_rows < 2 * rows_needed:
             raise ValueError(
                 f"too few rows for DP-AMBSSGD: n_samples={num_rows}, but at epsilon={self.epsilon:g}, delta={self.delta:g} "
-                f"DP-STAT needs s ≥ 10·sqrt(K)·α stat rows per step (spec §1.6 #6), {rows_needed:,} rows per step, and "
+                "DP-STAT needs s ≥ 10·sqrt(K)·α stat rows per step (docs/design.md, note A4), "
+                f"{rows_needed:,} rows per step, and "
                 f"an average over at least 2 steps: at least {2 * rows_needed:,} rows. Use algorithm 'ssp' (AdaSSP, "
                 "exact at any N) or 'dpsgd', or set num_steps to accept noisy clip norms"
             )
@@ -205,7 +208,7 @@ class DPAMBSSGD:
         if stat < 10 * count_noise:
             notes.append(
                 f"warning: s={stat} stat rows per step is below 10·sqrt(K)·α={10 * count_noise:.0f}; DP-STAT "
-                "counts will be noisy (spec §1.6 #6); use more rows, fewer steps or fewer levels"
+                "counts will be noisy (docs/design.md, note A4); use more rows, fewer steps or fewer levels"
             )
         return AMBSSGDPlan(
             num_rows,
@@ -324,7 +327,7 @@ class DPAMBSSGD:
         accounting = (
             "stat and gradient rows disjoint and fixed in advance: each record pays for one mechanism (parallel composition)"
             if self.disjoint_accounting
-            else "each record charged for DP-STAT and the gradient step (seed 000, conservative opt-in)"
+            else "each record charged for DP-STAT and the gradient step (Varshney et al., conservative opt-in)"
         )
         return build_report(
             mechanism=f"DP-AMBSSGD with per-batch DP-STAT on the {self.statistic.replace('_', ' ')} ({self.levels} levels)",

@@ -1,6 +1,6 @@
 """What every algorithm shares: the plan of row spans, the privacy report, and the state-machine protocol.
 
-An algorithm is transport-agnostic (DESIGN.md). The coordinator asks it for
+An algorithm is transport-agnostic (docs/design.md). The coordinator asks it for
 
 * ``plan(num_rows, num_params)``: the steps, the disjoint row span of each (one pass, each row once)
   and every noise scale, as a frozen plan class of the algorithm's own (the plan is the privacy
@@ -185,7 +185,8 @@ def tail_average(
     average_sum: np.ndarray, average_count: int, params: np.ndarray, step: int, num_steps: int
 ) -> tuple[np.ndarray, int]:
     """Accumulate the iterate after step ``step`` if it is among the last half, w_{⌊T/2⌋+1..T}
-    (seed 000 Alg. 2 line 12; spec §1.6 #9). Post-processing: any window is equally private."""
+    (Varshney et al., "Optimal Private Linear Regression via Adaptive Clipping", arXiv:2207.04686,
+    Alg. 2 line 12; docs/design.md, note A5). Post-processing: any window is equally private."""
     if step + 1 > num_steps // 2:
         return average_sum + params, average_count + 1
     return average_sum, average_count

@@ -1,4 +1,6 @@
-"""One-pass mini-batch DP-SGD with any noise process (seed 001 Alg. 1; seed 004 Alg. 1).
+"""One-pass mini-batch DP-SGD with any noise process (Choquette-Choo et al., "Correlated Noise Provably
+Beats Independent Noise", arXiv:2310.06771, Alg. 1; Wang et al., "KANs Trained by DP-SGD with
+Correlated Noise", arXiv:2605.12648, Alg. 1).
 
 Step t uses the next ``batch_size`` rows (disjoint, one pass) and releases
 
@@ -8,7 +10,7 @@ with ξ_t from the noise process (independent: DP-SGD; λ-correlated: DP-λCGD; 
 The released stream is the matrix mechanism C·G + s·W with encoder C = M⁻¹, so with single
 participation it is μ-GDP with μ = Δ·γ_T/s, Δ = 2C (replace-one) or C (zero-out), γ_T the process's
 sensitivity over the T steps. The noise std s is calibrated by inverting the exact δ(ε; μ).
-The projection onto B(w_0, R) (seed 004, optional) is post-processing.
+The projection onto B(w_0, R) (Wang et al., arXiv:2605.12648; optional) is post-processing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Accelerated-DP-SRGD with binary-tree noise (seed 003, Alg. 1; spec §2.3, §3.4, §7).
+"""Accelerated-DP-SRGD with binary-tree noise (Choquette-Choo, Ganesh & Thakurta, "Smooth DP-SCO with a
+Single Epoch", arXiv:2406.02716, Alg. 1; docs/design.md, notes C1–C4).
 
 Disjoint consecutive batches of B rows, T = ⌊N/B⌋ steps, η_t = t + 1 (η_{−1} = 0). Each row of batch t
 contributes its weighted gradient difference, clipped as one vector (never the two gradients apart):
@@ -11,13 +12,14 @@ and the tree mechanism releases the noisy prefix sums ĝ_t = (g_t + s·ξ_t)/B. 
     z_{t+1} = Π(z_t − ĝ_t/β),   y_{t+1} = Π(x_t − ĝ_t/(β η_t)),   x_{t+1} = (1 − τ) y_{t+1} + τ z_{t+1},
     τ = 2/(t + 3);   output y_T.
 
-Privacy (spec §3.4, recommended recipe): a row changes one Δ_t by at most Δ = 2C (replace-one) or C
+Privacy (docs/design.md, note C1): a row changes one Δ_t by at most Δ = 2C (replace-one) or C
 (zero-out); each increment lies in ⌊log₂T⌋ + 1 tree nodes, so the release is μ-GDP with
 μ = Δ·sqrt(⌊log₂T⌋ + 1)/s, and s comes from the exact δ(ε; μ) — not from the paper's Corollary 5.7 σ,
 which is too small, nor its loose constants. Convexity is not needed for privacy: clipping is on.
 
-Defaults that work (spec §3.5 treats T, β and C as hyperparameters): B = ⌈√N⌉, β = 2·smoothness·T
-(Lemma 5.9's β ≥ 2MT with M the loss smoothness, 1 for standardised least squares), C = clip_norm.
+Defaults that work (T, β and C are hyperparameters, docs/design.md note C3): B = ⌈√N⌉,
+β = 2·smoothness·T (Lemma 5.9's β ≥ 2MT with M the loss smoothness, 1 for standardised least squares),
+C = clip_norm.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class AcceleratedDPSRGD(OneRoundTrip):
     radius: float | None = None  # projection ball B(0, R); None = unconstrained
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
     unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
-    noise: TreeNoise = TreeNoise()  # binary-tree noise on the prefix sums (seed 003 §5)
+    noise: TreeNoise = TreeNoise()  # binary-tree noise on the prefix sums (the paper's §5)
     name: str = "srgd"
 
     def __post_init__(self) -> None:

@@ -11,12 +11,12 @@ rows (``dpstream.models.moments``), the sums are merged as a monoid, and the coo
 4. Xᵀy + N(0, σ_v² I) (sensitivity 2·B_x·B_y replace-one);
 
 and returns θ = (P(XᵀX + E) + λI)⁻¹ (Xᵀy + noise), computed on the noisy values only (post-processing).
-P projects onto the positive semidefinite cone (negative eigenvalues set to 0): the exact XᵀX and its
-centred form C below are PSD, so P only removes noise, and a negative noise eigenvalue can no longer
-cancel the ridge and blow the solution up along its eigenvector. Eigenvalues below σ_G are raised to σ_G.
-With the full classification system of the issue-28 report, churn's 10th-percentile accuracy had fallen
-to 0.52 without the projection; with it the churn fits at ε = 1 give 0.789 (p10 0.784), TV16 0.889
-(p10 0.888) (``python -m benchmarks.real_data``, BENCHMARKS.md issue 28).
+P projects onto the positive semidefinite cone (negative eigenvalues set to 0): the exact XᵀX and its centred
+form C below are PSD, so P only removes noise, and a negative noise eigenvalue can no longer cancel the ridge
+and blow the solution up along its eigenvector. Eigenvalues below σ_G are raised to σ_G. Solving a
+classifier's full noisy system (the intercept penalised like the other weights) without the projection,
+churn's 10th-percentile accuracy falls to 0.52; with it the churn fits at ε = 1 give 0.789 (p10 0.784), TV16
+0.889 (p10 0.888) (``python -m benchmarks.real_data``, BENCHMARKS.md "Real data in its own units").
 
 Too few rows for the regression (``label_mean_only``). Wang's noise bound λ₀ = σ_G·sqrt(d ln(2d²/ρ)) is
 public (N, d, ε, δ, ρ). With an intercept and features on [−1, 1], no feature's centred curvature
@@ -39,11 +39,11 @@ v = (u, −sᵀu/N)/‖·‖), so the ridge rule stays conservative.
 In classification the intercept is penalised like every other coefficient (Wang's plain system). A
 classifier is the sign of the margin: where the ridge outweighs XᵀX, θ ≈ Xᵀy/λ, the direction of the
 class-mean difference with the intercept shrunk by the same factor, a sound nearest-centroid rule. An
-unpenalised intercept would stay at the label mean while the ridge shrinks the weights, and the
-classifier would predict the majority class: measured on the 2016 CCES survey (30,072 training rows, 76
-features, ε = 1, 21 fits) held-out accuracy 0.790 median and 0.716 at the 10th percentile centred,
-0.889 and 0.887 penalised (non-private logistic regression 0.895); on the Watson churn table (5,625
-rows, 40 features) 0.765 / 0.744 centred, 0.788 / 0.780 penalised (BENCHMARKS.md, issue 28).
+unpenalised intercept would stay at the label mean while the ridge shrinks the weights, and the classifier
+would predict the majority class: measured on the 2016 CCES survey (30,072 training rows, 76 features,
+ε = 1, 21 fits) held-out accuracy 0.790 median and 0.716 at the 10th percentile centred, 0.889 and 0.887
+penalised (non-private logistic regression 0.895); on the Watson churn table (5,625 rows, 40 features)
+0.765 / 0.744 centred, 0.788 / 0.780 penalised (BENCHMARKS.md, "Real data in its own units").
 
 Privacy (exact GDP). The three releases are Gaussian mechanisms on the same records, composed:
 μ² = μ_λ² + μ_G² + μ_v² with μ_i = Δ_i / σ_i. The total μ comes from (ε, δ) by the exact δ(ε; μ), and
@@ -85,8 +85,8 @@ from dpstream.validation import check_budget, check_positive
 __all__ = ["AdaSSP", "SSPPlan", "SSPState", "symmetric_noise"]
 # LDA needs each class's noisy count and mean; it beats the quadratic surrogate (no masking of middle
 # classes) once the expected class count N/K is this many times the count's noise std (public quantities;
-# measured in BENCHMARKS.md, issue 29: diamonds cut at N/(Kσ) ≈ 110 gains 3–4 points, digits at ≈ 5 and
-# penguins at ≈ 8 lose 10–40).
+# measured in BENCHMARKS.md, "Multi-class labels": diamonds cut at N/(Kσ) ≈ 110 gains 3–4 points, digits
+# at ≈ 5 and penguins at ≈ 8 lose 10–40).
 LDA_MIN_COUNT_TO_NOISE = 50.0
 
 

@@ -1,11 +1,12 @@
 """``DPKANClassifier``: a two-layer B-spline KAN trained in one pass by DP-SGD with correlated noise.
 
-Seed 004's DP-λCGD (Alg. 1) adapted to dpstream's single pass: step t uses the next ``batch_size``
+The DP-λCGD (Alg. 1) of Wang et al., "KANs Trained by DP-SGD with Correlated Noise", arXiv:2605.12648,
+adapted to dpstream's single pass: step t uses the next ``batch_size``
 rows, releases the clipped gradient sum plus λ-correlated noise (``noise="lambda"``; any other noise
 process of ``dpstream.noise`` works too), and projects onto the ball B(W₀, ``projection_radius``).
 Every row participates once, so the privacy is the exact single-participation matrix-mechanism
 guarantee (the encoder's largest column, ``sqrt((1 − λ^{2T})/(1 − λ²))``), reported in
-``privacy_report_`` with seed 004's Theorem F.12 noise multiplier beside it for comparison.
+``privacy_report_`` with the paper's Theorem F.12 noise multiplier beside it for comparison.
 
 A sibling of ``DPLinearRegression`` and ``DPLogisticRegression``: the same single-pass fit
 (``dpstream.estimators.base.SinglePassEstimator``) and classifier labels (``ClassifierLabels``), so the
@@ -44,9 +45,10 @@ __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
 def theorem_f12_noise_multiplier(
     epsilon: float, delta: float, num_steps: int, sampling_rate: float, correlation: float
 ) -> float:
-    """Seed 004 Theorem F.12 (spec §4.4): κ² ≥ 8 ((1 − λ^T)/(1 − λ))² (rT + √(3 rT ln(2/δ))) ln(2.5/δ)/ε²,
-    for its Poisson-free fixed-size sampling with rate r = B/n and zero-out neighbours; shown for
-    comparison only (dpstream's single pass is accounted exactly)."""
+    """Theorem F.12 of Wang et al. (arXiv:2605.12648; docs/design.md, note D3):
+    κ² ≥ 8 ((1 − λ^T)/(1 − λ))² (rT + √(3 rT ln(2/δ))) ln(2.5/δ)/ε², for its Poisson-free fixed-size
+    sampling with rate r = B/n and zero-out neighbours; shown for comparison only (dpstream's single
+    pass is accounted exactly)."""
     geometric = (1.0 - correlation**num_steps) / (1.0 - correlation) if correlation > 0 else 1.0
     rate_steps = sampling_rate * num_steps
     return math.sqrt(
@@ -191,8 +193,8 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
             self.correlation if self.noise == "lambda" else 0.0,
         )
         note = (
-            f"for comparison, seed 004 Theorem F.12 (multi-participation sampling, zero-out) would set the noise "
-            f"multiplier to {kappa:.4g}; this single pass is accounted exactly"
+            "for comparison, Theorem F.12 of Wang et al. (arXiv:2605.12648; multi-participation sampling, "
+            f"zero-out) would set the noise multiplier to {kappa:.4g}; this single pass is accounted exactly"
         )
         return dataclasses.replace(report, notes=report.notes + (note,))
 

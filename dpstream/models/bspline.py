@@ -1,4 +1,5 @@
-"""Uniform cubic B-splines on [−1, 1] (ambssgd_dpstat_and_kan spec §4.2 and §5.3).
+"""Uniform cubic B-splines on [−1, 1], the KAN basis (Wang et al., "KANs Trained by DP-SGD with Correlated
+Noise", arXiv:2605.12648, Assumption 3.2; docs/design.md, note D1).
 
 With G intervals of width h = 2/G the knots are t_j = −1 + (j − 3)h for j = 0, …, G + 6, which gives
 p = G + 3 basis functions b_0 … b_{p−1} forming a partition of unity on [−1, 1]. On the interval
@@ -10,7 +11,7 @@ Cox–de Boor recursion for equally spaced knots):
 
 with derivatives d/dv = (1/h)·d/ds. The right end point v = 1 is evaluated in the last interval
 (otherwise every basis function would vanish there); values outside [−1, 1] are clamped onto it.
-Constants (spec §4.2): max b = 2/3, Σ_k b_k(v)² ∈ [0.4601, 0.5].
+Constants (docs/design.md, note D1): max b = 2/3, Σ_k b_k(v)² ∈ [0.4601, 0.5].
 
 Everything takes an array module ``xp`` (NumPy or CuPy) so the same code runs on either backend.
 """
@@ -72,7 +73,8 @@ def spline_pieces(
 
 
 def dense_basis(v: Any, grid_size: int, xp: Any = np) -> Any:
-    """h(v): shape v.shape + (p,), the dense basis (mostly zeros), e.g. the rows of H in spec §5.2."""
+    """h(v): shape v.shape + (p,), the dense basis (mostly zeros), e.g. the rows of H (docs/design.md,
+    note D2)."""
     first, values, _ = spline_pieces(v, grid_size, xp)
     columns = xp.arange(num_basis(grid_size))
     offset = columns - first[..., None]  # which of the four pieces lands in each column (0..3), if any

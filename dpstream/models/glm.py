@@ -2,13 +2,15 @@
 
 For a loss f(w; x, y) = φ(⟨x, w⟩, y) the per-example gradient is g_i = φ'(m_i, y_i) x_i with margin
 m_i = ⟨x_i, w⟩, so ‖g_i‖ = |φ'(m_i, y_i)|·‖x_i‖ and the clipped sum for clip norm C is one
-transposed product (ambssgd spec §5.1):
+transposed product (docs/design.md, note A8):
 
     Σ_i clip(g_i, C) = Xᵀ (φ' ⊙ f),   f_i = min(1, C / (|φ'_i| ‖x_i‖))   (f_i = 1 when the norm is 0).
 
-Several candidate clip norms cost one GEMM instead of a GEMV. For SRGD (seed 003 §7.2) the clipped
-quantity is the weighted difference u_i = [η_t φ'(m_t) − η_{t−1} φ'(m_{t−1})] x_i, again a scalar
-times x_i, evaluated in the cancellation-safe form η_t(φ'(m_t) − φ'(m_{t−1})) + (η_t − η_{t−1})φ'(m_{t−1}).
+Several candidate clip norms cost one GEMM instead of a GEMV. For SRGD (Choquette-Choo, Ganesh &
+Thakurta, "Smooth DP-SCO with a Single Epoch", arXiv:2406.02716, §3; docs/design.md, note C4) the
+clipped quantity is the weighted difference u_i = [η_t φ'(m_t) − η_{t−1} φ'(m_{t−1})] x_i, again a
+scalar times x_i, evaluated in the cancellation-safe form
+η_t(φ'(m_t) − φ'(m_{t−1})) + (η_t − η_{t−1})φ'(m_{t−1}).
 
 On a CPU the statistics come from the Numba kernels of ``dpstream.models.glm_cpu`` (one read of each
 value for the margins and the norms); on a GPU from the CUDA kernel of ``dpstream.models.glm_cuda``.

@@ -1,7 +1,7 @@
 """One-pass GLM statistics on a CPU core: Numba kernels. PRIVACY-CRITICAL (they clip).
 
 The same statistics as the GPU kernel (``dpstream.models.glm_cuda``) and the glm module's equations
-(ambssgd spec §5.1), for a block X of rows and K candidate clip norms C_k:
+(docs/design.md, note A8), for a block X of rows and K candidate clip norms C_k:
 
     per row i:  m_i = ⟨x_i, w⟩,  ‖x_i‖²,  s_i = φ'(m_i, y_i)  (or the SRGD difference, glm module doc),
                 g_i = |s_i|·‖x_i‖,  coefficient c_ik = s_i·C_k/g_i if g_i > C_k else s_i,

@@ -2,7 +2,7 @@
 
 The CPU kernels (``dpstream.models.glm_cpu``) read a chunk of a block twice: once for the margins
 m_i = ⟨x_i, w⟩ and the norms ‖x_i‖, once for the transposed product Xᵀ(φ' ⊙ f). On a GPU both passes
-and the per-row scalars between them fuse into one read of X (ambssgd spec §5.1):
+and the per-row scalars between them fuse into one read of X (docs/design.md, note A8):
 
     per row i:  m_i = ⟨x_i, w⟩,  ‖x_i‖²,  s_i = φ'(m_i, y_i)  (or the SRGD difference, glm module doc),
                 f_ik = min(1, C_k / (|s_i| ‖x_i‖))      (= ``dpstream.models.clipping.clip_factors``),

@@ -1,4 +1,5 @@
-"""Two-layer B-spline KAN with a trained first layer (seed 004 §3.1; spec §4.2 and §5.2).
+"""Two-layer B-spline KAN with a trained first layer (Wang et al., "KANs Trained by DP-SGD with Correlated
+Noise", arXiv:2605.12648, §3.1; docs/design.md, notes D1 and D2).
 
     f_W(x) = (1/√m) cᵀ h(σ((1/√d) W h(x))),
 
@@ -13,7 +14,7 @@ to [low, high] and scaled to [−1, 1]; with ``input_map="cube"`` (the default) 
 ``"ball"`` (the paper's X ⊆ unit ball) it is divided by √d (the cube uses more of the spline grid;
 privacy does not depend on the map, only on the clipping below).
 
-Per-example gradients are rank one (spec §5.2, seed 004 Lemma B.6): with z = (1/√d) W h(x),
+Per-example gradients are rank one (the paper's Lemma B.6; docs/design.md, note D2): with z = (1/√d) W h(x),
 u = σ(z), a_j = σ'(z_j)⟨c_j, h'(u_j)⟩ and β = ℓ'(y f)·y = −y/(1 + e^{y f}),
 
     ∇_W ℓ = β/√(md) · a h(x)ᵀ,        ‖∇_W ℓ‖_F = |β| ‖a‖ ‖h(x)‖ / √(md),

@@ -1,8 +1,8 @@
 """The KAN's output layer on a CPU core in one pass: a Numba kernel (the CPU twin of the CuPy
 ``_OUTPUT_LAYER_SOURCE`` in ``dpstream.models.kan``).
 
-For pre-activations z = (1/√d) W h(x) of a chunk of rows, per row i and hidden unit j (``kan`` module doc,
-seed 004 §3.1 and Lemma B.6):
+For pre-activations z = (1/√d) W h(x) of a chunk of rows, per row i and hidden unit j (``kan`` module doc;
+Wang et al., "KANs Trained by DP-SGD with Correlated Noise", arXiv:2605.12648, §3.1 and Lemma B.6):
 
     u_ij = σ(z_ij),   interval t and local coordinate s of u_ij on the G-interval grid of [−1, 1],
     f_i = (1/√m) Σ_j Σ_e P[e, jG + t] s^e                       (the margin),

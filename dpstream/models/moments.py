@@ -43,7 +43,7 @@ def block_ssp_weights(X: Any, users: Any, row_norm_bound: float) -> tuple[np.nda
 def _clipped_targets(labels: Any, label_bound: float, dtype: Any, xp: Any) -> Any:
     """``clip_labels`` in the rows' precision. Scalar labels on NumPy are clipped straight into a buffer
     of that precision (the same values as clipping, then converting): Dask workers return freed memory at
-    once (MALLOC_TRIM_THRESHOLD_), so every chunk-sized float64 temporary costs fresh pages (issue 34)."""
+    once (MALLOC_TRIM_THRESHOLD_), so every chunk-sized float64 temporary costs fresh pages."""
     if xp is np and labels.ndim == 1:
         return np.clip(
             labels, -label_bound, label_bound, out=np.empty(labels.shape, dtype), casting="same_kind"

@@ -1,7 +1,7 @@
 """Batch statistics: what a worker computes for a block of rows, and how blocks merge.
 
-``BatchStats`` is a monoid (DESIGN.md): statistics of disjoint row sets merge with ``+``; merged in a
-fixed order they are identical however many workers produced them. Nothing per-example leaves a block.
+``BatchStats`` is a monoid (docs/design.md): statistics of disjoint row sets merge with ``+``; merged in
+a fixed order they are identical however many workers produced them. Nothing per-example leaves a block.
 
 ``StatsRequest`` says what to compute: the parameters, the candidate clip norms (several at once so
 DP-AMBSSGD can pick its clip norm after DP-STAT, usually without a second round trip: a window of them

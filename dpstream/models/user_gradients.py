@@ -24,13 +24,14 @@ than a person of one), so the clip norms and DP-STAT bounds chosen for rows serv
 DP-AMBSSGD's DP-STAT counts people too: each stat person adds one indicator per threshold to the
 cumulative counts (the count sensitivity of one row), on a per-person statistic — ``"gradient_norm"``:
 ‖g_u‖; ``"residual"``: the mean |s_i| over the person's rows, which bounds ‖g_u‖ ≤ R_x·mean|s_i| when
-every ‖x_i‖ ≤ R_x, the role the residual plays for a row (ambssgd spec §5.1).
+every ‖x_i‖ ≤ R_x, the role the residual plays for a row (docs/design.md, note A8).
 
-The KAN's per-row gradient has rank one too, β_i a_i ⊗ h(x_i) (seed 004, Lemma B.6), so the same
-combination applies to it (its DP-STAT statistic is ‖g_u‖). NumPy, in float64, in chunks of whole people
-(``numpy.add.reduceat`` over each person's contiguous rows). ``tests/models/test_user_gradients.py``
-checks the sums against a per-person loop, the bound ‖ḡ‖ ≤ C on heavy people, and that one person's
-change moves a release by at most the sensitivity.
+The KAN's per-row gradient has rank one too, β_i a_i ⊗ h(x_i) (Wang et al., "KANs Trained by DP-SGD with
+Correlated Noise", arXiv:2605.12648, Lemma B.6), so the same combination applies to it (its DP-STAT
+statistic is ‖g_u‖). NumPy, in float64, in chunks of whole people (``numpy.add.reduceat`` over each
+person's contiguous rows). ``tests/models/test_user_gradients.py`` checks the sums against a per-person
+loop, the bound ‖ḡ‖ ≤ C on heavy people, and that one person's change moves a release by at most the
+sensitivity.
 """
 
 from __future__ import annotations

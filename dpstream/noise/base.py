@@ -10,13 +10,16 @@ so Cov(ξ_t, ξ_s) = (M_T M_Tᵀ)[t, s] · I_d. The caller scales ξ by the nois
 
 Two targets exist (``target``):
 
-* ``"increment"``: ξ_t is added to step t's clipped gradient sum (DP-SGD, λ-CGD, ν-DP-FTRL; seed 001
-  Alg. 1). The release is the matrix mechanism C·G + W with encoder C = M_T⁻¹.
-* ``"prefix"``: ξ_t is added to the running prefix sum Σ_{i≤t} Δ_i (tree aggregation, seed 003
-  Lemma 5.6). With A the all-ones lower-triangular matrix, A = M_T · R and the encoder is R = M_T⁻¹ A.
+* ``"increment"``: ξ_t is added to step t's clipped gradient sum (DP-SGD, λ-CGD, ν-DP-FTRL;
+  Choquette-Choo et al., "Correlated Noise Provably Beats Independent Noise", arXiv:2310.06771, Alg. 1).
+  The release is the matrix mechanism C·G + W with encoder C = M_T⁻¹.
+* ``"prefix"``: ξ_t is added to the running prefix sum Σ_{i≤t} Δ_i (tree aggregation; Choquette-Choo,
+  Ganesh & Thakurta, "Smooth DP-SCO with a Single Epoch", arXiv:2406.02716, Lemma 5.6). With A the
+  all-ones lower-triangular matrix, A = M_T · R and the encoder is R = M_T⁻¹ A.
 
 Either way, with single participation (each record in one step) the release is μ-GDP with
-μ = Δ · sensitivity(T) / s, where ``sensitivity(T)`` = max_τ ‖encoder[:, τ]‖₂ (seed 001 Thm 1.1).
+μ = Δ · sensitivity(T) / s, where ``sensitivity(T)`` = max_τ ‖encoder[:, τ]‖₂ (Choquette-Choo et al.,
+arXiv:2310.06771, Thm 1.1).
 
 Processes are immutable configuration; the evolving part lives in an explicit state, optax-style:
 ``state = process.init(dim)`` then ``noise, state = process.next(key, state)``. ``state_at`` rebuilds

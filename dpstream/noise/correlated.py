@@ -1,9 +1,10 @@
-"""λ-correlated noise of DP-λCGD (seed 004, Alg. 1 line 10).
+"""λ-correlated noise of DP-λCGD (Wang et al., "KANs Trained by DP-SGD with Correlated Noise",
+arXiv:2605.12648, Alg. 1 line 10).
 
     ξ_t = w_t − λ w_{t−1},   w_{−1} = 0,   0 ≤ λ < 1.
 
 The decoder M is lower bidiagonal (1 on the diagonal, −λ below it) and the encoder C = M⁻¹ is the
-lower-triangular Toeplitz matrix C[t, u] = λ^{t−u} (seed 004 App. F.1). Its largest column is the
+lower-triangular Toeplitz matrix C[t, u] = λ^{t−u} (the paper's App. F.1). Its largest column is the
 first, so a single participation over T steps has sensitivity
 
     γ_T = ‖C[:, 0]‖₂ = sqrt((1 − λ^{2T}) / (1 − λ²))   (→ 1/sqrt(1 − λ²) as T → ∞).

@@ -1,4 +1,5 @@
-"""Independent Gaussian noise: plain DP-SGD (seed 001 Alg. 1 with B = I).
+"""Independent Gaussian noise: plain DP-SGD (Choquette-Choo et al., "Correlated Noise Provably Beats
+Independent Noise", arXiv:2310.06771, Alg. 1 with B = I).
 
 ξ_t = w_t with w_t ~ N(0, I_d) i.i.d.; decoder and encoder are the identity, so the sensitivity of a
 single participation is 1 for any number of steps.

@@ -1,4 +1,5 @@
-"""Toeplitz correlated noise and ν-DP-FTRL (seed 001, Eq. 7 and 13; spec nu_dpftrl.md §1.4–1.10).
+"""Toeplitz correlated noise and ν-DP-FTRL (Choquette-Choo et al., "Correlated Noise Provably Beats
+Independent Noise", arXiv:2310.06771, Eq. 7 and 13; docs/design.md, notes B1 and B2).
 
 The decoder is lower-triangular Toeplitz, M[t, τ] = β_{t−τ}, so ξ_t = Σ_{τ≤t} β_τ w_{t−τ}. ν-DP-FTRL
 uses
@@ -8,7 +9,7 @@ uses
 the power-series coefficients of sqrt(1 − (1 − ν)z). The encoder C = M⁻¹ is Toeplitz with the
 reciprocal series c (for ν-DP-FTRL c_t = C(2t, t)/4^t · (1 − ν)^t), and its largest column is the
 first, so the single-participation sensitivity is γ_T = ‖c_{0:T}‖₂, increasing to
-γ_∞² = 1/AGM(1, sqrt(ν(2 − ν))) (spec §1.7).
+γ_∞² = 1/AGM(1, sqrt(ν(2 − ν))) (docs/design.md, note B2).
 
 ``taps=K`` keeps β_0..β_{K−1} only (banded Toeplitz). The sensitivity is then recomputed exactly from
 the reciprocal series of the *truncated* β, never taken from the untruncated one.
@@ -39,8 +40,8 @@ __all__ = [
 
 
 def nu_coefficients(nu: float, length: int) -> np.ndarray:
-    """β_0..β_{length−1} of ν-DP-FTRL (seed 001 Eq. 7): a running product of the recurrence
-    factors (t − 3/2)/t · (1 − ν), each of modulus < 1, so nothing overflows."""
+    """β_0..β_{length−1} of ν-DP-FTRL (Choquette-Choo et al., arXiv:2310.06771, Eq. 7): a running
+    product of the recurrence factors (t − 3/2)/t · (1 − ν), each of modulus < 1, so nothing overflows."""
     factors = (np.arange(1, length) - 1.5) / np.arange(1, length) * (1.0 - nu)
     return np.concatenate([[1.0], np.cumprod(factors)])
 
@@ -77,7 +78,7 @@ def _agm(a: float, b: float) -> float:
 
 
 def nu_gamma_infinity(nu: float) -> float:
-    """γ_∞ of ν-DP-FTRL: γ_∞² = (2/π) K(1 − ν) = 1 / AGM(1, sqrt(ν(2 − ν))) (spec §1.7)."""
+    """γ_∞ of ν-DP-FTRL: γ_∞² = (2/π) K(1 − ν) = 1 / AGM(1, sqrt(ν(2 − ν))) (docs/design.md, note B2)."""
     if not (0.0 < nu <= 1.0):
         raise ValueError(f"nu must lie in (0, 1], got {nu!r}")
     return 1.0 / math.sqrt(_agm(1.0, math.sqrt(nu * (2.0 - nu))))

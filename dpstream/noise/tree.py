@@ -1,4 +1,5 @@
-"""Binary-tree (continual counting) noise for prefix sums (seed 003 Lemma 5.6; spec §4.2).
+"""Binary-tree (continual counting) noise for prefix sums (Choquette-Choo, Ganesh & Thakurta, "Smooth
+DP-SCO with a Single Epoch", arXiv:2406.02716, Lemma 5.6; docs/design.md, note C2).
 
 Steps are indexed t = 0, 1, …; write i = t + 1. The tree has one node per (j, k) with j odd, covering
 the increments ((j−1)2^k, j2^k]; the noise on prefix i is the sum of the nodes for the set bits k of i,
@@ -46,7 +47,7 @@ class TreeNoise:
         kept = state.history[: bin(i).count("1") - 1]  # nodes above the new level stay live
         node = gaussian(key, state.step, self.stream, state.dim)
         history = kept + (node,)
-        # Recompute the sum of the live nodes each step rather than updating it: no drift (spec §4.2).
+        # Recompute the sum of the live nodes each step rather than updating it: no drift.
         noise = np.sum(history, axis=0) if len(history) > 1 else node.copy()
         return noise, replace(state, step=i, history=history)
 

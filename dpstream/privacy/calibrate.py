@@ -2,7 +2,8 @@
 
 For a Gaussian mechanism, or a matrix mechanism with single participation, the released stream is
 μ-GDP with μ = Δ·γ/s (Δ the row sensitivity under the relation, γ the largest column norm of the
-encoder, s the noise std; seed 001 App. A.1). The least noise meeting (ε, δ) is therefore
+encoder, s the noise std; Choquette-Choo et al., "Correlated Noise Provably Beats Independent Noise",
+arXiv:2310.06771, App. A.1). The least noise meeting (ε, δ) is therefore
 
     s = Δ·γ / μ*(ε, δ),
 

@@ -9,9 +9,10 @@ the sensitivities *under that relation* (see ``NeighbouringRelation.clipped_sum_
 Events
 ------
 ``GaussianEvent``            one Gaussian release, L2 sensitivity Δ, noise std s: μ = Δ/s.
-``MatrixMechanismEvent``     a stream released as C·G + Z (seed 001 App. A.1): every row of G has
-                             L2 sensitivity Δ, Z has i.i.d. N(0, s²) entries, and a record touches
-                             one row (single participation). μ = Δ · max_τ ‖C[:, τ]‖₂ / s.
+``MatrixMechanismEvent``     a stream released as C·G + Z (Choquette-Choo et al., arXiv:2310.06771,
+                             App. A.1): every row of G has L2 sensitivity Δ, Z has i.i.d. N(0, s²)
+                             entries, and a record touches one row (single participation).
+                             μ = Δ · max_τ ‖C[:, τ]‖₂ / s.
 ``ComposedEvent``            sequential (adaptive) composition of events on the same records.
 ``SelfComposedEvent``        the same event k times.
 ``DisjointUnionEvent``       events on disjoint sets of records (a single pass): each record is in

@@ -137,7 +137,8 @@ def mu_from_rho(rho: float) -> float:
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """(ε, δ) from ρ-zCDP by the conversion seed 001 uses (App. A.2, after Balle et al. 2020):
+    """(ε, δ) from ρ-zCDP by the conversion of Choquette-Choo et al., "Correlated Noise Provably Beats
+    Independent Noise", arXiv:2310.06771 (App. A.2, after Balle et al. 2020):
 
         ε = inf_{α>1}  ρα + log(1/(αδ))/(α−1) + log(1 − 1/α).
 
@@ -165,14 +166,16 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 
 
 def zcdp_epsilon_bun_steinke(rho: float, delta: float) -> float:
-    """ε = ρ + 2 sqrt(ρ log(1/δ)) (Bun & Steinke 2016, Prop. 1.3), the conversion seed 000 uses."""
+    """ε = ρ + 2 sqrt(ρ log(1/δ)) (Bun & Steinke 2016, Prop. 1.3), the conversion of Varshney et al.,
+    "Optimal Private Linear Regression via Adaptive Clipping", arXiv:2207.04686."""
     delta = check_probability("delta", delta)
     rho = check_positive("rho", rho, allow_zero=True)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
 def zcdp_rho_for_epsilon(epsilon: float, delta: float) -> float:
-    """Inverse of Bun–Steinke: ρ = (sqrt(log(1/δ) + ε) − sqrt(log(1/δ)))² (seed 000, Thm 3.6)."""
+    """Inverse of Bun–Steinke: ρ = (sqrt(log(1/δ) + ε) − sqrt(log(1/δ)))² (Varshney et al.,
+    arXiv:2207.04686, Thm 3.6)."""
     epsilon = check_positive("epsilon", epsilon, allow_zero=True)
     log_inv_delta = math.log(1.0 / check_probability("delta", delta))
     return (epsilon / (math.sqrt(log_inv_delta + epsilon) + math.sqrt(log_inv_delta))) ** 2

@@ -5,7 +5,9 @@ Two datasets of the same size N are neighbours when
 * ``REPLACE_ONE`` (default): one record is replaced by an arbitrary other record. N is public
   (the shuffle manifest publishes it), so this is the relation that matches what we release.
 * ``ZERO_OUT``: one record is replaced by a "zero" record whose contribution to every statistic is
-  zero (Kairouz et al. 2021; seed 001 App. A.2; seed 004 Def. F.1).
+  zero (Kairouz et al. 2021; Choquette-Choo et al., "Correlated Noise Provably Beats Independent Noise",
+  arXiv:2310.06771, App. A.2; Wang et al., "KANs Trained by DP-SGD with Correlated Noise",
+  arXiv:2605.12648, Def. F.1).
 
 The L2 sensitivity of a statistic follows from the relation and from the set every record's
 contribution lies in. For a sum of contributions clipped to a ball of radius C the replace-one

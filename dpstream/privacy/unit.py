@@ -1,7 +1,7 @@
 """The privacy unit: whose data one guarantee protects, and what a neighbouring dataset changes.
 
 * **Row** (``PrivacyUnit.row()``): neighbouring datasets differ in one record, replaced (replace-one)
-  or zeroed (zero-out). This is every guarantee dpstream stated before issue 31.
+  or zeroed (zero-out). The default.
 * **User** (``PrivacyUnit.user(column, k)``): neighbouring datasets differ in *all* the records of one
   value of ``column`` (a customer, patient or device), of which at most ``k = max_rows_per_user`` are
   kept (contribution bounding, chosen uniformly at random), replaced by another user's or zeroed.

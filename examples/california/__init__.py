@@ -1,9 +1,9 @@
 """California housing: CSV → Parquet with public preprocessing, DP linear regression at ε = 1.
 
 Every preprocessing constant below is public knowledge about the census extract, not computed from
-the rows (DESIGN.md, "What counts as a release"): the State's longitude/latitude box, the documented
+the rows (docs/design.md, "What counts as a release"): the State's longitude/latitude box, the documented
 top-codes (median age 52, median income 15, house value 500,001) and generous caps on the block-group
-counts (a block group typically has 600 to 3,000 people, ../shared/data/california_housing/README.md).
+counts (a block group typically has 600 to 3,000 people, examples/data/california_housing/README.md).
 Values are clipped to those ranges and mapped onto [−1, 1] (the public scale the default algorithm's
 row-norm bound assumes); ``total_bedrooms`` is missing in 207 rows
 and imputed with the public constant 400; ``ocean_proximity`` is one-hot over its public categories.

@@ -17,9 +17,9 @@ from rich.console import Console
 
 from dpstream.flows.logs import quiet_dask
 from examples.california import LABEL_RANGE, SPEC
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 
 HERE = Path(__file__).resolve().parent
-HOUSING = HERE.parents[1].parent / "shared" / "data" / "california_housing" / "housing.csv"
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

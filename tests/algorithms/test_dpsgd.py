@@ -84,7 +84,8 @@ def test_bad_parameters():
 
 
 def test_correlated_noise_helps_at_equal_epsilon():
-    """Seed 001 setting, small: batch 1, ν = ημ; ν-FTRL's error is several times lower at equal ε.
+    """The setting of Choquette-Choo et al., "Correlated Noise Provably Beats Independent Noise",
+    arXiv:2310.06771 (Figure 2), small: batch 1, ν = ημ; ν-FTRL's error is several times lower at equal ε.
 
     ε = 64 keeps the noise small next to the clip norm, so clipping stays inactive (Noisy-FTRL)."""
     rows, dim, lr = 30_000, 16, 0.05
@@ -108,5 +109,6 @@ def test_correlated_noise_helps_at_equal_epsilon():
             ),
         )
         errors[name] = np.mean(trace)
-    # LTI theory (nu_dpftrl.md §3.5) predicts ≈ 10 here; the constant-free bound of §5.6 is ≥ 5.
+    # The LTI prediction (docs/design.md, note B3) is ≈ 10 here; the constant-free bound
+    # d/(η·d_eff·log²(1/ν)) is ≥ 5.
     assert errors["sgd"] / errors["ftrl"] > 5

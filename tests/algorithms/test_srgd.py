@@ -20,14 +20,15 @@ def test_plan_and_report():
     assert plan.rows_per_step == 1000 and plan.num_steps == 1000
     assert plan.beta == 2000.0
     report = algorithm.report(plan)
-    # μ = 2C·sqrt(⌊log₂T⌋ + 1)/std, calibrated to ε = 1 exactly (spec §3.4 recipe).
+    # μ = 2C·sqrt(⌊log₂T⌋ + 1)/std, calibrated to ε = 1 exactly (docs/design.md, note C1).
     assert report.mu == pytest.approx(2 * 3.0 * math.sqrt(10) / plan.calibration.noise_std, rel=1e-12)
     assert report.epsilon == pytest.approx(1.0, rel=1e-9)
     assert report.epsilon == pytest.approx(epsilon_for_delta(1e-6, report.mu), rel=1e-12)
 
 
 def test_printed_corollary_sigma_is_too_small():
-    # Spec §3.4 erratum: at T = 1000 Cor. 5.7's σ is ~0.67× what Lemma 5.6 needs.
+    # Choquette-Choo, Ganesh & Thakurta (arXiv:2406.02716): at T = 1000 Cor. 5.7's σ is ~0.67× what
+    # Lemma 5.6 needs (docs/design.md, note C1).
     T = 1000
     lemma = math.sqrt(1 + math.ceil(math.log2(T)))
     printed = math.sqrt(math.log2(T) / 2)
@@ -49,7 +50,7 @@ def run_noiseless(algorithm, X, y, model):
 
 
 def test_noiseless_accelerated_rate_with_exact_gradients():
-    """Spec §8 claim 14: identical batches ⇒ exact gradients; F(y_t) − F* ≤ 2β‖x*‖²/((t+1)(t+2))."""
+    """docs/design.md, note C5: identical batches ⇒ exact gradients; F(y_t) − F* ≤ 2β‖x*‖²/((t+1)(t+2))."""
     rng = np.random.default_rng(1)
     batch = rng.standard_normal((64, 5)) * np.array([1.0, 0.7, 0.5, 0.3, 0.1])
     target = batch @ np.array([0.5, -1.0, 0.3, 0.8, -0.2])
@@ -66,7 +67,7 @@ def test_noiseless_accelerated_rate_with_exact_gradients():
     for t, state in enumerate(states):
         gap = objective(state.y) - objective(x_star)
         assert gap <= 2 * smoothness * np.sum(x_star**2) / ((t + 1) * (t + 2)) + 1e-12
-        # g_t = η_t ∇_t with ∇_t the exact gradient at x_t (SRG identity, spec §8 claim 5).
+        # g_t = η_t ∇_t with ∇_t the exact gradient at x_t (the recursive-gradient identity, note C5).
     last = states[-1]
     assert objective(last.y) - objective(x_star) < 1e-3 * objective(np.zeros(5))
 

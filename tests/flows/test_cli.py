@@ -12,6 +12,7 @@ import pytest
 
 from dpstream.privacy import Ledger, LifetimeBudget
 from examples.california import SPEC
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
@@ -19,7 +20,6 @@ from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
 pytestmark = pytest.mark.usefixtures("cli_prefect_api")  # one Prefect API for the module's CLI runs
 
 ROOT = Path(__file__).resolve().parents[2]
-HOUSING = ROOT.parent / "shared" / "data" / "california_housing" / "housing.csv"
 NUMERIC = list(SPEC.columns)  # the numeric columns of housing.csv (examples/california)
 
 

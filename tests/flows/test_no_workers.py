@@ -1,4 +1,4 @@
-"""Issue 33: `dpstream train` against a scheduler without workers stops within `[cluster] worker_timeout`
+"""`dpstream train` against a scheduler without workers stops within `[cluster] worker_timeout`
 with one line naming the scheduler and the fix, instead of waiting for ever with one task queued; the
 lake's ledger holds no charge for it (nothing was released)."""
 

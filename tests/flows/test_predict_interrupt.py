@@ -1,5 +1,5 @@
-"""Ctrl-C during `dpstream predict`: one line and exit 130, the unfinished parts removed (a user walk met a
-39-line KeyboardInterrupt traceback)."""
+"""Ctrl-C during `dpstream predict`: one line and exit 130, the unfinished parts removed, never a
+KeyboardInterrupt traceback (one was 39 lines)."""
 
 import json
 import os

@@ -54,7 +54,8 @@ def test_validate_and_shuffle_commands_warn_as_the_flow_does(tmp_path):
 
 def test_validate_refuses_what_train_would_refuse(tmp_path):
     """`validate` says "valid" only for a config `train` accepts: a hyperparameter the chosen algorithm
-    ignores is refused by both, with the same line (the walk of issue 30 found validate passed it)."""
+    ignores is refused by both, with the same line (a `validate` that passed it would send the operator into a
+    failing `train`)."""
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
     config = write_config(tmp_path, raw, algorithm="auto")

@@ -1,4 +1,4 @@
-"""``[preprocess]``: a table in its own units, prepared from public ranges as the shuffle reads it (issue 32).
+"""``[preprocess]``: a table in its own units, prepared from public ranges as the shuffle reads it.
 
 The claim (README "A lake in its own units", BENCHMARKS.md): on ggplot2's diamonds as a Delta table with
 10 % of its rows deleted, the defaults at ε = 1 with ``[preprocess]`` beat the label mean by a wide margin,

@@ -1,4 +1,4 @@
-"""Issue 33: the README's process-pool deployment commands run as written, against a real `prefect
+"""The README's process-pool deployment commands run as written, against a real `prefect
 server` on 127.0.0.1: the block is read from README.md and run by bash from the repository root, with
 only the two exported values (the server's URL, the config's path) replaced by this test's. The
 deployment run it starts completes and publishes model.json beside the config; the Kubernetes pool's

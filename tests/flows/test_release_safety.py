@@ -1,4 +1,4 @@
-"""Privacy and data safety under careless use, through the CLI in subprocesses (issue 11).
+"""Privacy and data safety under careless use, through the CLI in subprocesses.
 
 One run id releases one model; a resume whose own charge filled the budget succeeds; the ledger's unit
 is the data (reordered columns or a byte copy elsewhere get no fresh budget); checkpoints (the noise
@@ -107,8 +107,8 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert (
         model["model"]["kind"] == "linear" and "num_hidden" not in model["model"]
     )  # its kind's settings only
-    # Finding 7: the publish folder holds releases only (issue 27: the non-private loss and metrics go to
-    # the operator folder); the checkpoint (noise key) is beside the ledger.
+    # The publish folder holds releases only (the non-private loss and metrics go to the operator
+    # folder); the checkpoint (noise key) is beside the ledger.
     assert sorted(os.listdir(tmp_path / "out1")) == [
         "_dpstream_release.json",  # the run's claim of its publish folder
         "clip_norm.png",
@@ -128,8 +128,8 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert json.loads((tmp_path / "out2" / "model.json").read_text())["params"] == model["params"]
     assert ledger_runs(tmp_path / "ledger") == {"r1": "committed"}
     assert "run r1 was already complete" in again.stdout and "already complete" not in first.stdout
-    # Another run id never overwrites r1's release (the walk of issue 30 found it did), nor a folder of
-    # other files; r1 itself may republish its own model into its own folder.
+    # Another run id never overwrites r1's release, nor a folder of other files; r1 itself may republish
+    # its own model into its own folder.
     published = (tmp_path / "out1" / "model.json").read_bytes()
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("mine")
@@ -145,13 +145,13 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     assert (
         dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet").returncode == 0
     )
-    # Finding 2: without its checkpoint the id would get a fresh key: refused, nothing published.
+    # Without its checkpoint the id would get a fresh key: refused, nothing published.
     shutil.rmtree(tmp_path / "ledger" / "_checkpoints" / "r1")
     lost = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out3", "--quiet")
     assert lost.returncode == 3, lost.stderr[-2000:]
     assert "run 'r1' is already committed" in lost.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out3").exists()
-    # Finding 1: the same files with the features reordered, read from a byte copy at another URL with
+    # The same files with the features reordered, read from a byte copy at another URL with
     # renamed files and a config in another folder: the same records, so no fresh budget.
     copy = tmp_path / "copy"
     shutil.copytree(raw, copy)

@@ -3,7 +3,8 @@
 Two paths, both on a per-minute cron so the test waits at most a minute for the schedule:
 ``dpstream serve CONFIG --cron`` (a served deployment) and ``infra/prefect/prefect.yaml`` deployed with
 ``prefect deploy`` on a process work pool and run by ``prefect worker start``. Servers and workers are
-started with ``subprocess.Popen`` and stopped with SIGTERM (stack.md §2).
+started with ``subprocess.Popen`` and stopped with SIGTERM: started with ``nohup … &`` from a
+non-interactive bash they would ignore SIGINT, bash's rule for background jobs.
 """
 
 from __future__ import annotations

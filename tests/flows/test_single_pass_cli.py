@@ -1,5 +1,5 @@
-"""A single pass stays a single pass, through the CLI (issue 27): each of the eight findings, as a careless
-operator would meet them, with its regression.
+"""A single pass stays a single pass, through the CLI: each way a careless operator could read rows twice
+or release twice, as they would meet it, refused with one line.
 
 The CLI runs in subprocesses that share one Prefect API server (``cli_prefect_api``: ``PREFECT_API_URL``),
 so no command waits for a temporary server of its own; the killed-train test starts its own on purpose.
@@ -219,7 +219,7 @@ def test_findings_4_5_6_a_changed_shuffle_and_careless_outputs_are_refused(tmp_p
     manifest = read_manifest(str(project / "shuffled"))
     parts = manifest.paths()
     before = {p: Path(p).read_bytes() for p in parts}
-    # Finding 4: a part copied over another, and a manifest that lists a part twice.
+    # A part copied over another, and a manifest that lists a part twice.
     shutil.copyfile(parts[1], parts[0])
     one_line(dpstream("train", config, "--run-id", "r2", "--quiet"), 2, "part-00000.parquet", "--reshuffle")
     Path(parts[0]).write_bytes(before[parts[0]])
@@ -232,7 +232,7 @@ def test_findings_4_5_6_a_changed_shuffle_and_careless_outputs_are_refused(tmp_p
     record.write_text(original)
     assert ledger_runs(ledger) == {"r1": "committed"}  # nothing was charged for the refused runs ...
     assert sorted(os.listdir(ledger / "_checkpoints")) == ["r1"]  # ... and no key of theirs is left
-    # Finding 5: predictions inside the training lake, or inside the lake being scored.
+    # Predictions inside the training lake, or inside the lake being scored.
     rows_before = dpstream("validate", config).stdout
     for out in (raw / "scored", raw / "a" / "b"):
         one_line(dpstream("predict", project / "runs" / "r1", raw, out), 2, "nothing was written")
@@ -243,7 +243,7 @@ def test_findings_4_5_6_a_changed_shuffle_and_careless_outputs_are_refused(tmp_p
         dpstream("predict", project / "runs" / "r1", other, raw / "p"), 2, "holds Parquet files (a lake)"
     )
     assert dpstream("validate", config).stdout == rows_before
-    # Finding 6: the publish folder inside the checkpoints or the ledger: refused before anything is written.
+    # The publish folder inside the checkpoints or the ledger: refused before anything is written.
     fingerprint = manifest.fingerprint
     for output in (ledger / "_checkpoints" / "r4", ledger / fingerprint / "runs"):
         one_line(

@@ -1,4 +1,4 @@
-"""A pipeline on a Delta Lake table (issue 32): the version is pinned when the lake is validated, recorded in
+"""A pipeline on a Delta Lake table: the version is pinned when the lake is validated, recorded in
 the manifest, the ledger entry, model.json and the report, validated again on resume, and a published model
 scores the table's live rows into a new Delta table."""
 

@@ -1,4 +1,4 @@
-"""`dpstream` with `[privacy] unit = "user"` end to end (issue 31): a Zipf panel with one person of 10⁴ rows,
+"""`dpstream` with `[privacy] unit = "user"` end to end: a Zipf panel with one person of 10⁴ rows,
 k chosen with DP and charged, a model per person, the unit in model.json, the ledger and `dpstream
 report`, no id in clear in anything written; the careless configs refused."""
 

@@ -36,7 +36,7 @@ def test_clip_rows_and_labels():
 
 
 def _exact_clip_rows(X, bound):
-    """clip_rows as it was before its first look (issue 34): float64 norms of every row, always."""
+    """clip_rows without its first look: float64 norms of every row, always."""
     norms = np.sqrt((X.astype(np.float64) ** 2).sum(axis=1))
     factors = clip_factors(norms, np.array([bound]))[:, 0]
     clipped = int((factors < 1.0).sum())

@@ -8,8 +8,8 @@ MAJORITY = "held-out accuracy of the majority class (baseline)"
 
 
 def test_a_model_no_better_than_the_constant_predictor_is_called_out():
-    """A user walk found DP-AMBSSGD on 23,065 rows at 0.514 against the label mean's 0.479, printed side by
-    side without a word; the classifier's one-class case already warned."""
+    """DP-AMBSSGD on 23,065 rows at 0.514 against the label mean's 0.479 must not be printed side by side
+    without a word, as the classifier's one-class case already warns."""
     worse = summarise({RMSE: 0.514, MEAN: 0.479, "held-out rows": 900.0})
     assert "warning: no better than the label mean" in worse and "AdaSSP" in worse
     assert "warning" not in summarise({RMSE: 0.395, MEAN: 0.479, "held-out rows": 900.0})

@@ -1,4 +1,4 @@
-"""User-level contributions (issue 31): at most k rows per user chosen uniformly, users in random order,
+"""User-level contributions: at most k rows per user chosen uniformly, users in random order,
 and AdaSSP's per-user weights that keep one row's sensitivity whatever a user holds."""
 
 from __future__ import annotations

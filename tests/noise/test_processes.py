@@ -100,14 +100,16 @@ def test_lambda_zero_and_nu_one_are_dp_sgd_exactly():
 
 
 def test_lambda_sensitivity_closed_form():
-    # ambssgd spec §4.5: ‖C[:, 0]‖² = (1 − λ^{2T})/(1 − λ²); 1.1547 at λ = 0.5, 2.150 at λ = 0.9 (T = 10).
+    # docs/design.md, note D3: ‖C[:, 0]‖² = (1 − λ^{2T})/(1 − λ²); 1.1547 at λ = 0.5, 2.150 at λ = 0.9
+    # (T = 10).
     assert LambdaCorrelatedNoise(0.5).sensitivity(10) == pytest.approx(1.1547, abs=1e-4)
     assert LambdaCorrelatedNoise(0.9).sensitivity(10) == pytest.approx(2.150, abs=1e-3)
     assert LambdaCorrelatedNoise(0.9).sensitivity(10**9) == pytest.approx(1 / math.sqrt(1 - 0.81))
 
 
 def test_nu_coefficients_table():
-    # nu_dpftrl.md §1.5 and §1.6 at ν = 0.1.
+    # Choquette-Choo et al. (arXiv:2310.06771) Eq. 7 and its reciprocal series (docs/design.md, note B1),
+    # at ν = 0.1.
     np.testing.assert_allclose(
         nu_coefficients(0.1, 7),
         [1, -0.45, -0.10125, -0.0455625, -0.02562891, -0.01614621, -0.01089869],
@@ -178,7 +180,8 @@ def test_gamma_small_horizon_and_anytime_limit():
         np.testing.assert_allclose(
             gamma2, [1, 1 + (1 - nu) ** 2 / 4, 1 + (1 - nu) ** 2 / 4 + 9 / 64 * (1 - nu) ** 4]
         )
-    # nu_dpftrl.md §1.10: γ_∞(0.05) = γ_{10^6} = 1.2840764619869.
+    # γ_∞(0.05) = γ_{10^6} = 1.2840764619869: the AGM closed form and the series agree
+    # (docs/design.md, note B2).
     assert ToeplitzNoise(nu=0.05).sensitivity(10**6) == pytest.approx(1.2840764619869, abs=1e-12)
     assert nu_gamma_infinity(0.05) == pytest.approx(1.2840764619869, abs=1e-12)
 
@@ -205,12 +208,13 @@ def test_tree_prefix_variance_is_popcount_and_memory_is_logarithmic():
     np.testing.assert_array_equal(live, popcounts)  # popcount(i) live node vectors at step i
     assert max(live) == 6 == math.floor(math.log2(steps + 1))
     assert tree.memory_floats(dim, steps) == 6 * dim
-    # Seed 003's example: the prefix of 7 increments is s_{7,0} + s_{3,1} + s_{1,2}.
+    # The example of Choquette-Choo, Ganesh & Thakurta (arXiv:2406.02716, Lemma 5.6): the prefix of 7
+    # increments is s_{7,0} + s_{3,1} + s_{1,2}.
     assert sorted(np.flatnonzero(decoder[6]).tolist()) == [3, 5, 6]
 
 
 def test_tree_sensitivity_levels():
-    assert TreeNoise().sensitivity(1000) ** 2 == pytest.approx(10)  # peers.md §8.3
+    assert TreeNoise().sensitivity(1000) ** 2 == pytest.approx(10)  # each of 1,000 leaves lies in 10 nodes
     assert TreeNoise().sensitivity(1024) ** 2 == pytest.approx(11)
     assert TreeNoise().sensitivity(1) == 1.0
 

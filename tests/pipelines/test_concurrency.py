@@ -1,4 +1,4 @@
-"""Concurrent shuffles, reshuffles, trains and predicts on one lake, as separate processes (issue 27).
+"""Concurrent shuffles, reshuffles, trains and predicts on one lake, as separate processes.
 
 Each schedule is drawn from a fixed seed: four operations started at the same moment on one lake, local
 or on the moto S3 server (the seeds are chosen so that the schedules include two first shuffles at

@@ -10,8 +10,8 @@ import pytest
 from dpstream.pipelines import LakeError, LakeSpec, validate_lake
 from dpstream.pipelines.convert import ConvertSpec, csv_to_parquet, read_convert_record
 from examples.california import SPEC as CALIFORNIA
+from examples.data import CALIFORNIA_HOUSING as HOUSING
 
-HOUSING = Path(__file__).resolve().parents[3] / "shared" / "data" / "california_housing" / "housing.csv"
 NUMERIC = CALIFORNIA.columns  # the numeric columns of housing.csv (examples/california)
 OCEAN = ("<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN")  # public category list
 
@@ -371,7 +371,7 @@ def test_a_row_without_its_person_is_refused(tmp_path):
 
 def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
     """convert_rows maps each bounded column in one pass (``range_map.map_range``, a Numba loop) or, where
-    that cannot run, in place in Arrow's pool (``map_range_numpy``), issue 34: both give the bits of the
+    that cannot run, in place in Arrow's pool (``map_range_numpy``): both give the bits of the
     expression they replaced (NaN, infinities and signed zeros included), in float64 and once narrowed."""
     import numpy as np
     import pyarrow as pa
@@ -417,7 +417,7 @@ def test_the_public_range_map_is_the_formula_bit_for_bit_in_pool_memory():
 
 
 def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_refused():
-    """Issue 34: a float32 column reaches the range map as it is stored (no float64 copy of the column
+    """A float32 column reaches the range map as it is stored (no float64 copy of the column
     first); the prepared values are the formula on the widened values, narrowed once, bit for bit; a null
     is imputed, and an infinity refused naming its row."""
     import numpy as np
@@ -477,7 +477,7 @@ def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_
 
 @pytest.mark.parametrize("source", ["float32", "float64"])
 def test_rows_mapped_straight_into_the_matrix_are_convert_rows_then_the_fill_bit_for_bit(source):
-    """Issue 34: scoring prepares a batch straight into the model's matrix (``map_rows_into``: range maps,
+    """Scoring prepares a batch straight into the model's matrix (``map_rows_into``: range maps,
     columns kept as they are, an intercept) exactly as ``convert_rows`` then ``X[:, j] = column`` would; a
     NaN, an infinity or mixed types leave it to that usual path (False)."""
     import numpy as np
@@ -522,7 +522,7 @@ def test_rows_mapped_straight_into_the_matrix_are_convert_rows_then_the_fill_bit
 
 
 def test_an_unknown_category_met_while_scoring_says_the_model_must_be_trained_again():
-    """A user walk: scoring a row whose category the model never saw said "add it to
+    """Scoring a row whose category the model never saw must not say "add it to
     preprocess.categories.race", which cannot help a model already trained."""
     import pyarrow as pa
 

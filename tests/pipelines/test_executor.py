@@ -274,7 +274,7 @@ def _block_reads() -> int:
 
 
 def test_the_next_steps_blocks_are_decoded_at_the_end_of_a_step_once(lake, tmp_path, dask_client):
-    """Issue 34: a step's task decodes the next step's blocks on a background thread after returning its
+    """A step's task decodes the next step's blocks on a background thread after returning its
     statistics (no prefetch task of its own while it has pieces: on 2 cores the scheduler's and the
     client's cost per task was a third of the step); the statistics are unchanged bit for bit, and
     every block is still read and decoded once by the whole cluster (a block the next step asks for while
@@ -460,7 +460,7 @@ def test_a_reshuffle_never_changes_what_a_pinned_generation_reads(lake, tmp_path
 
 
 def test_streaming_decodes_in_this_process_in_lake_order(manifest):
-    """Issue 34: streaming's blocks are decoded by reader threads of the coordinator, not shipped from
+    """Streaming's blocks are decoded by reader threads of the coordinator, not shipped from
     the workers: the same blocks as lake_blocks, in order, 64-byte aligned, with no cluster at all; a
     stream stopped early does not wait for the blocks it drops."""
     from dpstream.pipelines import prefetched_blocks

@@ -1,4 +1,4 @@
-"""Shuffle generations are immutable and verified (issue 27): a changed, missing, foreign or repeated part
+"""Shuffle generations are immutable and verified: a changed, missing, foreign or repeated part
 is refused before anything is charged; two shuffles at once commit one generation; a source file that
 changed after validation is never shuffled; the same records in two source files are refused."""
 
@@ -232,8 +232,8 @@ def test_a_shuffled_lake_is_refused_as_a_source_and_underscore_folders_are_skipp
 
 
 def test_in_memory_training_reads_the_pinned_generation_after_a_reshuffle(lake, tmp_path):
-    """The regression of issue 27's first finding, in process: a reshuffle between two steps of a run does
-    not change a single bit of its model."""
+    """In process: a reshuffle between two steps of a run does not change a single bit of its model (the
+    run reads the generation it pinned)."""
     from dpstream.coordinator import run
 
     from .test_executor import ALGORITHMS, KEY
@@ -278,7 +278,7 @@ def test_a_shuffled_lake_nested_inside_a_source_lake_is_refused(lake, tmp_path):
 
 def test_a_commit_whose_answer_was_lost_is_recognised_as_ours(lake, tmp_path, monkeypatch):
     """A conditional PUT that succeeded, whose answer was lost and whose retry got HTTP 412, reads as
-    'exists': the shuffle finds its own generation there and returns it (review of issue 27, F5)."""
+    'exists': the shuffle finds its own generation there and returns it."""
     from dpstream.pipelines.generations import GenerationStore
 
     written = GenerationStore.try_commit

@@ -262,7 +262,7 @@ def test_rows_are_filled_as_whole_columns_would_fill_them():
 
 
 def test_rows_prepared_on_read_score_the_same_straight_into_the_matrix(tmp_path, lake, monkeypatch):
-    """Issue 34: a model prepared on read from bounded and kept columns (and an intercept) scores a batch
+    """A model prepared on read from bounded and kept columns (and an intercept) scores a batch
     by mapping it straight into its matrix (``map_rows_into``); the predictions are those of the usual
     path (``convert_rows``, then the fill) bit for bit, and a batch with a missing value takes that path."""
     from dpstream.pipelines import predict

@@ -355,7 +355,7 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
 
 
 def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
-    """Issue 34: one scratch file per source file, a slice per output; output j's gather reads slice j of
+    """One scratch file per source file, a slice per output; output j's gather reads slice j of
     each by byte range (a source that sent output j no rows has no slice for it)."""
     import pyarrow as pa
 
@@ -384,7 +384,7 @@ def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
 
 
 def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
-    """Issue 34: an output's slices are freed (holes punched) once its part is written, so the shuffle's
+    """An output's slices are freed (holes punched) once its part is written, so the shuffle's
     disk peak is about twice the lake, not three times; a retried gather (its worker died after the
     write) returns the part as written; a slice that is gone is refused naming the scratch file."""
     import numpy as np
@@ -420,7 +420,7 @@ def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
 
 
 def test_parts_compress_only_the_columns_snappy_shrinks(tmp_path):
-    """Issue 34: shuffled measurements do not compress, so their pages are stored plain (Snappy's pass
+    """Shuffled measurements do not compress, so their pages are stored plain (Snappy's pass
     was ~8 % of the shuffle and is paid again on every read); a one-hot or integer column still shrinks,
     and every value reads back unchanged either way."""
     import fsspec

@@ -1,4 +1,4 @@
-"""Delta Lake and Iceberg sources (issue 32): a pinned version's live rows, exactly, and nothing else.
+"""Delta Lake and Iceberg sources: a pinned version's live rows, exactly, and nothing else.
 
 Every test writes a real table with its own library (``deltalake``, ``pyiceberg`` with a SQL catalog),
 changes it the way data engineers do (deletes, updates, overwrites, compaction, deletion vectors,
@@ -418,7 +418,7 @@ def test_storage_options_reach_both_libraries_in_their_own_spelling(monkeypatch)
 def test_deletion_vectors_on_a_partition_whose_name_is_percent_encoded(tmp_path):
     """A partition folder's name is percent-encoded in storage (``city=New%20York``) and again in the log
     (``city=New%2520York``), and the deletion vectors name it as the log does: the deletes must still reach
-    their file (review of issue 32)."""
+    their file."""
     url = str(tmp_path / "events")
     data = events(600).append_column("city", pa.array(["New York", "Paris: Nord"] * 300))
     write_deltalake(url, data, partition_by=["city"], configuration={"delta.enableDeletionVectors": "true"})
@@ -512,7 +512,7 @@ def test_careless_version_settings_are_refused_naming_the_right_key(deleted_and_
 
 def test_a_table_reached_through_dot_dot_or_a_link_is_inside_itself(tmp_path):
     """A table's log holds absolute paths; `../tables/t`, `tables//t` or a symlink name the same folder and
-    must not be refused as a copy pointing elsewhere (found by a user walk, issue 32)."""
+    must not be refused as a copy pointing elsewhere."""
     from .conftest import make_table
 
     table = tmp_path / "tables" / "events"

@@ -1,4 +1,4 @@
-"""Issue 34: each worker's step server answers a scatter-gather step in one direct call; a share whose
+"""Each worker's step server answers a scatter-gather step in one direct call; a share whose
 server fails runs as a task with the same statistics, and a data error still stops the run by name."""
 
 import time

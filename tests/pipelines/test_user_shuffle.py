@@ -1,4 +1,4 @@
-"""Contribution bounding in the shuffle (issue 31): a Zipf panel with one person of 10⁴ rows, bounded to
+"""Contribution bounding in the shuffle: a Zipf panel with one person of 10⁴ rows, bounded to
 k rows per person, laid out person by person, ids never written; the executors read people."""
 
 from __future__ import annotations

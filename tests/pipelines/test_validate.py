@@ -318,7 +318,7 @@ def test_a_duplicated_column_is_named_as_duplicated_not_missing(lake):
 )
 def test_a_table_format_is_never_read_as_a_parquet_folder(lake, marker, where, kind):
     """A Delta or Iceberg folder keeps files its deletes and compactions removed: reading every Parquet file
-    under it would train on deleted rows (issue 32), so lake.format = "parquet" on it is refused, naming
+    under it would train on deleted rows, so lake.format = "parquet" on it is refused, naming
     the table and the way out (a table below the URL's root is refused whatever the format says)."""
     path = os.path.join(lake.url, marker)
     os.makedirs(os.path.dirname(path), exist_ok=True)

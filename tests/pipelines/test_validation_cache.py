@@ -1,4 +1,4 @@
-"""Validation reads again only the files that changed since their check was recorded (issue 34)."""
+"""Validation reads again only the files that changed since their check was recorded."""
 
 from __future__ import annotations
 

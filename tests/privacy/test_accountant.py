@@ -53,9 +53,10 @@ def test_composition_rules():
     assert GdpAccountant().compose(batches).mu == pytest.approx(0.5)
 
 
-def test_dpstat_plus_gradient_step_matches_seed000_rho():
-    # Seed 000 §1.5: K counts with variance Kα² and a step with sensitivity 2ηζ/b, std 2ηζα/b:
-    # each half is 1/(2α²)-zCDP, one round 1/α²-zCDP, so μ² = 2/α².
+def test_dpstat_plus_gradient_step_matches_the_papers_rho():
+    # Varshney et al., "Optimal Private Linear Regression via Adaptive Clipping", arXiv:2207.04686
+    # (Lemma 3.10, Thm 3.6; docs/design.md, note A6): K counts with variance Kα² and a step with
+    # sensitivity 2ηζ/b, std 2ηζα/b: each half is 1/(2α²)-zCDP, one round 1/α²-zCDP, so μ² = 2/α².
     alpha, K, zeta, b = 7.5, 24, 3.0, 1000
     counts = SelfComposedEvent(GaussianEvent(1.0, math.sqrt(K) * alpha), K)
     step = GaussianEvent(REPLACE.clipped_sum_sensitivity(zeta) / b, 2 * zeta * alpha / b)
@@ -82,7 +83,7 @@ def test_gdp_refuses_sampled_events_pld_handles_them():
     event = PoissonSampledGaussianEvent(noise_multiplier=1.0, sampling_rate=0.01, count=1000, relation=ZERO)
     with pytest.raises(UnsupportedEventError, match="PldAccountant"):
         GdpAccountant(ZERO).compose(event)
-    # peers.md §8.1 (add/remove ≡ zero-out for the Gaussian): PLD pessimistic ε = 1.828244.
+    # dp_accounting 0.6.0's PLD (pessimistic, grid 1e-4) gives ε = 1.828244 (add/remove ≡ zero-out here).
     assert PldAccountant(ZERO).compose(event).get_epsilon(1e-5) == pytest.approx(1.828244, abs=2e-4)
 
 

@@ -1,4 +1,5 @@
-"""Exact Gaussian-DP curve: reference numbers (peers.md §8, spec tables) and numerical properties."""
+"""Exact Gaussian-DP curve: reference numbers (dp_accounting 0.6.0's PLD accountant, the analytic Gaussian
+mechanism, the papers' zCDP conversions) and numerical properties."""
 
 import math
 
@@ -12,14 +13,14 @@ from dpstream.privacy import gdp
 @pytest.mark.parametrize(
     "mu, delta, expected",
     [
-        (1.0, 1e-5, 4.377178),  # peers.md §8.2: Δ = 1, σ = 1, one Gaussian release
-        (2.0, 1e-5, 9.997256),  # §8.3: replace-one doubles Δ (the σ = 0.5 column)
+        (1.0, 1e-5, 4.377178),  # Δ = 1, σ = 1, one Gaussian release (also dp_accounting's PLD)
+        (2.0, 1e-5, 9.997256),  # replace-one doubles Δ (σ = 0.5)
         (1 / 2, 1e-5, 1.9931),
         (1 / 3, 1e-5, 1.2711),
         (1 / 4, 1e-5, 0.9263),
         (1 / 8, 1e-5, 0.4344),
         (1 / 10, 1e-5, 0.3407),
-        (math.sqrt(10), 1e-5, 17.857),  # §8.1/§8.3: 10 composed Gaussians, or tree with T=1000
+        (math.sqrt(10), 1e-5, 17.857),  # 10 composed Gaussians, or a binary tree over T = 1000
         (math.sqrt(10) / 3, 1e-5, 4.653),
         (math.sqrt(10) / 5, 1e-5, 2.594),
     ],
@@ -34,13 +35,13 @@ def test_epsilon_matches_reference_numbers(mu, delta, expected):
     [(0.5, 7.0318), (1.0, 3.7306), (2.0, 1.9938), (4.0, 1.0812), (8.0, 0.6002)],
 )
 def test_noise_needed_for_target_epsilon(epsilon, sigma):
-    # peers.md §8.3: σ needed at δ = 1e-5 for Δ = 1.
+    # σ needed at δ = 1e-5 for Δ = 1 (one pass, each record in one batch: a single Gaussian).
     noise_multiplier = 1.0 / gdp.mu_for_epsilon_delta(epsilon, 1e-5)
     assert noise_multiplier == pytest.approx(sigma, abs=6e-5)
 
 
 def test_exact_is_tighter_than_rdp_on_dp_accounting_vector():
-    # peers.md §8.4: dp_accounting's RDP test asserts σ = 4.530877117 gives ε = 1 at δ = 1e-6.
+    # dp_accounting's own RDP test asserts σ = 4.530877117 gives ε = 1 at δ = 1e-6.
     # The exact curve certifies less for the same noise; RDP is an upper bound on it.
     import dp_accounting
 
@@ -80,25 +81,26 @@ def test_composition_and_zcdp_conversions():
     assert gdp.compose_mu(3.0, 4.0) == pytest.approx(5.0)
     assert gdp.rho_from_mu(1.0) == 0.5
     assert gdp.mu_from_rho(gdp.rho_from_mu(0.37)) == pytest.approx(0.37)
-    # nu_dpftrl.md §1.8 table: Bun–Steinke Prop 1.3 and the seed-001 App. A.2 conversion.
-    for rho, delta, bun_steinke, seed001 in [
+    # Bun–Steinke Prop. 1.3, and the App. A.2 conversion of Choquette-Choo et al. (arXiv:2310.06771).
+    for rho, delta, bun_steinke, app_a2 in [
         (0.1, 1e-5, 2.2460, 1.9142),
         (0.5, 1e-5, 5.2985, 4.7284),
         (1.0, 1e-5, 7.7861, 7.0772),
         (2.0, 1e-6, 12.5130, 11.6886),
     ]:
         assert gdp.zcdp_epsilon_bun_steinke(rho, delta) == pytest.approx(bun_steinke, abs=6e-5)
-        assert gdp.zcdp_epsilon(rho, delta) == pytest.approx(seed001, abs=6e-5)
+        assert gdp.zcdp_epsilon(rho, delta) == pytest.approx(app_a2, abs=6e-5)
         # Exact GDP of the same Gaussian is never worse than either zCDP conversion.
-        assert gdp.epsilon_for_delta(delta, gdp.mu_from_rho(rho)) < seed001
+        assert gdp.epsilon_for_delta(delta, gdp.mu_from_rho(rho)) < app_a2
 
 
 @pytest.mark.parametrize(
     "epsilon, delta, alpha",
     [(1, 1e-5, 6.930), (1, 1e-6, 7.566), (0.5, 1e-6, 15.001), (2, 1e-5, 3.535), (8, 1e-5, 0.976)],
 )
-def test_seed000_alpha_exact(epsilon, delta, alpha):
-    # ambssgd spec §1.5: α_exact = 1/sqrt(ρ), with ρ + 2 sqrt(ρ L) = ε exactly.
+def test_zcdp_alpha_of_dp_ambssgd(epsilon, delta, alpha):
+    # Varshney et al. (arXiv:2207.04686, Thm 3.6) through Bun–Steinke: α_exact = 1/sqrt(ρ), with
+    # ρ + 2 sqrt(ρ L) = ε exactly (docs/design.md, note A6).
     rho = gdp.zcdp_rho_for_epsilon(epsilon, delta)
     alpha_from_rho = 1 / math.sqrt(rho)
     assert alpha_from_rho == pytest.approx(alpha, abs=6e-4)

@@ -221,7 +221,7 @@ def test_a_refusal_says_which_epsilon_still_fits(tmp_path):
 
 def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(tmp_path, monkeypatch):
     """A claim's exclusive PUT that succeeded but was retried after a lost answer raises 'exists': the
-    ledger finds its own claim token there and keeps the claim (review of issue 27, F5)."""
+    ledger finds its own claim token there and keeps the claim."""
     from dpstream.privacy import ledger as ledger_module
 
     lake = Ledger(str(tmp_path)).lake("lake-1", BUDGET)
@@ -256,7 +256,7 @@ PEOPLE = LifetimeBudget(epsilon=4.0, delta=1e-6, unit="user:customer")
 
 
 def test_a_lakes_unit_is_fixed_by_its_first_run(tmp_path):
-    """Issue 31: a lake's budget counts rows or people, as its first run did; the other is refused."""
+    """A lake's budget counts rows or people, as its first run did; the other is refused."""
     from dpstream.privacy import UnitMismatchError
 
     ledger = Ledger(str(tmp_path))

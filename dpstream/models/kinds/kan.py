@@ -1,5 +1,5 @@
-"""``kind = "kan"``: the two-layer B-spline KAN binary classifier (seed 004, ``dpstream.models.kan``),
-trained with DP-SGD.
+"""``kind = "kan"``: the two-layer B-spline KAN binary classifier (Wang et al., "KANs Trained by DP-SGD
+with Correlated Noise", arXiv:2605.12648; ``dpstream.models.kan``), trained with DP-SGD.
 
 Its training defaults (``KAN.training``: λ-correlated noise, clip norm 0.5, step 2.0), with the model's
 ``input_map="cube"``, were chosen on two real datasets together, California-as-classification and
