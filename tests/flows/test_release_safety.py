@@ -242,7 +242,8 @@ every_steps = 50
     assert leftovers == []
     expected = re.compile(
         r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge stays "
-        r"reserved once a step was released \(before that it is given back\), and it resumes from its checkpoint with: "
+        r"reserved, counted against the lake's budget, until the run is resumed from its checkpoint \(charged "
+        r"once\) with: "
         + re.escape(f"dpstream train {config} --run-id ctrl-c")
         + "$"
     )
