@@ -323,15 +323,7 @@ def execute(
             losses.append(stats.loss_sum / max(stats.row_count, 1))
             if store is not None:
                 done = span.step + 1
-                due = (
-                    done % checkpoint.every_steps == 0
-                    or done == plan.num_steps
-                    or (
-                        checkpoint.every_seconds is not None
-                        and time.monotonic() - last_save >= checkpoint.every_seconds
-                    )
-                )
-                if due:
+                if _checkpoint_due(checkpoint, done, plan.num_steps, last_save):
                     store.save(
                         new_checkpoint(
                             run_id, fingerprint, done, state, key, losses, claim=claim, data_version=lake
@@ -351,6 +343,16 @@ def execute(
     if ledger is not None:
         ledger.commit(run_id, claim)
     return FitResult(algorithm.result(state), report, state, losses, resumed_at=start)
+
+
+def _checkpoint_due(policy: CheckpointPolicy, done: int, num_steps: int, last_save: float) -> bool:
+    """Whether the policy saves after ``done`` steps: every ``every_steps``, at the end, or once
+    ``every_seconds`` have passed since the last save."""
+    return (
+        done % policy.every_steps == 0
+        or done == num_steps
+        or (policy.every_seconds is not None and time.monotonic() - last_save >= policy.every_seconds)
+    )
 
 
 def _claim(

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.test_release_claims import dpstream
-from tests.flows.test_release_safety import tree, write_config
+from tests.flows.test_release_safety import dpstream, tree, write_config
 from tests.pipelines.conftest import local_put, make_table
 
 pytestmark = pytest.mark.usefixtures("cli_prefect_api")

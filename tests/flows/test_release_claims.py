@@ -11,8 +11,6 @@ holding anything else.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -21,23 +19,13 @@ import pytest
 
 from dpstream.flows.config import ConfigError
 from dpstream.flows.locations import RELEASE_CLAIM, RunLocations, claim_run_folders
+from tests.flows.test_release_safety import dpstream
 from tests.pipelines.conftest import DIM, local_put, make_table
 
 pytestmark = pytest.mark.usefixtures("cli_prefect_api")
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ", ".join(f'"x{j}"' for j in range(DIM))
-
-
-def dpstream(*args, env=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
 
 
 def _project(tmp_path: Path) -> tuple[Path, Path]:

@@ -31,13 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 FEATURES = [f"x{j}" for j in range(DIM)]
 
 
-def dpstream(*args, timeout=600):
+def dpstream(*args, timeout=600, env=None):
     return subprocess.run(
         [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
+        env=env,
     )
 
 
@@ -243,9 +244,7 @@ every_steps = 50
     expected = re.compile(
         r"dpstream: interrupted; run ctrl-c stopped \(log: .+-train-ctrl-c\.log\); its ledger charge stays "
         r"reserved, counted against the lake's budget, until the run is resumed from its checkpoint \(charged "
-        r"once\) with: "
-        + re.escape(f"dpstream train {config} --run-id ctrl-c")
-        + "$"
+        r"once\) with: " + re.escape(f"dpstream train {config} --run-id ctrl-c") + "$"
     )
     # The message is the CLI's last word. A child killed while it was being spawned may still print its
     # own EOFError traceback a moment later on the shared stderr (seen once in CI): not the CLI's output.
