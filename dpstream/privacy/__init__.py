@@ -32,6 +32,7 @@ from dpstream.privacy.ledger import (
     RunIdReusedError,
     UnitMismatchError,
 )
+from dpstream.privacy.ledger_store import FsspecLedgerStore, LedgerStore
 from dpstream.privacy.ledgers import Ledger
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.privacy.unit import PrivacyUnit, group_mu
@@ -64,6 +65,8 @@ __all__ = [
     "zcdp_epsilon_bun_steinke",
     "zcdp_rho_for_epsilon",
     "Ledger",
+    "LedgerStore",
+    "FsspecLedgerStore",
     "LakeLedger",
     "LedgerEntry",
     "LifetimeBudget",

@@ -66,18 +66,18 @@ from dpstream.privacy.ledger_records import (
     now,
     overlapping_lakes,
 )
+from dpstream.privacy.ledger_store import LedgerStore
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.storage import url_of, write_json_atomic
 from dpstream.validation import check_name, check_positive
 
 __all__ = [
     "BudgetExceededError",
+    "LakeLedger",
+    "LedgerEntry",
+    "LifetimeBudget",
     "RunIdReusedError",
     "UnitMismatchError",
     "unit_setting",
-    "LifetimeBudget",
-    "LedgerEntry",
-    "LakeLedger",
 ]
 
 _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
@@ -113,15 +113,13 @@ class LakeLedger:
 
     def __init__(
         self,
-        fs: Any,
-        root: str,
+        store: LedgerStore,
         fingerprint: str,
         budget: LifetimeBudget,
         files: frozenset[str] | None = None,
         outage: OutagePolicy | None = None,
     ):
-        self._fs = fs
-        self._root = root
+        self.store = store
         self.fingerprint = fingerprint
         self.budget = budget
         self.files = files
@@ -129,44 +127,36 @@ class LakeLedger:
 
     @property
     def store_name(self) -> str:
-        return f"the privacy ledger of lake {self.fingerprint} ({url_of(self._fs, self._root)})"
-
-    @property
-    def _ledger_root(self) -> str:
-        return self._root.rsplit("/", 1)[0]
+        return f"the privacy ledger of lake {self.fingerprint} ({self.store.show(self.fingerprint)})"
 
     def _run_path(self, run_id: str) -> str:
-        return f"{self._root}/runs/{check_name('run_id', run_id)}.json"
+        return f"{self.fingerprint}/runs/{check_name('run_id', run_id)}.json"
 
     def entries(self) -> list[LedgerEntry]:
         """This lake's charged run entries (reserved or committed)."""
-        return entries_in(self._fs, f"{self._root}/runs")
+        return entries_in(self.store, f"{self.fingerprint}/runs")
 
     def aborted(self) -> list[LedgerEntry]:
         """Runs that gave their reservation back before releasing anything (not charged)."""
-        return entries_in(self._fs, f"{self._root}/aborted")
+        return entries_in(self.store, f"{self.fingerprint}/aborted")
 
     @rides_out("read the ledger entry of run")
     def entry(self, run_id: str) -> LedgerEntry | None:
-        # Read afresh, never from a cached listing: a write whose answer was lost to an outage may have
-        # landed, and a retried claim must see its own entry.
-        path = self._run_path(run_id)
-        self._fs.invalidate_cache(path.rsplit("/", 1)[0])
-        try:
-            return entry_at(self._fs, path)
-        except FileNotFoundError:
-            return None
+        # The store reads afresh: a write whose answer was lost to an outage may have landed, and a
+        # retried claim must see its own entry.
+        return entry_at(self.store, self._run_path(run_id))
 
     def _charges(self, exclude: str | None = None) -> list[tuple[float, float]]:
         """(Σ μ² spent, cap μ_max) of every group of this lake's files that the same lakes contain."""
         if self.files is None:
             spent = sum(e.mu**2 for e in self.entries() if e.run_id != exclude)
             return [(spent, self.budget.mu)]
-        lakes = overlapping_lakes(self._fs, self._ledger_root, self.files)
+        lakes = overlapping_lakes(self.store, self.files)
         groups: dict[frozenset[str], list[Any]] = {}
         for name in self.files:
             groups.setdefault(
-                frozenset(lake for lake, (_, files) in lakes.items() if name in files), []
+                frozenset(lake for lake, (_, files) in lakes.items() if name in files),
+                [],
             ).append(name)
         charges = []
         for members in groups:
@@ -189,7 +179,7 @@ class LakeLedger:
                 own = lake == self.fingerprint
                 spent += sum(
                     e.mu**2
-                    for e in entries_in(self._fs, f"{self._ledger_root}/{lake}/runs")
+                    for e in entries_in(self.store, f"{lake}/runs")
                     if not (own and e.run_id == exclude)
                 )
             charges.append((spent, cap))
@@ -247,11 +237,7 @@ class LakeLedger:
     def _others(self) -> list[str]:
         if self.files is None:
             return []
-        return [
-            lake
-            for lake in overlapping_lakes(self._fs, self._ledger_root, self.files)
-            if lake != self.fingerprint
-        ]
+        return [lake for lake in overlapping_lakes(self.store, self.files) if lake != self.fingerprint]
 
     @rides_out("check the budget of run")
     def check(self, run_id: str, mu: float) -> None:
@@ -312,7 +298,9 @@ class LakeLedger:
         # The token is drawn once, outside the retried part: a retry after an outage that hid whether the
         # write landed finds its own entry instead of refusing it as another run's.
         return self.outage.call(
-            lambda: self._place(entry), store=self.store_name, what=f"reserve run {run_id!r}"
+            lambda: self._place(entry),
+            store=self.store_name,
+            what=f"reserve run {run_id!r}",
         )
 
     def _place(self, entry: LedgerEntry) -> LedgerEntry:
@@ -323,18 +311,14 @@ class LakeLedger:
         if existing is None:
             if not self._fits(entry.mu):
                 raise self._refusal(run_id, entry.mu)
-            try:
-                write_json_atomic(self._fs, self._run_path(run_id), asdict(entry), exclusive=True)
-            except FileExistsError:
-                found = self.entry(run_id)
-                if (
-                    found is None or found.claim != entry.claim
-                ):  # else: our own PUT, retried after a lost answer
-                    raise self._taken(run_id, found) from None
+            if not self.store.create(self._run_path(run_id), asdict(entry)):
+                found = self.entry(run_id)  # our own, when an attempt's answer was lost after it landed
+                if found is None or found.claim != entry.claim:
+                    raise self._taken(run_id, found)
         # Re-read everything after the write: of two racing reservations (on this lake or on lakes
         # that share files) the one that reads second sees both, so no cap is ever exceeded.
         if not self._fits(0.0):
-            self._fs.rm(self._run_path(run_id))
+            self.store.remove(self._run_path(run_id))
             raise self._refusal(run_id, entry.mu)
         return entry
 
@@ -371,11 +355,21 @@ class LakeLedger:
             return existing
         try:
             return self.claim(
-                run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version, unit=unit
+                run_id,
+                mu,
+                mechanism=mechanism,
+                relation=relation,
+                data_version=data_version,
+                unit=unit,
             )
         except RunIdReusedError:  # claimed by a racing reservation of the same run: charged once
             return self.reserve(
-                run_id, mu, mechanism=mechanism, relation=relation, data_version=data_version, unit=unit
+                run_id,
+                mu,
+                mechanism=mechanism,
+                relation=relation,
+                data_version=data_version,
+                unit=unit,
             )
 
     @rides_out("commit run")
@@ -395,7 +389,7 @@ class LakeLedger:
         if entry.status == "committed":
             return entry
         committed = replace(entry, status="committed", committed_at=now())
-        write_json_atomic(self._fs, self._run_path(run_id), asdict(committed))
+        self.store.replace(self._run_path(run_id), asdict(committed))
         return committed
 
     def abort(self, run_id: str, claim: str | None, reason: str) -> LedgerEntry | None:
@@ -414,7 +408,7 @@ class LakeLedger:
             return None
         aborted = replace(entry, status="aborted", aborted_at=now(), reason=reason[:_REASON_CHARS])
         stamp = aborted.aborted_at.replace(":", "").replace("+", "Z")[:17]
-        record = f"{self._root}/aborted/{run_id}-{stamp}-{secrets.token_hex(3)}.json"
+        record = f"{self.fingerprint}/aborted/{run_id}-{stamp}-{secrets.token_hex(3)}.json"
         return self.outage.call(
             lambda: self._move_to_aborted(aborted, record),
             store=self.store_name,
@@ -422,43 +416,37 @@ class LakeLedger:
         )
 
     def _move_to_aborted(self, aborted: LedgerEntry, record: str) -> LedgerEntry | None:
-        try:
-            write_json_atomic(self._fs, record, asdict(aborted), exclusive=True)
-        except FileExistsError:
-            pass  # this abort's own record, written by an attempt whose answer was lost
+        self.store.create(record, asdict(aborted))  # False: its own, from an attempt whose answer was lost
         again = self.entry(aborted.run_id)
         if again is None:
             return aborted  # removed by an earlier attempt of this abort (only the claim's holder aborts)
         if again.status != "reserved" or again.claim != aborted.claim:
-            self._fs.rm(record)
+            self.store.remove(record)
             return None
-        self._fs.rm(self._run_path(aborted.run_id))
+        self.store.remove(self._run_path(aborted.run_id))
         return aborted
 
     def archive_runs(self, tag: str) -> int:
         """Move every run entry under ``archived-<tag>/``: an operator's reset for a lake whose data were
-        replaced by other individuals' records. Returns how many entries moved."""
+        replaced by other individuals' records. Returns how many entries moved (each is written to the
+        archive before it leaves ``runs/``, so none is ever lost)."""
         check_name("archive tag", tag)
         moved = 0
-        folder = f"{self._root}/archived-{tag}"
-        self._fs.makedirs(folder, exist_ok=True)
         for entry in self.entries():
             source = self._run_path(entry.run_id)
-            self._fs.mv(source, f"{folder}/{entry.run_id}.json")
+            archived = f"{self.fingerprint}/archived-{tag}/{entry.run_id}.json"
+            self.store.replace(archived, self.store.read(source))
+            self.store.remove(source)
             moved += 1
         return moved
 
     def archives(self) -> list[tuple[str, list[LedgerEntry]]]:
         """The reset archives (``archived-<tag>/``, oldest first), each with the run entries it holds."""
-        self._fs.invalidate_cache(self._root)
-        if not self._fs.exists(self._root):
-            return []
-        folders = sorted(
-            p for p in self._fs.ls(self._root, detail=False) if p.rsplit("/", 1)[-1].startswith("archived-")
-        )
+        prefix = f"{self.fingerprint}/archived-"
         return [
-            (folder.rsplit("/", 1)[-1][len("archived-") :], entries_in(self._fs, folder))
-            for folder in folders
+            (folder[len(prefix) :], entries_in(self.store, folder))
+            for folder in self.store.list(self.fingerprint)
+            if folder.startswith(prefix)
         ]
 
     def statement(self) -> str:

@@ -15,23 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpstream.privacy import gdp
+from dpstream.privacy.ledger_store import LedgerStore
 from dpstream.privacy.relation import NeighbouringRelation
-from dpstream.storage import read_json
 from dpstream.validation import check_budget
 
 __all__ = [
-    "LifetimeBudget",
+    "BUDGET_NAME",
+    "FILES_NAME",
+    "LEDGER_MARKER",
+    "STATUSES",
     "LedgerEntry",
+    "LifetimeBudget",
     "check_ledger_unit",
     "describe_ledger_unit",
-    "STATUSES",
-    "FILES_NAME",
-    "BUDGET_NAME",
-    "LEDGER_MARKER",
-    "entry_at",
     "entries_in",
-    "overlapping_lakes",
+    "entry_at",
     "now",
+    "overlapping_lakes",
 ]
 
 FILES_NAME = "files.json"
@@ -135,8 +135,11 @@ class LedgerEntry:
         return self.status in ("reserved", "committed")
 
 
-def entry_at(fs: Any, path: str) -> LedgerEntry:
-    document = read_json(fs, path)
+def entry_at(store: LedgerStore, key: str) -> LedgerEntry | None:
+    """The entry at ``key``, or None when there is none; a damaged one is refused naming its file."""
+    document = store.read(key)
+    if document is None:
+        return None
     try:
         if not isinstance(document, dict):
             raise TypeError(f"a JSON object was expected, got {type(document).__name__}")
@@ -146,60 +149,48 @@ def entry_at(fs: Any, path: str) -> LedgerEntry:
             raise ValueError("run_id, a finite mu >= 0 and a known status are required")
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"{path} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
+            f"{store.show(key)} is not a dpstream ledger entry ({error}); restore it from a backup. Never delete "
             "an entry: the privacy it records was spent"
         ) from None
     return entry
 
 
-def entries_in(fs: Any, folder: str) -> list[LedgerEntry]:
-    """The entries (``*.json``) directly in ``folder``, by file name; none when it does not exist."""
-    fs.invalidate_cache(folder)
-    if not fs.exists(folder):
-        return []
-    return [entry_at(fs, p) for p in sorted(p for p in fs.ls(folder, detail=False) if p.endswith(".json"))]
+def entries_in(store: LedgerStore, folder: str) -> list[LedgerEntry]:
+    """The entries (``*.json``) directly in ``folder``, by file name; none when it does not exist. An entry
+    listed but gone when read (an abort or an archive moved it meanwhile) is skipped: it no longer counts."""
+    entries = (entry_at(store, key) for key in store.list(folder) if key.endswith(".json"))
+    return [entry for entry in entries if entry is not None]
 
 
 def overlapping_lakes(
-    fs: Any, root: str, files: frozenset[str]
+    store: LedgerStore, files: frozenset[str]
 ) -> dict[str, tuple[LifetimeBudget, frozenset[str]]]:
-    """Every lake under ``root`` that shares a source file with ``files``: name -> (budget, its files)."""
-    fs.invalidate_cache(root)
+    """Every lake in ``store`` that shares a source file with ``files``: name -> (budget, its files)."""
     found = {}
-    for path in fs.glob(f"{root}/*/{FILES_NAME}"):
-        lake_root = path.rsplit("/", 1)[0]
-        lake_files = frozenset(read_json(fs, path)["files"])
+    for lake in store.list(""):
+        recorded = store.read(f"{lake}/{FILES_NAME}") if not lake.endswith(".json") else None
+        if recorded is None:
+            continue
+        lake_files = frozenset(recorded["files"])
         if lake_files & files:
-            budget = _budget_of_new_lake(fs, f"{lake_root}/{BUDGET_NAME}")
+            budget = _budget_of_new_lake(store, lake)
             if budget is not None:
-                found[lake_root.rsplit("/", 1)[-1]] = (budget, lake_files)
+                found[lake] = (budget, lake_files)
     return found
 
 
-def _budget_of_new_lake(fs: Any, path: str, wait_seconds: float = 5.0) -> LifetimeBudget | None:
-    """The budget at ``path`` of a lake whose files are recorded. A lake's first run records its files and
-    then its budget, so a run starting at the same moment on a lake sharing files can find the files alone:
-    it waits a moment for the budget; a lake still without one has no run (a run needs the budget before
-    it claims), so it charges nothing and caps nothing yet. Files recorded long ago without a budget (a
-    first run that crashed in between) are not waited for."""
-    if not _recent(fs, f"{path.rsplit('/', 1)[0]}/{FILES_NAME}"):
-        wait_seconds = 0.0
-    deadline = time.monotonic() + wait_seconds
+def _budget_of_new_lake(store: LedgerStore, lake: str, wait_seconds: float = 5.0) -> LifetimeBudget | None:
+    """The budget of ``lake``, whose files are recorded. A lake's first run records its files and then its
+    budget, so a run starting at the same moment on a lake sharing files can find the files alone: it
+    waits a moment for the budget; a lake still without one has no run (a run needs the budget before it
+    claims), so it charges nothing and caps nothing yet. Files recorded long ago without a budget (a first
+    run that crashed in between) are not waited for."""
+    age = store.age_seconds(f"{lake}/{FILES_NAME}")
+    deadline = time.monotonic() + (wait_seconds if age is None or age < 60.0 else 0.0)
     while True:
-        try:
-            return LifetimeBudget.from_json(read_json(fs, path))
-        except FileNotFoundError:
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.1)
-            fs.invalidate_cache(path.rsplit("/", 1)[0])
-
-
-def _recent(fs: Any, path: str, seconds: float = 60.0) -> bool:
-    try:
-        modified = fs.modified(path)
-    except (OSError, NotImplementedError):
-        return True  # unknown: wait, as for a lake being created
-    if modified.tzinfo is None:
-        modified = modified.replace(tzinfo=_dt.UTC)
-    return (_dt.datetime.now(_dt.UTC) - modified).total_seconds() < seconds
+        document = store.read(f"{lake}/{BUDGET_NAME}")
+        if document is not None:
+            return LifetimeBudget.from_json(document)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.1)

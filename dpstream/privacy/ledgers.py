@@ -18,26 +18,34 @@ from dpstream.privacy.ledger_records import (
     describe_ledger_unit,
     entries_in,
 )
-from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic
+from dpstream.privacy.ledger_store import FsspecLedgerStore, LedgerStore
 from dpstream.validation import check_name
 
 __all__ = ["Ledger"]
 
 
 class Ledger:
-    """The collection of per-lake ledgers under one URL."""
+    """The collection of per-lake ledgers under one URL, kept in a ``LedgerStore`` (files under the URL;
+    pass ``store`` for another kind)."""
 
     def __init__(
-        self, url: str, storage_options: dict[str, Any] | None = None, outage: OutagePolicy | None = None
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        outage: OutagePolicy | None = None,
+        store: LedgerStore | None = None,
     ):
         self.url = url
         self.outage = outage or OutagePolicy()
-        self._fs, self._root = open_url(url, storage_options)
-        self.outage.call(
-            lambda: check_exclusive_create(self._fs, self._root),
-            store=self.store_name,
-            what="probe its conditional writes",
-        )
+        if store is None:
+            files = FsspecLedgerStore(url, storage_options)
+            self.outage.call(
+                files.check_exclusive_create,
+                store=self.store_name,
+                what="probe its conditional writes",
+            )
+            store = files
+        self.store = store
 
     @property
     def store_name(self) -> str:
@@ -45,12 +53,8 @@ class Ledger:
 
     def _mark(self) -> None:
         """Write the ledger's root marker once (before its first lake), so no output is ever written here."""
-        path = f"{self._root}/{LEDGER_MARKER}"
-        if not self._fs.exists(path):
-            try:
-                write_json_atomic(self._fs, path, {"format": "dpstream-ledger/1"}, exclusive=True)
-            except FileExistsError:
-                pass
+        if self.store.read(LEDGER_MARKER) is None:
+            self.store.create(LEDGER_MARKER, {"format": "dpstream-ledger/1"})
 
     @rides_out("open the ledger of lake")
     def lake(
@@ -67,23 +71,21 @@ class Ledger:
         recorded once, they make runs on lakes that share files count against the same records.
         """
         check_name("lake fingerprint", fingerprint)
-        root = f"{self._root}/{fingerprint}"
-        budget_path = f"{root}/{BUDGET_NAME}"
-        if self._fs.exists(budget_path):
-            recorded = LifetimeBudget.from_json(read_json(self._fs, budget_path))
+        budget_key = f"{fingerprint}/{BUDGET_NAME}"
+        document = self.store.read(budget_key)
+        if document is not None:
+            recorded = LifetimeBudget.from_json(document)
             if (
                 budget is not None
                 and budget.unit != recorded.unit
                 and budget == replace(recorded, unit=budget.unit)
             ):
-                unused = LakeLedger(
-                    self._fs, root, fingerprint, recorded, self._files(root, files), self.outage
-                )
+                unused = self._open(fingerprint, recorded, self._files(fingerprint, files))
                 if (
                     not unused.entries() and not unused.aborted()
                 ):  # opened, never charged: the first run decides
-                    write_json_atomic(self._fs, budget_path, budget.to_json())
-                    return LakeLedger(self._fs, root, fingerprint, budget, unused.files, self.outage)
+                    self.store.replace(budget_key, budget.to_json())
+                    return self._open(fingerprint, budget, unused.files)
             if budget is not None and budget.unit != recorded.unit:
                 raise UnitMismatchError(
                     f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by "
@@ -100,9 +102,9 @@ class Ledger:
                     f"it deliberately: `dpstream budget set-lifetime {fingerprint} --ledger {self.url} --epsilon E "
                     "--delta D --confirm` (Python: Ledger.set_budget)"
                 )
-            return LakeLedger(self._fs, root, fingerprint, recorded, self._files(root, files), self.outage)
+            return self._open(fingerprint, recorded, self._files(fingerprint, files))
         if budget is None:
-            names = sorted(path.split("/")[-2] for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"))
+            names = self._lakes()
             holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"
             raise ValueError(
                 f"lake {fingerprint} has no ledger at {self.url} yet ({holds}): no run has been charged to it there. "
@@ -110,21 +112,26 @@ class Ledger:
                 "a first `dpstream train` creates it (Python: pass LifetimeBudget(epsilon, delta))"
             )
         self._mark()
-        recorded_files = self._files(root, files)
-        try:
-            write_json_atomic(self._fs, budget_path, budget.to_json(), exclusive=True)
-        except FileExistsError:
+        recorded_files = self._files(fingerprint, files)
+        if not self.store.create(budget_key, budget.to_json()):
             return self.lake(fingerprint, budget, files)
-        return LakeLedger(self._fs, root, fingerprint, budget, recorded_files, self.outage)
+        return self._open(fingerprint, budget, recorded_files)
+
+    def _open(self, fingerprint: str, budget: LifetimeBudget, files: frozenset[str] | None) -> LakeLedger:
+        return LakeLedger(self.store, fingerprint, budget, files, self.outage)
+
+    def _lakes(self) -> list[str]:
+        """The lakes this ledger holds (a folder with a budget), by fingerprint."""
+        return [lake for lake in self.store.list("") if self.store.read(f"{lake}/{BUDGET_NAME}") is not None]
 
     def check_unit(self, fingerprint: str, unit: str) -> None:
         """Refuse (``UnitMismatchError``), reading only, a run of ``unit`` on a lake whose ledger counts
         another unit: the check a pipeline makes before it shuffles, so a refusal costs no shuffle."""
         check_name("lake fingerprint", fingerprint)
-        path = f"{self._root}/{fingerprint}/{BUDGET_NAME}"
-        if not self._fs.exists(path):
+        document = self.store.read(f"{fingerprint}/{BUDGET_NAME}")
+        if document is None:
             return
-        recorded = LifetimeBudget.from_json(read_json(self._fs, path))
+        recorded = LifetimeBudget.from_json(document)
         if recorded.unit != check_ledger_unit(unit) and self.lake(fingerprint).entries():
             raise UnitMismatchError(
                 f"lake {fingerprint}'s ledger at {self.url} counts {describe_ledger_unit(recorded.unit)} (fixed by its "
@@ -133,32 +140,33 @@ class Ledger:
                 f"({unit_setting(recorded.unit)})"
             )
 
-    def _files(self, root: str, files: tuple[str, ...] | frozenset[str] | None) -> frozenset[str] | None:
+    def _files(
+        self, fingerprint: str, files: tuple[str, ...] | frozenset[str] | None
+    ) -> frozenset[str] | None:
         """The lake's recorded source files; records ``files`` on first use (before its budget, so a lake
         is never visible without them)."""
-        path = f"{root}/{FILES_NAME}"
-        if self._fs.exists(path):
-            recorded = frozenset(read_json(self._fs, path)["files"])
+        key = f"{fingerprint}/{FILES_NAME}"
+        document = self.store.read(key)
+        if document is not None:
+            recorded = frozenset(document["files"])
             if files is not None and frozenset(files) != recorded:
                 raise ValueError(
-                    f"lake {root.rsplit('/', 1)[-1]} is recorded with other source files than given; "
+                    f"lake {fingerprint} is recorded with other source files than given; "
                     "the fingerprint must come from the files (dpstream.pipelines.validate_lake)"
                 )
             return recorded
         if not files:
             return None
-        try:
-            write_json_atomic(self._fs, path, {"files": sorted(files)}, exclusive=True)
-        except FileExistsError:
-            return self._files(root, files)
+        if not self.store.create(key, {"files": sorted(files)}):
+            return self._files(fingerprint, files)
         return frozenset(files)
 
     def unfinished_data_versions(self) -> frozenset[str]:
         """The data versions (pinned shuffle generations) of every ``reserved`` run of every lake here: what
         a run that may still resume will read again, so a prune must keep it."""
         versions = set()
-        for path in self._fs.glob(f"{self._root}/*/{BUDGET_NAME}"):
-            for entry in entries_in(self._fs, f"{path.rsplit('/', 1)[0]}/runs"):
+        for lake in self._lakes():
+            for entry in entries_in(self.store, f"{lake}/runs"):
                 if entry.status == "reserved" and entry.data_version:
                     versions.add(entry.data_version)
         return frozenset(versions)
@@ -168,7 +176,7 @@ class Ledger:
         check_name("lake fingerprint", fingerprint)
         lake = (
             self.lake(fingerprint, None)
-            if self._fs.exists(f"{self._root}/{fingerprint}/{BUDGET_NAME}")
+            if self.store.read(f"{fingerprint}/{BUDGET_NAME}") is not None
             else None
         )
         if lake is not None and budget.relation is not lake.budget.relation and lake.entries():
@@ -182,6 +190,5 @@ class Ledger:
                 "cannot change"
             )
         self._mark()
-        write_json_atomic(self._fs, f"{self._root}/{fingerprint}/{BUDGET_NAME}", budget.to_json())
-        root = f"{self._root}/{fingerprint}"
-        return LakeLedger(self._fs, root, fingerprint, budget, self._files(root, None), self.outage)
+        self.store.replace(f"{fingerprint}/{BUDGET_NAME}", budget.to_json())
+        return self._open(fingerprint, budget, self._files(fingerprint, None))

@@ -105,7 +105,11 @@ def test_unsafe_names_refused(tmp_path, name):
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(epsilon=0, delta=1e-6), dict(epsilon=1, delta=0), dict(epsilon=1, delta=1e-6, relation="add")],
+    [
+        dict(epsilon=0, delta=1e-6),
+        dict(epsilon=1, delta=0),
+        dict(epsilon=1, delta=1e-6, relation="add"),
+    ],
 )
 def test_bad_budget_values(bad):
     with pytest.raises(ValueError):
@@ -127,7 +131,13 @@ def test_writes_leave_no_temporary_files(tmp_path):
         lake.reserve(f"r{n}", 0.2, mechanism="x", relation="replace-one")
         lake.commit(f"r{n}")
     names = [name for _, _, files in os.walk(tmp_path) for name in files]
-    assert sorted(names) == ["_dpstream_ledger.json", "budget.json", "r0.json", "r1.json", "r2.json"]
+    assert sorted(names) == [
+        "_dpstream_ledger.json",
+        "budget.json",
+        "r0.json",
+        "r1.json",
+        "r2.json",
+    ]
     document = json.loads((tmp_path / "lake1" / "runs" / "r0.json").read_text())
     assert document["status"] == "committed" and document["mu"] == 0.2
 
@@ -220,19 +230,16 @@ def test_a_refusal_says_which_epsilon_still_fits(tmp_path):
 
 
 def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(tmp_path, monkeypatch):
-    """A claim's exclusive PUT that succeeded but was retried after a lost answer raises 'exists': the
-    ledger finds its own claim token there and keeps the claim."""
-    from dpstream.privacy import ledger as ledger_module
-
+    """A claim's exclusive PUT that succeeded but was retried after a lost answer finds the key taken:
+    the ledger finds its own claim token there and keeps the claim."""
     lake = Ledger(str(tmp_path)).lake("lake-1", BUDGET)
-    original = ledger_module.write_json_atomic
+    original = lake.store.create
 
-    def retried(fs, path, document, *, exclusive=False):
-        original(fs, path, document, exclusive=exclusive)
-        if exclusive and path.endswith("/runs/r1.json"):
-            raise FileExistsError(path)
+    def retried(key, document):
+        original(key, document)
+        return not key.endswith("/runs/r1.json")  # as if the key had been there: the retry's view
 
-    monkeypatch.setattr(ledger_module, "write_json_atomic", retried)
+    monkeypatch.setattr(lake.store, "create", retried)
     entry = lake.claim("r1", 0.5, mechanism="x", relation="replace-one")
     assert lake.entry("r1").claim == entry.claim and entry.status == "reserved"
 

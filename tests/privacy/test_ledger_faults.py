@@ -37,7 +37,12 @@ def test_simultaneous_first_claims_on_lakes_sharing_files_both_get_an_answer(tmp
         barrier = threading.Barrier(2)
 
         def first_run(
-            lake: str, files: tuple[str, ...], where=url, seen=errors, done=charged, start=barrier
+            lake: str,
+            files: tuple[str, ...],
+            where=url,
+            seen=errors,
+            done=charged,
+            start=barrier,
         ) -> None:
             start.wait()
             try:
@@ -55,7 +60,10 @@ def test_simultaneous_first_claims_on_lakes_sharing_files_both_get_an_answer(tmp
             thread.start()
         for thread in threads:
             thread.join()
-        assert errors == [] and sorted(charged) == ["lake-a", "lake-b"], (attempt, errors)
+        assert errors == [] and sorted(charged) == ["lake-a", "lake-b"], (
+            attempt,
+            errors,
+        )
         # Both runs charge the shared file: its spend is the composition of the two.
         assert Ledger(url).lake("lake-a").spent_mu() == pytest.approx((0.3**2 + 0.3**2) ** 0.5)
 
@@ -65,26 +73,26 @@ def test_a_claim_retried_after_an_outage_finds_its_own_entry(tmp_path, monkeypat
     """The write landed but its answer was lost to an outage: the retry must not refuse the run's own
     claim as another run's (the token is drawn once, before the retried part), nor count it twice near
     the cap (on S3 the folder listing cached before the write must not hide the entry)."""
-    from dpstream.privacy import ledger as ledger_module
-
     url, options = (str(tmp_path), None) if store == "local" else request.getfixturevalue("s3_bucket")
     outage = OutagePolicy(window_seconds=10.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
     lake = Ledger(f"{url}/ledger", options, outage=outage).lake("lake-1", BUDGET)
     lake.reserve("earlier", BUDGET.mu * 0.7, mechanism="x", relation="replace-one")
-    original = ledger_module.write_json_atomic
-    failures = []
+    files, original, failures = lake.store, lake.store.create, []
 
-    def lost_answer(fs, path, document, *, exclusive=False):
-        listed = dict(getattr(fs, "dircache", {}))  # the listing the budget check just read
-        original(fs, path, document, exclusive=exclusive)
-        if exclusive and path.endswith("/runs/r1.json") and not failures:
-            failures.append(path)
-            if hasattr(fs, "dircache"):  # a PUT that landed unanswered leaves the client's listing as it was
-                fs.dircache.clear()
-                fs.dircache.update(listed)
+    def lost_answer(key, document):
+        listed = dict(getattr(files.fs, "dircache", {}))  # the listing the budget check just read
+        created = original(key, document)
+        if key.endswith("/runs/r1.json") and not failures:
+            failures.append(key)
+            if hasattr(
+                files.fs, "dircache"
+            ):  # a PUT that landed unanswered leaves the client's listing as it was
+                files.fs.dircache.clear()
+                files.fs.dircache.update(listed)
             raise ConnectionResetError(errno.ECONNRESET, "connection reset by peer")
+        return created
 
-    monkeypatch.setattr(ledger_module, "write_json_atomic", lost_answer)
+    monkeypatch.setattr(files, "create", lost_answer)
     entry = lake.claim("r1", BUDGET.mu * 0.7, mechanism="x", relation="replace-one")  # fits once, not twice
     assert failures and lake.entry("r1").claim == entry.claim and len(lake.entries()) == 2
     with pytest.raises(RunIdReusedError):  # a second claim of the id is still refused
@@ -97,16 +105,15 @@ def test_an_abort_retried_after_an_outage_gives_back_once(tmp_path, monkeypatch)
     outage = OutagePolicy(window_seconds=10.0, first_wait_seconds=0.01, longest_wait_seconds=0.02)
     lake = Ledger(str(tmp_path), outage=outage).lake("lake-1", BUDGET)
     entry = lake.claim("r1", 0.3, mechanism="x", relation="replace-one")
-    fs = lake._fs
-    original, lost = fs.rm, []
+    original, lost = lake.store.remove, []
 
-    def rm(path, *args, **kwargs):
-        original(path, *args, **kwargs)
-        if path.endswith("/runs/r1.json") and not lost:
-            lost.append(path)
+    def remove(key):
+        original(key)
+        if key.endswith("/runs/r1.json") and not lost:
+            lost.append(key)
             raise ConnectionResetError(errno.ECONNRESET, "connection reset by peer")
 
-    monkeypatch.setattr(fs, "rm", rm)
+    monkeypatch.setattr(lake.store, "remove", remove)
     given_back = lake.abort("r1", entry.claim, "failed before its first release")
     assert lost and given_back is not None and given_back.status == "aborted"
     assert lake.entries() == [] and [e.run_id for e in lake.aborted()] == ["r1"]
