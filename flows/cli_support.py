@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from dpstream.flows.interrupt import start_resource_tracker
 from dpstream.flows.logs import capture_logs, new_log_file
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def log_to_file(args, command: str, name: str) -> None:
         str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)", getattr(args, "protected", ())
     )
     args.log_file = new_log_file(command, name)
+    start_resource_tracker(args.log_file)
     if not args.verbose:
         send_worker_output_to(args.log_file)
     capture_logs(args.log_file, verbose=args.verbose)

@@ -281,7 +281,8 @@ class CheckpointConfig(_Section):
 
 class StorageConfig(_Section):
     """How long a run waits for an unreachable ledger, checkpoint or publish location before it stops with
-    its reservation kept for a resume (``dpstream.outages``)."""
+    its reservation kept for a resume (``dpstream.outages``). The window decides when no new attempt
+    starts; one request to a store that never answers is bounded by its client's own timeouts."""
 
     outage_seconds: float = Field(default=DEFAULT_OUTAGE_SECONDS, ge=0.0, allow_inf_nan=False)
 

@@ -79,8 +79,38 @@ def interrupted_line(signum: int, message: str) -> str:
     return f"dpstream: interrupted ({signal.Signals(signum).name}); {message}\n"
 
 
+def start_resource_tracker(log_file: str | os.PathLike[str]) -> None:
+    """Start multiprocessing's resource tracker now, as this command's: it ignores SIGHUP as it already
+    ignores SIGINT and SIGTERM, and writes to ``log_file``. A hang-up sent to the whole process group
+    (a closed terminal, ``timeout -s HUP``) would otherwise kill it, every Dask process would relaunch one
+    and print a traceback, and the semaphores it tracks would leak; ``stop_children`` leaves it alive, so
+    once this process is gone it frees what the stopped processes held (its notes go to the log)."""
+    from multiprocessing import resource_tracker
+
+    with open(log_file, "ab") as log:
+        saved_stderr = os.dup(2)
+        hang_up = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an ignored signal stays ignored in the child
+        try:
+            os.dup2(log.fileno(), 2)  # the tracker is started with this process's stderr
+            resource_tracker.ensure_running()
+        finally:
+            os.dup2(saved_stderr, 2)
+            os.close(saved_stderr)
+            signal.signal(signal.SIGHUP, hang_up)
+
+
+def _tracker_pid() -> int | None:
+    try:
+        from multiprocessing import resource_tracker
+
+        return resource_tracker._resource_tracker._pid
+    except (ImportError, AttributeError):
+        return None
+
+
 def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None:
-    """Stop every descendant of this process, with none left behind.
+    """Stop every descendant of this process, with none left behind but the resource tracker, which
+    frees the stopped processes' semaphores and exits once this process is gone (``start_resource_tracker``).
 
     A Dask nanny restarts a worker that dies while the nanny lives, so terminating a snapshot of the
     tree can miss a process started meanwhile. The tree is first frozen (SIGSTOP, repeated until no new
@@ -88,12 +118,13 @@ def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None
     import psutil
 
     frozen: dict[int, psutil.Process] = {}
+    tracker = _tracker_pid()
     for _ in range(rounds):
         try:
             new = [
                 p
                 for p in psutil.Process().children(recursive=True) + _orphans_of_our_group()
-                if p.pid not in frozen
+                if p.pid not in frozen and p.pid != tracker
             ]
         except psutil.Error:
             break

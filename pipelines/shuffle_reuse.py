@@ -56,9 +56,10 @@ def check_recorded_source(manifest: Manifest, summary: LakeSummary) -> None:
     recorded, validated = tuple(sorted(manifest.source_files)), summary.file_identities
     if recorded == validated and manifest.source_rows == summary.num_rows:
         return
+    # One edited identity is one recorded that validation did not find (and one found, not recorded).
+    changed = max(len(set(recorded) - set(validated)), len(set(validated) - set(recorded)))
     differs = (
-        f"{len(set(recorded) ^ set(validated))} source file identit"
-        f"{'y differs' if len(set(recorded) ^ set(validated)) == 1 else 'ies differ'}"
+        f"{changed} source file identit{'y differs' if changed == 1 else 'ies differ'}"
         if recorded != validated
         else f"it records {manifest.source_rows:,} source rows, validation found {summary.num_rows:,}"
     )

@@ -103,10 +103,13 @@ def alive(process: psutil.Process) -> bool:
         return False
 
 
-def stop(command: subprocess.Popen, signum: int, ready: Callable[[Descendants], bool]) -> tuple[int, str]:
-    """Once ``ready(tree)``, send ``signum`` to the command alone and wait for it to end; then every
-    process seen below it must be gone within ``GONE_WITHIN`` seconds. Returns (exit code, stderr).
-    Whatever happens, nothing started here is left running."""
+def stop(
+    command: subprocess.Popen, signum: int, ready: Callable[[Descendants], bool], group: bool = False
+) -> tuple[int, str]:
+    """Once ``ready(tree)``, send ``signum`` to the command alone (``group``: to its whole process group,
+    as a closed terminal or ``timeout`` does) and wait for it to end; then every process seen below it
+    must be gone within ``GONE_WITHIN`` seconds. Returns (exit code, stderr). Whatever happens, nothing
+    started here is left running."""
     tree = Descendants(command.pid)
     try:
         deadline = time.monotonic() + 240
@@ -114,7 +117,10 @@ def stop(command: subprocess.Popen, signum: int, ready: Callable[[Descendants], 
             assert command.poll() is None and time.monotonic() < deadline, command.communicate()[1][-3000:]
             tree.scan()
             time.sleep(0.05)
-        os.kill(command.pid, signum)
+        if group:
+            os.killpg(command.pid, signum)  # the command leads its own session and group
+        else:
+            os.kill(command.pid, signum)
         deadline = time.monotonic() + 120
         while command.poll() is None and time.monotonic() < deadline:
             tree.scan()  # what it starts while it stops counts too
@@ -133,10 +139,20 @@ def stop(command: subprocess.Popen, signum: int, ready: Callable[[Descendants], 
                 pass
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
-def test_a_stopped_train_leaves_no_process_behind(project, tmp_path, signum):
+@pytest.mark.parametrize(
+    ("signum", "group"),
+    [
+        (signal.SIGTERM, False),
+        (signal.SIGINT, False),
+        (signal.SIGHUP, False),
+        (signal.SIGKILL, False),
+        (signal.SIGHUP, True),  # a closed terminal, `timeout -s HUP`: the resource tracker must survive it
+        (signal.SIGTERM, True),  # `timeout`
+    ],
+)
+def test_a_stopped_train_leaves_no_process_behind(project, tmp_path, signum, group):
     train = start_command(project, tmp_path / "logs")
-    code, stderr = stop(train, signum, lambda tree: tree.running(SERVER) and tree.running(WORKER))
+    code, stderr = stop(train, signum, lambda tree: tree.running(SERVER) and tree.running(WORKER), group)
     if signum == signal.SIGKILL:
         assert code == -signal.SIGKILL
         return

@@ -72,3 +72,8 @@ def test_a_manifest_whose_source_files_were_edited_is_refused(lake, tmp_path):
     ):
         shuffle_once(lake, out)
     assert len(manifest.source_files) == 4
+    # One identity replaced by another is one that differs, not two.
+    document["source_files"] = [*manifest.source_files[:-1], "md5:" + "0" * 32]
+    record.write_text(json.dumps(document))
+    with pytest.raises(LakeError, match=r"\(1 source file identity differs\)"):
+        shuffle_once(lake, out)
