@@ -35,6 +35,7 @@ from dpstream.flows.locations import (
     RunLocations,
     claim_run_folders,
     claims_given_back_on_failure,
+    record_release,
     run_locations,
 )
 from dpstream.flows.planning import (
@@ -217,6 +218,8 @@ def publish_task(
             what=f"publish {file_name} of run {run_id!r}",
         )
         paths[name] = url_of(fs, f"{root}/{file_name}")
+    released = [file_name for folder, file_name, _ in files.values() if folder == locations.output]
+    record_release(locations.output, released, outage, storage_options)  # last: the release is whole
     create_markdown_artifact(
         markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
     )

@@ -45,6 +45,7 @@ __all__ = [
     "claims_given_back_on_failure",
     "FolderClaims",
     "check_release_folder",
+    "record_release",
     "RELEASE_FILES",
     "RunLocations",
     "run_locations",
@@ -200,6 +201,28 @@ def check_release_folder(url: str) -> None:
             f"{', …' if len(others) > 5 else ''}): a publish folder holds a run's releases only, and a reader "
             "cannot tell what else was published. Move them out of the folder, then run `dpstream report` again"
         )
+    claim = _recorded(fs, f"{root}/{RELEASE_CLAIM}", "released") if RELEASE_CLAIM in names else []
+    missing = ["all of it"] if claim is None else [name for name in claim if name not in names]
+    if missing:
+        raise ValueError(
+            f"{url} holds an incomplete release (missing: {', '.join(missing)}): its run stopped while "
+            "publishing. Run the same `dpstream train` command with its run id again: it publishes the same "
+            "release whole, charged nothing more"
+        )
+
+
+def record_release(
+    url: str, file_names: list[str], outage: OutagePolicy | None = None, storage_options: dict | None = None
+) -> None:
+    """Write into the publish folder's claim which files its release holds, as the publish's last write:
+    a folder whose claim lists nothing, or files that are not there, holds an incomplete release."""
+    fs, root = open_url(url, storage_options)
+    path = f"{root}/{RELEASE_CLAIM}"
+
+    def write() -> None:
+        write_json_atomic(fs, path, {**read_json(fs, path), "released": sorted(file_names)})
+
+    (outage or OutagePolicy()).call(write, store=url, what="record its release")
 
 
 def _recorded(fs: Any, path: str, key: str) -> Any:

@@ -89,10 +89,13 @@ def test_a_full_publish_folder_names_the_file_and_the_release_follows_the_fix(tm
     assert str(tiny.path / "full") in line and "space" in line.lower(), line
     # The values were released (the run trained to its end): charged, once, and kept for the resume.
     assert _charges(tmp_path / "ledger") == {"full": "committed"}
+    partial = dpstream("report", tiny.path / "full")  # what did land is no release yet
+    assert partial.returncode == 2 and "holds an incomplete release" in partial.stderr, partial.stderr
     tiny.remount("size=4m")
     again = dpstream(*run)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((tiny.path / "full" / "model.json").read_text())["run_id"] == "full"
+    assert dpstream("report", tiny.path / "full").returncode == 0
     assert _charges(tmp_path / "ledger") == {"full": "committed"}
     assert tree(raw) == source
 
