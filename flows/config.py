@@ -47,6 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from dpstream.algorithms.builder import AlgorithmSpec
+from dpstream.algorithms.registry import AUTO, declared
 from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.flows.cluster_config import ClusterConfig
 from dpstream.flows.preprocess_config import PreprocessConfig
@@ -198,7 +199,7 @@ class AlgorithmConfig(_Section):
     # The defaults are the builder's (dpstream.algorithms.builder.AlgorithmSpec); noise, clip_norm and
     # learning_rate left out are the model kind's (dpstream.models.kinds.TrainingDefaults: independent
     # noise, 1.0 and the stable step for linear / logistic, the KAN's tuned ones), as in the estimators.
-    name: Literal["auto", "ssp", "ambssgd", "dpsgd", "srgd"] = AlgorithmSpec.name
+    name: str = AlgorithmSpec.name  # "auto" or a declared algorithm (dpstream.algorithms.registry)
     noise: Literal["independent", "lambda", "nu"] | None = AlgorithmSpec.noise
     correlation: float = Field(default=AlgorithmSpec.correlation, ge=0.0, lt=1.0)
     nu: float = Field(default=AlgorithmSpec.nu, gt=0.0, le=1.0)
@@ -209,6 +210,13 @@ class AlgorithmConfig(_Section):
     stat_bound: float = Field(default=AlgorithmSpec.stat_bound, gt=0.0)
     row_norm_bound: float | None = Field(default=AlgorithmSpec.row_norm_bound, gt=0.0, allow_inf_nan=False)
     label_bound: float = Field(default=AlgorithmSpec.label_bound, gt=0.0, allow_inf_nan=False)
+
+    @field_validator("name")
+    @classmethod
+    def _declared_algorithm(cls, name: str) -> str:
+        if name != AUTO:
+            declared(name)  # a ValueError naming the declared algorithms
+        return name
 
 
 # δ is the probability that the guarantee fails outright; at δ ≥ 0.5 a mechanism that publishes one

@@ -191,7 +191,7 @@ def test_wrong_shapes():
 
 
 def test_every_parameter_is_documented_with_the_algorithms_that_use_it():
-    from dpstream.algorithms.builder import USES
+    from dpstream.algorithms.registry import algorithm_names, declared
 
     for estimator in (DPLinearRegression, DPLogisticRegression):
         section = estimator.__doc__.split("Parameters\n    ----------", 1)[1]
@@ -202,7 +202,7 @@ def test_every_parameter_is_documented_with_the_algorithms_that_use_it():
             for name in line.split(" : ")[0].split(",")
         }
         assert set(estimator().get_params()) == documented, set(estimator().get_params()) ^ documented
-        for algorithm, names in USES.items():  # each hyperparameter's entry names the algorithms using it
-            for name in set(names) & documented:
+        for algorithm in algorithm_names():  # each hyperparameter's entry names the algorithms using it
+            for name in set(declared(algorithm).uses) & documented:
                 entry = section.split(f"    {name} : ", 1)[1].split("\n    ", 2)[1]
                 assert f'"{algorithm}"' in entry, (name, algorithm, entry)

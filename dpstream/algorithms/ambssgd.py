@@ -57,6 +57,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
     tail_average,
 )
+from dpstream.algorithms.registry import AlgorithmDeclaration, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import (
@@ -342,3 +343,19 @@ class DPAMBSSGD:
             clip_norms=tuple(state.clip_history) if state is not None else (),
             notes=(accounting,) + plan.notes,
         )
+
+
+def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> DPAMBSSGD:
+    return DPAMBSSGD(
+        spec.epsilon,
+        spec.delta,
+        bound=spec.stat_bound,
+        statistic="gradient_norm",
+        num_steps=spec.num_steps,
+        learning_rate=learning_rate,
+        relation=spec.relation,
+        unit=spec.unit,
+    )
+
+
+register(AlgorithmDeclaration("ambssgd", uses=("learning_rate", "num_steps", "stat_bound"), build=_build))

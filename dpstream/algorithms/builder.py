@@ -2,7 +2,7 @@
 flows and the estimators all build through ``build_algorithm``, so their defaults cannot drift apart.
 
 ``AlgorithmSpec`` holds the request: the algorithm's name (``"auto"`` or one of
-``choice.ALGORITHMS``), the budget and the hyperparameters. Its field defaults are the one statement of
+``dpstream.algorithms.registry``), the budget and the hyperparameters. Its field defaults are the one statement of
 the generic defaults (the config's ``[algorithm]`` section and the estimators' signatures read them).
 ``None`` means "the default for this data and model", resolved here:
 
@@ -14,7 +14,7 @@ the generic defaults (the config's ``[algorithm]`` section and the estimators' s
 - ``row_norm_bound`` (AdaSSP): sqrt(d), the bound of features on the public scale [−1, 1].
 
 ``AlgorithmSpec.given`` names the hyperparameters the user set explicitly; one the chosen algorithm
-does not use is refused (``USES``), naming those it does use, instead of being silently ignored.
+does not use is refused (its declaration's ``uses``), naming those it does use, instead of being silently ignored.
 """
 
 from __future__ import annotations
@@ -23,27 +23,32 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from dpstream.algorithms.ambssgd import DPAMBSSGD
+from dpstream.algorithms import ambssgd, dpsgd, srgd, ssp  # noqa: F401  (each declares its algorithm)
 from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
-from dpstream.algorithms.dpsgd import DPSGD
-from dpstream.algorithms.srgd import AcceleratedDPSRGD
-from dpstream.algorithms.ssp import AdaSSP
+from dpstream.algorithms.registry import algorithm_names, declared
 from dpstream.models.kinds import training_defaults
 from dpstream.models.users import check_user_level
-from dpstream.noise import make_noise_process
 from dpstream.privacy import PrivacyUnit
 
 __all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "resolve_model_defaults"]
 
-# The hyperparameters each algorithm reads (DP-SGD reads correlation only with noise="lambda", nu only
-# with noise="nu").
-USES: dict[str, tuple[str, ...]] = {
-    "ssp": ("row_norm_bound", "label_bound"),
-    "ambssgd": ("learning_rate", "num_steps", "stat_bound"),
-    "dpsgd": ("clip_norm", "learning_rate", "batch_size", "noise", "correlation", "nu", "projection_radius"),
-    "srgd": ("clip_norm", "batch_size", "projection_radius"),
-}
-HYPERPARAMETERS = frozenset(name for names in USES.values() for name in names)
+# Every hyperparameter an algorithm may read: AlgorithmSpec's settings (each declaration's ``uses`` names
+# some of them).
+HYPERPARAMETERS = frozenset(
+    {
+        "clip_norm",
+        "learning_rate",
+        "batch_size",
+        "num_steps",
+        "stat_bound",
+        "noise",
+        "correlation",
+        "nu",
+        "projection_radius",
+        "row_norm_bound",
+        "label_bound",
+    }
+)
 NOISE_OF = {"correlation": "lambda", "nu": "nu"}  # DP-SGD's settings that only one noise process reads
 
 
@@ -124,55 +129,11 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     learning_rate = (
         spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, num_params)
     )
-    common = dict(relation=spec.relation, unit=spec.unit)
-    if name == "ssp":
-        return name, AdaSSP(
-            spec.epsilon,
-            spec.delta,
-            row_norm_bound=spec.row_norm_bound,
-            label_bound=spec.label_bound,
-            link=model.link,
-            num_classes=getattr(model, "num_classes", 2),
-            intercept_index=spec.intercept_index,
-            **common,
-        )
-    if name == "ambssgd":
-        return name, DPAMBSSGD(
-            spec.epsilon,
-            spec.delta,
-            bound=spec.stat_bound,
-            statistic="gradient_norm",
-            num_steps=spec.num_steps,
-            learning_rate=learning_rate,
-            **common,
-        )
-    if name == "srgd":
-        return name, AcceleratedDPSRGD(
-            spec.epsilon,
-            spec.delta,
-            clip_norm=spec.clip_norm,
-            batch_size=spec.batch_size,
-            radius=spec.projection_radius,
-            **common,
-        )
-    batch_size = (
-        spec.batch_size if spec.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
-    )
-    return name, DPSGD(
-        spec.epsilon,
-        spec.delta,
-        clip_norm=spec.clip_norm,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
-        projection_radius=spec.projection_radius,
-        averaging="tail",
-        **common,
-    )
+    return name, declared(name).build(spec, model, num_rows, learning_rate)
 
 
 def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
-    used = set(USES[name])
+    used = set(declared(name).uses)
     if name == "dpsgd":
         used -= {"correlation"} if spec.noise != "lambda" else set()
         used -= {"nu"} if spec.noise != "nu" else set()
@@ -181,7 +142,9 @@ def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
         chosen = f"{name!r}" + (' (what "auto" chose)' if spec.name == "auto" else "")
         shown = sorted(used & set(spec.known))
         uses = f"which uses {', '.join(shown)}" if shown else "which has none of these settings"
-        users = sorted(other for other, names in USES.items() if set(ignored) & set(names) and other != name)
+        users = sorted(
+            other for other in algorithm_names() if set(ignored) & set(declared(other).uses) and other != name
+        )
         one = len(ignored) == 1
         # correlation and nu belong to a noise process of DP-SGD: the fix is the noise, not another algorithm
         noises = [f'noise="{NOISE_OF[setting]}" for {setting}' for setting in ignored if setting in NOISE_OF]

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SSP_MAX_DIM", "ALGORITHMS", "choose_algorithm", "stable_learning_rate"]
+from dpstream.algorithms.registry import AUTO, declared
+
+__all__ = ["SSP_MAX_DIM", "choose_algorithm", "stable_learning_rate"]
 
 SSP_MAX_DIM = 256
-ALGORITHMS = ("auto", "ssp", "ambssgd", "dpsgd", "srgd")
 
 
 def choose_algorithm(
@@ -30,9 +31,10 @@ def choose_algorithm(
     batch_size: Any = None,
     learning_rate: Any = None,
 ) -> str:
-    """The algorithm to run for ``requested`` (one of ``ALGORITHMS``) on ``model`` with ``num_params`` parameters."""
-    if requested not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {', '.join(map(repr, ALGORITHMS))}, got {requested!r}")
+    """The algorithm to run for ``requested`` (``"auto"`` or a declared one: ``registry.algorithm_names``) on
+    ``model`` with ``num_params`` parameters."""
+    if requested != AUTO:
+        declared(requested)  # an unknown name is refused, naming the declared ones
     moments = getattr(model, "supports_moments", False)
     if requested == "ssp":
         given = [

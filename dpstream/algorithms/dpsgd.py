@@ -30,6 +30,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
     tail_average,
 )
+from dpstream.algorithms.registry import AlgorithmDeclaration, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import (
@@ -164,3 +165,32 @@ class DPSGD(OneRoundTrip):
             plan=plan,
             clip_norms=(float(self.clip_norm),),
         )
+
+
+def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> DPSGD:
+    # The default batch: max(64, N/1000) rows, at most N.
+    batch_size = (
+        spec.batch_size if spec.batch_size is not None else max(1, min(num_rows, max(64, num_rows // 1000)))
+    )
+    return DPSGD(
+        spec.epsilon,
+        spec.delta,
+        clip_norm=spec.clip_norm,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        noise=make_noise_process(spec.noise, correlation=spec.correlation, nu=spec.nu),
+        projection_radius=spec.projection_radius,
+        averaging="tail",
+        relation=spec.relation,
+        unit=spec.unit,
+    )
+
+
+# correlation is read only with noise="lambda", nu only with noise="nu" (the builder refuses the other).
+register(
+    AlgorithmDeclaration(
+        "dpsgd",
+        uses=("clip_norm", "learning_rate", "batch_size", "noise", "correlation", "nu", "projection_radius"),
+        build=_build,
+    )
+)

@@ -39,6 +39,7 @@ from dpstream.algorithms.base import (
     project_to_ball,
     resolve_unit,
 )
+from dpstream.algorithms.registry import AlgorithmDeclaration, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.models.users import USER_LEVEL_UNSUPPORTED
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
@@ -178,3 +179,18 @@ class AcceleratedDPSRGD(OneRoundTrip):
             clip_norms=(float(self.clip_norm),),
             notes=(f"beta={plan.beta:.6g}, batch={plan.rows_per_step}, steps={plan.num_steps}",),
         )
+
+
+def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> AcceleratedDPSRGD:
+    return AcceleratedDPSRGD(
+        spec.epsilon,
+        spec.delta,
+        clip_norm=spec.clip_norm,
+        batch_size=spec.batch_size,
+        radius=spec.projection_radius,
+        relation=spec.relation,
+        unit=spec.unit,
+    )
+
+
+register(AlgorithmDeclaration("srgd", uses=("clip_norm", "batch_size", "projection_radius"), build=_build))

@@ -70,6 +70,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report, resolve_unit
+from dpstream.algorithms.registry import AlgorithmDeclaration, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.models.multinomial import contrast_basis
 from dpstream.noise import IndependentNoise, NoiseKey
@@ -448,3 +449,20 @@ class AdaSSP(OneRoundTrip):
             f"the label sum was released (labels clipped to |y| ≤ {self.label_bound:.6g}) and the model is the noisy "
             "label mean, the constant predictor"
         )
+
+
+def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> AdaSSP:
+    return AdaSSP(
+        spec.epsilon,
+        spec.delta,
+        row_norm_bound=spec.row_norm_bound,
+        label_bound=spec.label_bound,
+        link=model.link,
+        num_classes=getattr(model, "num_classes", 2),
+        intercept_index=spec.intercept_index,
+        relation=spec.relation,
+        unit=spec.unit,
+    )
+
+
+register(AlgorithmDeclaration("ssp", uses=("row_norm_bound", "label_bound"), build=_build))

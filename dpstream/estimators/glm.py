@@ -42,7 +42,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpstream.algorithms.builder import AlgorithmSpec
-from dpstream.algorithms.choice import ALGORITHMS
+from dpstream.algorithms.registry import AUTO, algorithm_names
 from dpstream.estimators.base import BLOCK_ROWS, SinglePassEstimator
 from dpstream.estimators.support import (
     ClassifierLabels,
@@ -65,7 +65,7 @@ class _DPGLMEstimator(SinglePassEstimator):
 
     _parameter_constraints: dict = {
         **SinglePassEstimator._parameter_constraints,
-        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "algorithm": [StrOptions({AUTO, *algorithm_names()})],
         "num_steps": [Interval(Integral, 1, None, closed="left"), None],
         "stat_bound": [Interval(Real, 0, None, closed="neither")],
         "fit_intercept": ["boolean"],
