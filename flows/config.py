@@ -52,6 +52,7 @@ from dpstream.checkpoint import DEFAULT_EVERY_STEPS
 from dpstream.flows.cluster_config import ClusterConfig
 from dpstream.flows.preprocess_config import PreprocessConfig
 from dpstream.models import KANModel
+from dpstream.noise import dpsgd_noise_names
 from dpstream.outages import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from dpstream.validation import MAX_EPSILON
 
@@ -200,7 +201,7 @@ class AlgorithmConfig(_Section):
     # learning_rate left out are the model kind's (dpstream.models.kinds.TrainingDefaults: independent
     # noise, 1.0 and the stable step for linear / logistic, the KAN's tuned ones), as in the estimators.
     name: str = AlgorithmSpec.name  # "auto" or a declared algorithm (dpstream.algorithms.registry)
-    noise: Literal["independent", "lambda", "nu"] | None = AlgorithmSpec.noise
+    noise: str | None = AlgorithmSpec.noise  # a DP-SGD noise process (dpstream.noise.registry)
     correlation: float = Field(default=AlgorithmSpec.correlation, ge=0.0, lt=1.0)
     nu: float = Field(default=AlgorithmSpec.nu, gt=0.0, le=1.0)
     clip_norm: float | None = Field(default=AlgorithmSpec.clip_norm, gt=0.0)
@@ -217,6 +218,15 @@ class AlgorithmConfig(_Section):
         if name != AUTO:
             declared(name)  # a ValueError naming the declared algorithms
         return name
+
+    @field_validator("noise")
+    @classmethod
+    def _declared_noise(cls, noise: str | None) -> str | None:
+        if noise is not None and noise not in dpsgd_noise_names():
+            raise ValueError(
+                f"noise must be one of {', '.join(map(repr, dpsgd_noise_names()))}, got {noise!r}"
+            )
+        return noise
 
 
 # δ is the probability that the guarantee fails outright; at δ ≥ 0.5 a mechanism that publishes one

@@ -37,7 +37,7 @@ from dpstream.estimators.support import (
 )
 from dpstream.models import Model, ModelKind
 from dpstream.models.users import bound_contributions, check_user_level
-from dpstream.noise import NoiseKey
+from dpstream.noise import NoiseKey, dpsgd_noise_names
 from dpstream.person_ids import people_of
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
@@ -73,7 +73,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
     _parameter_constraints: dict = {  # the parameters every estimator has; each adds its own
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "noise": [StrOptions({"independent", "lambda", "nu"})],
+        "noise": [StrOptions(set(dpsgd_noise_names()))],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "nu": [Interval(Real, 0, 1, closed="right")],
         "clip_norm": [Interval(Real, 0, None, closed="neither")],

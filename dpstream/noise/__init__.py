@@ -6,6 +6,7 @@ from dpstream.noise.base import NoiseProcess, NoiseState, encoder_matrix, max_co
 from dpstream.noise.correlated import LambdaCorrelatedNoise
 from dpstream.noise.independent import IndependentNoise
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.registry import declared_noise, dpsgd_noise_names, noise_names
 from dpstream.noise.toeplitz import ToeplitzNoise, inverse_coefficients, nu_coefficients, nu_gamma_infinity
 from dpstream.noise.tree import TreeNoise
 
@@ -25,9 +26,10 @@ __all__ = [
     "inverse_coefficients",
     "nu_gamma_infinity",
     "NOISE_KINDS",
+    "dpsgd_noise_names",
 ]
 
-NOISE_KINDS = ("independent", "lambda", "nu", "tree")
+NOISE_KINDS = noise_names()  # in declaration order: the processes the modules above declared
 
 
 def make_noise_process(
@@ -39,18 +41,7 @@ def make_noise_process(
     history: str = "buffer",
     stream: str = "gradient",
 ) -> NoiseProcess:
-    """Build a noise process by name: ``"independent"``, ``"lambda"`` (needs ``correlation``),
-    ``"nu"`` (needs ``nu``; optional ``taps``, ``history``) or ``"tree"``."""
-    if kind == "independent":
-        return IndependentNoise(stream=stream)
-    if kind == "lambda":
-        if correlation is None:
-            raise ValueError("noise='lambda' needs correlation (lambda) in [0, 1)")
-        return LambdaCorrelatedNoise(correlation, stream=stream)
-    if kind == "nu":
-        if nu is None:
-            raise ValueError("noise='nu' needs nu in (0, 1]")
-        return ToeplitzNoise(nu=nu, taps=taps, history=history, stream=stream)
-    if kind == "tree":
-        return TreeNoise(stream=stream)
-    raise ValueError(f"noise must be one of {', '.join(map(repr, NOISE_KINDS))}, got {kind!r}")
+    """Build a noise process by name (``dpstream.noise.registry``): ``"independent"``, ``"lambda"`` (needs
+    ``correlation``), ``"nu"`` (needs ``nu``; optional ``taps``, ``history``) or ``"tree"``."""
+    settings = {"correlation": correlation, "nu": nu, "taps": taps, "history": history}
+    return declared_noise(kind).build(settings, stream)

@@ -23,6 +23,7 @@ import numpy as np
 
 from dpstream.noise.base import NoiseState
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.registry import NoiseDeclaration, register
 from dpstream.validation import check_positive
 
 __all__ = ["LambdaCorrelatedNoise"]
@@ -69,3 +70,12 @@ class LambdaCorrelatedNoise:
 
     def describe(self) -> str:
         return f"lambda-correlated noise (DP-lambda-CGD), lambda={self.correlation:g}"
+
+
+def _build(settings: dict, stream: str) -> LambdaCorrelatedNoise:
+    if settings.get("correlation") is None:
+        raise ValueError("noise='lambda' needs correlation (lambda) in [0, 1)")
+    return LambdaCorrelatedNoise(settings["correlation"], stream=stream)
+
+
+register(NoiseDeclaration("lambda", build=_build))

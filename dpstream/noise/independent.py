@@ -14,6 +14,7 @@ import numpy as np
 
 from dpstream.noise.base import NoiseState
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.registry import NoiseDeclaration, register
 from dpstream.validation import check_positive
 
 __all__ = ["IndependentNoise"]
@@ -51,3 +52,6 @@ class IndependentNoise:
 
     def describe(self) -> str:
         return "independent Gaussian noise (DP-SGD)"
+
+
+register(NoiseDeclaration("independent", build=lambda settings, stream: IndependentNoise(stream=stream)))

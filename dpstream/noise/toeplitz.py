@@ -28,6 +28,7 @@ import numpy as np
 
 from dpstream.noise.base import NoiseState
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.registry import NoiseDeclaration, register
 from dpstream.validation import check_positive
 
 __all__ = [
@@ -181,3 +182,17 @@ class ToeplitzNoise:
         what = f"nu-DP-FTRL Toeplitz noise, nu={self.nu:g}" if self.nu is not None else "Toeplitz noise"
         taps = "exact" if self.taps is None else f"{self.taps} taps"
         return f"{what} ({taps}, history={self.history})"
+
+
+def _build(settings: dict, stream: str) -> ToeplitzNoise:
+    if settings.get("nu") is None:
+        raise ValueError("noise='nu' needs nu in (0, 1]")
+    return ToeplitzNoise(
+        nu=settings["nu"],
+        taps=settings.get("taps"),
+        history=settings.get("history") or "buffer",
+        stream=stream,
+    )
+
+
+register(NoiseDeclaration("nu", build=_build))

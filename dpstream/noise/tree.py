@@ -23,6 +23,7 @@ import numpy as np
 
 from dpstream.noise.base import NoiseState
 from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.registry import NoiseDeclaration, register
 from dpstream.validation import check_positive
 
 __all__ = ["TreeNoise"]
@@ -78,3 +79,7 @@ class TreeNoise:
 
     def describe(self) -> str:
         return "binary-tree aggregation noise on prefix sums"
+
+
+# Accelerated-DP-SRGD's binary-tree (continual counting) noise: not one a user picks for DP-SGD.
+register(NoiseDeclaration("tree", build=lambda settings, stream: TreeNoise(stream=stream), for_dpsgd=False))
