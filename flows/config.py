@@ -80,7 +80,7 @@ class LakeConfig(_Section):
     # A Delta Lake or Iceberg table at url, pinned to one version (dpstream.pipelines.sources): "auto"
     # detects _delta_log/ or metadata/*.metadata.json at url. version (Delta) or snapshot_id (Iceberg), or
     # as_of (ISO-8601: the version current then); none of them: the latest, pinned when validated.
-    format: Literal["auto", "parquet", "delta", "iceberg"] = "auto"
+    format: str = "auto"  # "parquet" or a declared table format (dpstream.pipelines.source_formats)
     version: int | None = Field(default=None, ge=0)
     snapshot_id: int | None = None
     as_of: str | datetime | date | None = None  # a TOML date-time or date, or a string in ISO-8601

@@ -1,6 +1,8 @@
 """Dask data plane: lakes (Parquet folders, Delta and Iceberg tables; local, S3), validation,
 shuffle-once with a manifest, and the distributed step executor. Imports Dask, pyarrow, fsspec and dpstream; never Prefect."""
 
+# Each table format declares itself as it is imported (dpstream.pipelines.source_formats).
+from dpstream.pipelines import delta_source, iceberg_source  # noqa: F401
 from dpstream.pipelines.cluster import connect
 from dpstream.pipelines.executor import DaskExecutor, lake_blocks
 from dpstream.pipelines.lake import LakeError, LakeSpec, SourceSpec

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.lake import LakeSpec
+from dpstream.pipelines.source_formats import SourceFormat, register
 from dpstream.pipelines.sources import (
     PinnedSource,
     SourceVersion,
@@ -203,3 +204,6 @@ def _path(fs: Any, uri: str) -> str:
     ``%20``: writers encode partition values in folder names). ``deletion_vectors`` gives the log's
     encoding: decode it once first."""
     return fs._strip_protocol(uri)
+
+
+register(SourceFormat("delta", detect=lambda fs, root: fs.isdir(f"{root}/_delta_log"), open=DeltaSource))

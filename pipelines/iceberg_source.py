@@ -12,6 +12,7 @@ import numpy as np
 
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.lake import LakeSpec
+from dpstream.pipelines.source_formats import SourceFormat, register
 from dpstream.pipelines.sources import (
     PinnedSource,
     SourceVersion,
@@ -181,3 +182,10 @@ def _check_location(table: Any, url: str, name: str) -> None:
             f"lake.table {name!r} lives at {table.location()}, not at lake.url {url}: set lake.url to the table's "
             "location (dpstream protects it from every output it writes)"
         )
+
+
+def _holds_iceberg(fs: Any, root: str) -> bool:
+    return bool(fs.isdir(f"{root}/metadata") and fs.glob(f"{root}/metadata/*.metadata.json"))
+
+
+register(SourceFormat("iceberg", detect=_holds_iceberg, open=IcebergSource))

@@ -25,14 +25,13 @@ import pyarrow.parquet as pq
 from dpstream.pipelines.convert_spec import ConvertSpec, convert_rows
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.memory import pool_empty
-from dpstream.pipelines.source_spec import FORMATS, SourceSpec
+from dpstream.pipelines.source_spec import SourceSpec
 from dpstream.storage import is_local, open_url
 
 __all__ = [
     "LakeError",
     "LakeSpec",
     "SourceSpec",
-    "FORMATS",
     "LakeFile",
     "list_parquet_files",
     "list_lake",

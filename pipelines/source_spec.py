@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.source_formats import format_names
 
-__all__ = ["FORMATS", "SourceSpec"]
-
-FORMATS = ("auto", "parquet", "delta", "iceberg")
+__all__ = ["SourceSpec"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +31,8 @@ class SourceSpec:
     pinned_by: str = ""
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise LakeError(f"lake.format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.format not in format_names():
+            raise LakeError(f"lake.format must be one of {', '.join(format_names())}, got {self.format!r}")
         if self.version is not None and self.as_of is not None:
             raise LakeError("lake.version and lake.as_of both pin a version: give one of them")
         if self.as_of is not None:

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.pipelines.lake import LakeError, LakeSpec, list_lake
+from dpstream.pipelines.source_formats import AUTO, PARQUET, declared_formats, source_format
 from dpstream.storage import is_local
 
 __all__ = [
@@ -243,32 +244,26 @@ def check_field_ids(schema: pa.Schema, listed: TableFile, columns: list[str], na
 
 
 def detect_format(spec: LakeSpec) -> str:
-    """``spec.source.format``, or for ``"auto"`` the format the URL's root holds: ``_delta_log/`` is a Delta
-    table, ``metadata/*.metadata.json`` an Iceberg table, anything else a Parquet folder."""
-    if spec.source.format != "auto":
+    """``spec.source.format``, or for ``"auto"`` the declared format whose table the URL's root holds
+    (``dpstream.pipelines.source_formats``: a Delta table's ``_delta_log/``, an Iceberg table's
+    ``metadata/*.metadata.json``), else a Parquet folder (an Iceberg table named in a catalog has no root)."""
+    if spec.source.format != AUTO:
         return spec.source.format
     fs, root = spec.filesystem()
     try:
-        if fs.isdir(f"{root}/_delta_log"):
-            return "delta"
-        if fs.isdir(f"{root}/metadata") and fs.glob(f"{root}/metadata/*.metadata.json"):
-            return "iceberg"
+        for declared in declared_formats():
+            if declared.detect(fs, root):
+                return declared.name
     except (PermissionError, OSError):
         pass  # list_lake reports an unreadable location with its fix
-    return "iceberg" if spec.source.table is not None else "parquet"
+    return "iceberg" if spec.source.table is not None else PARQUET
 
 
 def open_source(spec: LakeSpec) -> Source:
     """The source ``spec`` describes (its format detected where it says ``"auto"``)."""
     kind = detect_format(spec)
-    if kind == "delta":
-        from dpstream.pipelines.delta_source import DeltaSource
-
-        return DeltaSource(spec)
-    if kind == "iceberg":
-        from dpstream.pipelines.iceberg_source import IcebergSource
-
-        return IcebergSource(spec)
+    if kind != PARQUET:
+        return source_format(kind).open(spec)
     if spec.source.version is not None or spec.source.as_of is not None:
         raise LakeError(
             f"lake.version / lake.as_of pin a table's version, but {spec.url} is a Parquet folder, which has none; "

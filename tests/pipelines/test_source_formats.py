@@ -1,0 +1,53 @@
+"""A table format is one module plus one registry entry: a toy format registered here is detected at a
+lake's root, opened by open_source, read by validation and accepted by lake.format, and the Delta and
+Iceberg formats are declared the same way."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dpstream.pipelines import LakeError, LakeSpec, SourceSpec, open_source, validate_lake
+from dpstream.pipelines.source_formats import SourceFormat, format_names, register, unregister
+from dpstream.pipelines.sources import ParquetFolder, detect_format
+
+from .conftest import feature_spec, local_put, write_lake
+
+MARKER = "_toy_log"
+
+
+class ToySource(ParquetFolder):
+    """A Parquet folder that says it is a toy table (what a real format would read from its log)."""
+
+
+@pytest.fixture()
+def toy():
+    register(SourceFormat("toy", detect=lambda fs, root: fs.isdir(f"{root}/{MARKER}"), open=ToySource))
+    try:
+        yield "toy"
+    finally:
+        unregister("toy")
+
+
+def test_a_registered_format_is_detected_opened_and_read(toy, tmp_path):
+    root = tmp_path / "table"
+    write_lake(local_put, str(root), files=2, rows=1000)
+    plain = feature_spec(str(root))
+    assert detect_format(plain) == "parquet"
+    os.makedirs(root / MARKER)
+    assert detect_format(plain) == toy and isinstance(open_source(plain), ToySource)
+    assert validate_lake(plain).num_rows == 2000
+    assert format_names()[:4] == ("auto", "parquet", "delta", "iceberg") and format_names()[-1] == toy
+    named = LakeSpec(plain.url, plain.features, plain.label, source=SourceSpec(toy))
+    assert isinstance(open_source(named), ToySource)
+    with pytest.raises(
+        LakeError, match=r"lake.format must be one of auto, parquet, delta, iceberg, toy, got 'orc'"
+    ):
+        SourceSpec("orc")
+
+
+def test_a_format_name_is_declared_once():
+    for name in ("delta", "parquet", "auto"):
+        with pytest.raises(ValueError, match="already declared"):
+            register(SourceFormat(name, detect=lambda fs, root: False, open=ParquetFolder))
