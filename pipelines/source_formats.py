@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpstream.registry import Registry
+
 __all__ = [
     "SourceFormat",
     "register",
@@ -34,32 +36,19 @@ class SourceFormat:
     open: Callable[[Any], Any]  # a LakeSpec -> its Source (``dpstream.pipelines.sources.Source``)
 
 
-_FORMATS: dict[str, SourceFormat] = {}
+# The error names the config key; "auto" and "parquet" are accepted without a declaration.
+_FORMATS: Registry[SourceFormat] = Registry("lake.format", reserved=(AUTO, PARQUET))
 
 
 def register(declaration: SourceFormat) -> SourceFormat:
-    if declaration.name in (AUTO, PARQUET) or declaration.name in _FORMATS:
-        raise ValueError(f"a source format named {declaration.name!r} is already declared")
-    _FORMATS[declaration.name] = declaration
-    return declaration
+    return _FORMATS.register(declaration.name, declaration)
 
 
-def unregister(name: str) -> None:
-    """Withdraw a declaration (a test's toy format)."""
-    _FORMATS.pop(name, None)
+unregister = _FORMATS.unregister
+declared_formats = _FORMATS.entries
+source_format = _FORMATS.get
 
 
 def format_names() -> tuple[str, ...]:
     """Every value ``lake.format`` accepts: ``"auto"``, ``"parquet"`` and the declared formats."""
-    return (AUTO, PARQUET, *_FORMATS)
-
-
-def declared_formats() -> tuple[SourceFormat, ...]:
-    return tuple(_FORMATS.values())
-
-
-def source_format(name: str) -> SourceFormat:
-    try:
-        return _FORMATS[name]
-    except KeyError:
-        raise ValueError(f"lake.format must be one of {', '.join(format_names())}, got {name!r}") from None
+    return (AUTO, PARQUET, *_FORMATS.names())

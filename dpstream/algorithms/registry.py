@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpstream.registry import Registry
+
 __all__ = ["AlgorithmDeclaration", "register", "unregister", "declared", "algorithm_names", "AUTO"]
 
 AUTO = "auto"  # not an algorithm: the request to choose one (``dpstream.algorithms.choice``)
@@ -27,31 +29,14 @@ class AlgorithmDeclaration:
     build: Callable[[Any, Any, int, float], Any]  # (spec, model, num_rows, learning_rate) -> the algorithm
 
 
-_REGISTRY: dict[str, AlgorithmDeclaration] = {}
+_REGISTRY: Registry[AlgorithmDeclaration] = Registry("algorithm", reserved=(AUTO,))
 
 
 def register(declaration: AlgorithmDeclaration) -> AlgorithmDeclaration:
     """Declare an algorithm; its name must be new (and not ``"auto"``)."""
-    if declaration.name == AUTO or declaration.name in _REGISTRY:
-        raise ValueError(f"an algorithm named {declaration.name!r} is already declared")
-    _REGISTRY[declaration.name] = declaration
-    return declaration
+    return _REGISTRY.register(declaration.name, declaration)
 
 
-def unregister(name: str) -> None:
-    """Withdraw a declaration (a test's toy algorithm)."""
-    _REGISTRY.pop(name, None)
-
-
-def algorithm_names() -> tuple[str, ...]:
-    """The declared algorithms, in the order they were declared."""
-    return tuple(_REGISTRY)
-
-
-def declared(name: str) -> AlgorithmDeclaration:
-    """The declaration of ``name``; ``ValueError`` naming the declared ones otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        names = ", ".join(map(repr, (AUTO, *_REGISTRY)))
-        raise ValueError(f"algorithm must be one of {names}, got {name!r}") from None
+unregister = _REGISTRY.unregister
+algorithm_names = _REGISTRY.names  # the declared algorithms, in declaration order
+declared = _REGISTRY.get  # ValueError naming "auto" and the declared ones for another name

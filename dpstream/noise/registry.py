@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dpstream.registry import Registry
+
 __all__ = ["NoiseDeclaration", "register", "unregister", "declared_noise", "noise_names", "dpsgd_noise_names"]
 
 
@@ -23,32 +25,18 @@ class NoiseDeclaration:
     for_dpsgd: bool = True
 
 
-_REGISTRY: dict[str, NoiseDeclaration] = {}
+_REGISTRY: Registry[NoiseDeclaration] = Registry("noise")
 
 
 def register(declaration: NoiseDeclaration) -> NoiseDeclaration:
-    if declaration.name in _REGISTRY:
-        raise ValueError(f"a noise process named {declaration.name!r} is already declared")
-    _REGISTRY[declaration.name] = declaration
-    return declaration
+    return _REGISTRY.register(declaration.name, declaration)
 
 
-def unregister(name: str) -> None:
-    """Withdraw a declaration (a test's toy process)."""
-    _REGISTRY.pop(name, None)
-
-
-def noise_names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
+unregister = _REGISTRY.unregister
+noise_names = _REGISTRY.names
+declared_noise = _REGISTRY.get
 
 
 def dpsgd_noise_names() -> tuple[str, ...]:
     """The processes a user chooses among for DP-SGD."""
-    return tuple(name for name, declaration in _REGISTRY.items() if declaration.for_dpsgd)
-
-
-def declared_noise(name: str) -> NoiseDeclaration:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"noise must be one of {', '.join(map(repr, _REGISTRY))}, got {name!r}") from None
+    return tuple(declaration.name for declaration in _REGISTRY.entries() if declaration.for_dpsgd)
