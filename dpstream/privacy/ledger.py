@@ -56,6 +56,15 @@ from typing import Any
 
 from dpstream.outages import OutagePolicy, rides_out
 from dpstream.privacy import gdp
+from dpstream.privacy.ledger_errors import (
+    BudgetExceededError,
+    RunIdReusedError,
+    UnitMismatchError,
+    budget_refusal,
+    run_id_taken,
+    unit_setting,
+    unit_word,
+)
 from dpstream.privacy.ledger_records import (
     LedgerEntry,
     LifetimeBudget,
@@ -82,30 +91,6 @@ __all__ = [
 
 _MU_SLACK = 1e-12  # relative: float noise in sqrt(Σμ²) must not refuse an exactly-fitting run
 _REASON_CHARS = 500
-
-
-class BudgetExceededError(RuntimeError):
-    """A run would take a lake past its lifetime privacy budget."""
-
-
-class UnitMismatchError(ValueError):
-    """A run counts another privacy unit (row, or a person by some id column) than the lake's ledger, which
-    its first run fixed: spends per row and per person cannot be composed."""
-
-
-def _unit_word(unit: str) -> str:
-    return "row" if unit == "row" else f"person (one per value of {unit[5:]!r})"
-
-
-def unit_setting(unit: str) -> str:
-    if unit == "row":
-        return "no [privacy] section, or unit = 'row'"
-    return f"[privacy] unit = 'user', user_column = {unit[5:]!r}"
-
-
-class RunIdReusedError(BudgetExceededError):
-    """A run id that already released (or reserved) on a lake is started again without the checkpoint
-    that replays it: running it would publish a second, differently noised model for one charge."""
 
 
 class LakeLedger:
@@ -206,32 +191,14 @@ class LakeLedger:
 
     def _refusal(self, run_id: str, mu: float) -> BudgetExceededError:
         charges = self._charges(exclude=run_id)
-        spent = math.sqrt(max(s for s, _ in charges))
-        would = gdp.epsilon_for_delta(self.budget.delta, gdp.compose_mu(spent, mu))
-        shared = (
-            " (its files' spend includes runs on lakes that share them)"
-            if len(charges) > 1 or self._others()
-            else ""
-        )
-        return BudgetExceededError(
-            f"run {run_id!r} needs mu={mu:.6g} but lake {self.fingerprint} has spent "
-            f"epsilon={gdp.epsilon_for_delta(self.budget.delta, spent):.4g} of its lifetime "
-            f"epsilon={self.budget.epsilon:g} at delta={self.budget.delta:g}{shared}; with this run it would "
-            f"reach epsilon={would:.4g}. {self._what_remains(run_id)}"
-        )
-
-    def _what_remains(self, run_id: str) -> str:
-        remaining = self.remaining_mu(run_id)
-        if remaining <= 0.0:
-            return (
-                "Nothing remains: the lake's lifetime budget (budget.lifetime_epsilon in a pipeline config) is spent; "
-                "raise it only deliberately (`dpstream budget set-lifetime`)"
-            )
-        at_most = gdp.epsilon_for_delta(self.budget.delta, remaining)
-        return (
-            f"Lower the run's epsilon (budget.epsilon in a pipeline config) to at most {at_most:.4g} at "
-            f"delta={self.budget.delta:g} (mu={remaining:.6g} remains), or raise the lake's lifetime budget "
-            "deliberately (`dpstream budget set-lifetime`)"
+        return budget_refusal(
+            run_id,
+            mu,
+            self.fingerprint,
+            self.budget,
+            spent=math.sqrt(max(spent for spent, _ in charges)),
+            shared=len(charges) > 1 or bool(self._others()),
+            remaining=self.remaining_mu(run_id),
         )
 
     def _others(self) -> list[str]:
@@ -307,29 +274,20 @@ class LakeLedger:
         run_id = entry.run_id
         existing = self.entry(run_id)
         if existing is not None and existing.claim != entry.claim:
-            raise self._taken(run_id, existing)
+            raise run_id_taken(run_id, self.fingerprint, existing)
         if existing is None:
             if not self._fits(entry.mu):
                 raise self._refusal(run_id, entry.mu)
             if not self.store.create(self._run_path(run_id), asdict(entry)):
                 found = self.entry(run_id)  # our own, when an attempt's answer was lost after it landed
                 if found is None or found.claim != entry.claim:
-                    raise self._taken(run_id, found)
+                    raise run_id_taken(run_id, self.fingerprint, found)
         # Re-read everything after the write: of two racing reservations (on this lake or on lakes
         # that share files) the one that reads second sees both, so no cap is ever exceeded.
         if not self._fits(0.0):
             self.store.remove(self._run_path(run_id))
             raise self._refusal(run_id, entry.mu)
         return entry
-
-    def _taken(self, run_id: str, entry: LedgerEntry | None) -> RunIdReusedError:
-        since = f" (since {entry.reserved_at})" if entry is not None else ""
-        state = entry.status if entry is not None else "claimed"
-        return RunIdReusedError(
-            f"run {run_id!r} is already {state} in lake {self.fingerprint}'s ledger{since}: another run with this "
-            "id ran or is running, and a second one would release a second, differently noised model for one "
-            "charge. Use a new run id, or resume the run from the checkpoint location it was started with"
-        )
 
     def reserve(
         self,
@@ -353,24 +311,11 @@ class LakeLedger:
                     "run must use its original configuration; start a new run id instead"
                 )
             return existing
+        charge = dict(mechanism=mechanism, relation=relation, data_version=data_version, unit=unit)
         try:
-            return self.claim(
-                run_id,
-                mu,
-                mechanism=mechanism,
-                relation=relation,
-                data_version=data_version,
-                unit=unit,
-            )
+            return self.claim(run_id, mu, **charge)
         except RunIdReusedError:  # claimed by a racing reservation of the same run: charged once
-            return self.reserve(
-                run_id,
-                mu,
-                mechanism=mechanism,
-                relation=relation,
-                data_version=data_version,
-                unit=unit,
-            )
+            return self.reserve(run_id, mu, **charge)
 
     @rides_out("commit run")
     def commit(self, run_id: str, claim: str | None = None) -> LedgerEntry:
@@ -457,6 +402,6 @@ class LakeLedger:
         shared = f"; shares source files with {', '.join(others)}, whose runs count too" if others else ""
         return (
             f"lake {self.fingerprint}: {len(entries)} run(s), spent epsilon={eps:.4g} of "
-            f"{self.budget.epsilon:g} at delta={self.budget.delta:g} per {_unit_word(self.budget.unit)} "
+            f"{self.budget.epsilon:g} at delta={self.budget.delta:g} per {unit_word(self.budget.unit)} "
             f"({self.budget.relation}; mu={spent:.4g} of {self.budget.mu:.4g}){shared}"
         )
