@@ -22,7 +22,6 @@ import numpy as np
 from dpstream import unreleased
 from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
 from dpstream.checkpoint import (
-    Checkpoint,
     CheckpointMismatchError,
     CheckpointPolicy,
     CheckpointStore,
@@ -30,7 +29,8 @@ from dpstream.checkpoint import (
 )
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
-from dpstream.privacy import LakeLedger, RunIdReusedError
+from dpstream.privacy import LakeLedger
+from dpstream.run_claims import claim_run, give_back
 from dpstream.run_plan import RunPlan
 from dpstream.validation import check_name
 
@@ -285,7 +285,7 @@ def execute(
                     f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
                 )
             key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
-    claim, claimed_here = _claim(ledger, run_id, report, saved, checkpoint, lake)
+    claim, claimed_here = claim_run(ledger, run_id, report, saved, checkpoint, lake)
     key = key if key is not None else NoiseKey.generate()  # drawn only once the run id is ours
     # Only a run that claimed the run id in this process may give the claim back: a resumed run (even from
     # step 0) cannot know whether the process that wrote its checkpoint went on to use the noise.
@@ -294,7 +294,7 @@ def execute(
     if not released and run_id is not None:  # a signal that ends the process gives the claim back
         unreleased.hold(
             run_id,
-            lambda error: _give_back(ledger, store if own_checkpoint else None, run_id, claim, error),
+            lambda error: give_back(ledger, store if own_checkpoint else None, run_id, claim, error),
         )
     last_save = time.monotonic()
     try:
@@ -334,7 +334,7 @@ def execute(
                 on_step(span.step, state)
     except BaseException as error:
         if not released and not isinstance(error, unreleased.StoppedBeforeRelease):
-            _give_back(ledger, store if own_checkpoint else None, run_id, claim, error)
+            give_back(ledger, store if own_checkpoint else None, run_id, claim, error)
         raise
     finally:
         if run_id is not None:
@@ -353,58 +353,3 @@ def _checkpoint_due(policy: CheckpointPolicy, done: int, num_steps: int, last_sa
         or done == num_steps
         or (policy.every_seconds is not None and time.monotonic() - last_save >= policy.every_seconds)
     )
-
-
-def _claim(
-    ledger: LakeLedger | None,
-    run_id: str | None,
-    report: PrivacyReport,
-    saved: Checkpoint | None,
-    checkpoint: CheckpointPolicy | None,
-    lake: str,
-) -> tuple[str | None, bool]:
-    """(the run's ledger claim token, whether this call made the claim): a fresh claim, or the one its
-    checkpoint continues (charged once)."""
-    if ledger is None:
-        return (None if saved is None else saved.claim), False
-    charge = dict(
-        mechanism=report.mechanism,
-        relation=report.relation,
-        data_version=lake or None,
-        unit=report.ledger_unit,
-    )
-    if saved is None:
-        try:
-            return ledger.claim(run_id, report.mu, **charge).claim, True
-        except RunIdReusedError as refused:
-            where = (
-                f"at {checkpoint.url}" if checkpoint is not None else "(this run has no checkpoint location)"
-            )
-            raise RunIdReusedError(f"{refused} (its checkpoint is not {where})") from None
-    entry = ledger.entry(run_id)
-    if entry is None:  # gave its reservation back earlier and kept its checkpoint: claim again, same key
-        return ledger.claim(run_id, report.mu, **charge).claim, True
-    if saved.claim is not None and entry.claim is not None and entry.claim != saved.claim:
-        raise RunIdReusedError(
-            f"the checkpoint of run {run_id!r} belongs to another claim of that run id than the ledger's entry "
-            f"(reserved {entry.reserved_at}): it cannot resume it. Use a new run id"
-        )
-    return ledger.reserve(run_id, report.mu, **charge).claim, False
-
-
-def _give_back(
-    ledger: LakeLedger | None,
-    store: CheckpointStore | None,
-    run_id: str | None,
-    claim: str | None,
-    error: BaseException,
-) -> None:
-    """A run that claimed its run id here and failed before its first release: the reservation back, and
-    the checkpoint it wrote (the key) deleted once the reservation is gone (never another claim's)."""
-    reason = f"{type(error).__name__}: {error}".strip()
-    try:
-        given_back = ledger.abort(run_id, claim, reason or "interrupted") if ledger is not None else True
-        if given_back and store is not None:
-            store.delete(run_id)
-    except Exception:  # noqa: BLE001 - the run's own error is the one to report; the charge then stays
-        pass
