@@ -21,9 +21,9 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 # never caches what it compiles, so every process (each CLI command, each Dask worker) compiled its
 # imports from source again: 2.5 of the 3.8 s of a small `dpstream validate`. The libraries'
 # bytecode is written at install (--compile-bytecode above); ours here, only for changed sources, with
-# the preprocessing loop's machine code (pipelines/range_map.py: one process fills Numba's cache).
+# the preprocessing loop's machine code (pipelines/preprocessing/range_map.py: one process fills Numba's cache).
 BYTECODE := $(BIN)/python -m compileall -q -j 0 dpstream pipelines flows examples benchmarks \
-	&& $(BIN)/python -c 'from dpstream.pipelines.range_map import compile_all; compile_all()'
+	&& $(BIN)/python -c 'from dpstream.pipelines.preprocessing.range_map import compile_all; compile_all()'
 
 demo: $(STAMP)
 	$(BYTECODE)

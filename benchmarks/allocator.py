@@ -12,7 +12,7 @@ processes under each environment, interleaved over rounds, and reports rows/s an
 * ``plain``: no malloc variable (a process outside Dask);
 * ``dask default``: ``MALLOC_TRIM_THRESHOLD_=65536`` (what a Dask worker gets);
 * ``raised thresholds``: Dask's variable with an 8 MiB mmap and a 32 MiB trim threshold (fast, but not
-  applied to workers: see ``pipelines/cluster.py`` for the bit-for-bit reason).
+  applied to workers: see ``pipelines/execution/cluster.py`` for the bit-for-bit reason).
 
 Run: ``python -m benchmarks.allocator`` (part of ``make bench``).
 """

@@ -40,9 +40,9 @@ def _median_ms(function, repeats: int = 50) -> float:
 
 def measure() -> dict[str, float]:
     from dpstream.models.clipping import certainly_within
+    from dpstream.pipelines.execution.predict import _fill_rows
     from dpstream.pipelines.memory import pool_empty
-    from dpstream.pipelines.predict import _fill_rows
-    from dpstream.pipelines.range_map import map_range
+    from dpstream.pipelines.preprocessing.range_map import map_range
 
     rng = np.random.default_rng(0)
     source = np.asfortranarray(rng.normal(0, 0.2, (ROWS, DIM)).astype(np.float32))

@@ -1,7 +1,7 @@
 """CLI start-up: the time to an answer for commands that load little, against the bare interpreter.
 
 ``dpstream --help`` and an argument error should answer at once; each command imports NumPy, pyarrow,
-pydantic, Prefect or Dask only when it runs (``flows/cli.py``). ``validate`` of a missing config file
+pydantic, Prefect or Dask only when it runs (``flows/cli/main.py``). ``validate`` of a missing config file
 shows the cost of the config layer (pydantic) and the error path. Reference in the same run: ``python
 -c pass`` with the same interpreter. Medians of ``REPEATS`` runs (this machine is noisy).
 

@@ -31,7 +31,7 @@ from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 from dpstream.pipelines import LakeSpec, connect, plan_on_lake, shuffle_once, train_on_lake, validate_lake
-from dpstream.pipelines.lake import read_row_group
+from dpstream.pipelines.lake.files import read_row_group
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench", "lake8m")
 FILES, ROWS, DIM = 40, 200_000, 64
@@ -148,11 +148,11 @@ def shuffle_rounds(rounds: int = 5) -> None:
 
     Each round validates the lake cold (every file read: its content identity and values), then runs
     what ``dpstream shuffle`` runs after ``dpstream validate``: validation again, served by the
-    validation cache for the unchanged files (``dpstream.pipelines.validation_cache``: one stat per
+    validation cache for the unchanged files (``dpstream.pipelines.validation.cache``: one stat per
     file), and ``shuffle_once`` with its summary."""
     import shutil
 
-    from dpstream.pipelines.validation_cache import validation_cache
+    from dpstream.pipelines.validation.cache import validation_cache
 
     source = write_source()
     spec = LakeSpec(source, SPEC_COLUMNS, "y")

@@ -24,7 +24,7 @@ def main() -> None:
     w = rng.standard_normal(DIM) * 0.1
     w32 = w.astype(np.float32)
     model = LinearRegressionModel()
-    # Column-major blocks are what ``dpstream.pipelines.lake`` decodes from Parquet (one copy per column).
+    # Column-major blocks are what ``dpstream.pipelines.lake.files`` decodes from Parquet (one copy per column).
     blocks_by_order = {
         "C": X,
         "F": [np.asfortranarray(X[s : s + 65_536]) for s in range(0, TOTAL_ROWS, 65_536)],

@@ -64,7 +64,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from dpstream.export import ModelDocument
-    from dpstream.pipelines.predict import predict_lake
+    from dpstream.pipelines.execution.predict import predict_lake
 
     rows_per_file = 4 * MEMORY_LIMIT // ROW_BYTES // FILES
     work = tempfile.mkdtemp(prefix="predict-bench-")

@@ -324,7 +324,7 @@ class DiskSampler(RssSampler):
 
 def shuffled_parts(shuffled: Path) -> tuple[list[str], tuple[str, ...], str]:
     """The current generation's part paths, its feature columns and its label column."""
-    from dpstream.pipelines.generations import GenerationStore
+    from dpstream.pipelines.shuffle.generations import GenerationStore
 
     manifest = GenerationStore(str(shuffled)).current()
     spec = manifest.spec()
@@ -383,7 +383,7 @@ def peer_fit(client, paths: list[str], features: tuple[str, ...], label: str, ta
 def prepared_holdout(config: Path, holdout: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """The held-out lake prepared by the config's own preprocessing (``LakeSpec.present``): what the
     shuffled lake holds for its rows, for the peer's predictions."""
-    from dpstream.flows.config import load_config
+    from dpstream.flows.config.pipeline import load_config
 
     spec = load_config(config).lake_spec()
     path = str(next(holdout.glob("*.parquet")))

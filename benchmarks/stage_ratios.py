@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold", action="store_true", help="empty the page cache before each timed read")
     args = parser.parse_args(argv)
     from dpstream.export import read_model
-    from dpstream.flows.config import load_config
-    from dpstream.flows.planning import plan_run
+    from dpstream.flows.assembly.planning import plan_run
+    from dpstream.flows.config.pipeline import load_config
     from dpstream.pipelines import connect, read_manifest, train_on_lake
-    from dpstream.pipelines.predict import predict_lake
+    from dpstream.pipelines.execution.predict import predict_lake
 
     config_path, run = prepare(args.files)
     config = load_config(config_path)
@@ -83,7 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     columns = tuple(manifest.spec(None).read_columns)
     cold = drop_page_cache if args.cold else (lambda: None)
     client = connect(None, n_workers=2, memory_limit="1GiB")
-    modules = ("dpstream.pipelines.executor", "dpstream.pipelines.predict", "dpstream.models.moments")
+    modules = (
+        "dpstream.pipelines.execution.executor",
+        "dpstream.pipelines.execution.predict",
+        "dpstream.models.moments",
+    )
     client.run(lambda: [__import__(name) for name in modules])  # imports outside the timings
     rounds = []
     try:

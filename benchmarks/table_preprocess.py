@@ -99,7 +99,16 @@ def train_once(table_url: str, folder: str, preprocess: bool = True, run_id: str
     config = Path(folder) / "pipeline.toml"
     config.write_text(pipeline_toml(table_url, folder, preprocess))
     subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", "train", str(config), "--run-id", run_id, "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "dpstream.flows.cli.main",
+            "train",
+            str(config),
+            "--run-id",
+            run_id,
+            "--quiet",
+        ],
         check=True,
         capture_output=True,
         text=True,

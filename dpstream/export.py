@@ -3,7 +3,7 @@
 The train flow publishes ``model.json`` (format ``dpstream-model/1``, written by ``model_document`` here):
 plain JSON, no pickle, so reading one runs no code. It holds the model kind and settings, the feature
 names in lake order, the label, the parameters, the privacy report and, for a lake written by
-``dpstream convert``, the public preprocessing (``dpstream.pipelines.convert`` record).
+``dpstream convert``, the public preprocessing (``dpstream.pipelines.preprocessing.convert`` record).
 
 The model reads features **as stored in the lake** (already clipped and mapped by the conversion);
 ``ModelDocument.predict`` returns

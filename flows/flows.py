@@ -30,15 +30,14 @@ from prefect.utilities.annotations import quote
 
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
-from dpstream.flows.config import PipelineConfig, load_config
-from dpstream.flows.locations import (
+from dpstream.flows.assembly.locations import (
     RunLocations,
     claim_run_folders,
     claims_given_back_on_failure,
     record_release,
     run_locations,
 )
-from dpstream.flows.planning import (
+from dpstream.flows.assembly.planning import (
     PlannedRun,
     evaluate_holdout,
     lake_ledger,
@@ -46,11 +45,12 @@ from dpstream.flows.planning import (
     with_bound_note,
     with_source_note,
 )
-from dpstream.flows.prepare import ValidatedLake, shuffle, validate
-from dpstream.flows.progress import RunProgress
+from dpstream.flows.assembly.prepare import ValidatedLake, shuffle, validate
+from dpstream.flows.cli.progress import RunProgress
+from dpstream.flows.config.pipeline import PipelineConfig, load_config
 from dpstream.outages import OutagePolicy, StoreUnavailableError
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
-from dpstream.pipelines.convert import read_convert_record
+from dpstream.pipelines.preprocessing.convert import read_convert_record
 from dpstream.privacy import BudgetExceededError, RunIdReusedError
 from dpstream.run_plan import PlanMismatchError
 from dpstream.validation import check_name
@@ -114,7 +114,7 @@ def shuffle_task(
 
 def pinned_generation(checkpoints: str, run_id: str) -> str | None:
     """The shuffle generation a checkpointed run started on (None for a new run): a resume reads it again."""
-    from dpstream.pipelines.shuffle import pinned_generation as generation_of
+    from dpstream.pipelines.shuffle.once import pinned_generation as generation_of
 
     data_version = CheckpointStore(CheckpointPolicy(checkpoints)).data_version(run_id)
     return generation_of(data_version) if data_version else None

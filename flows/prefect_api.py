@@ -141,7 +141,7 @@ def _everywhere() -> contextlib.AbstractContextManager[None]:
 @contextlib.contextmanager
 def command_owns_sigterm(runner: bool = False) -> Iterator[None]:
     """Within the block SIGTERM is answered by the handler the command set before it
-    (``dpstream.flows.interrupt.exit_on_interrupt``), not by Prefect's.
+    (``dpstream.flows.cli.interrupt.exit_on_interrupt``), not by Prefect's.
 
     For a flow run Prefect's engine swaps in a handler that raises ``TerminationSignal`` and lets the run
     unwind (report Crashed, close the cluster) before the default handler kills the process. That
@@ -239,7 +239,7 @@ def mark_flow_run_crashed(message: str, cause: str = "Ctrl-C", timeout: float = 
     """Report the flow run this process is running as Crashed, with ``message``, to the Prefect API.
 
     A command stopped by a signal (``cause``: Ctrl-C, SIGTERM, SIGHUP) exits without unwinding
-    (``dpstream.flows.interrupt``), so Prefect's engine never reports it and the server would show the
+    (``dpstream.flows.cli.interrupt``), so Prefect's engine never reports it and the server would show the
     run RUNNING for ever. Crashed is the state Prefect's engine gives a flow stopped by an interrupt
     signal. Called from the signal handler: the report runs in a thread of its own with a client of its
     own (the engine's client may be mid-request, holding its connection pool's lock, in the very frame

@@ -60,7 +60,7 @@ def test_zero_out_neighbour_is_a_zero_row():
 
 def test_audit_command():
     done = subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", "audit", "--algorithm", "dpsgd", "--trials", "200"],
+        [sys.executable, "-m", "dpstream.flows.cli.main", "audit", "--algorithm", "dpsgd", "--trials", "200"],
         cwd=ROOT,
         capture_output=True,
         text=True,

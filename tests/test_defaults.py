@@ -7,8 +7,8 @@ import pytest
 
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
-from dpstream.flows.config import AlgorithmConfig, ModelConfig
-from dpstream.flows.planning import build_algorithm as build_for_config
+from dpstream.flows.assembly.planning import build_algorithm as build_for_config
+from dpstream.flows.config.pipeline import AlgorithmConfig, ModelConfig
 from dpstream.models import KANModel, model_kind
 from dpstream.models.kinds import TrainingDefaults
 from tests.algorithms.test_builder import config

@@ -114,9 +114,9 @@ def test_the_environment_carries_bytecode_for_what_every_process_imports():
     import distributed
     import pyarrow.parquet
 
-    import dpstream.pipelines.lake
+    import dpstream.pipelines.lake.files
 
-    for module in (distributed, pyarrow.parquet, dpstream.pipelines.lake):
+    for module in (distributed, pyarrow.parquet, dpstream.pipelines.lake.files):
         cached = Path(importlib.util.cache_from_source(module.__file__))
         assert cached.exists(), (
             f"{module.__name__}: no bytecode at {cached}; run `make install` / `make test`"

@@ -22,7 +22,7 @@ PATHS = [
     "from dpstream.checkpoint import CheckpointPolicy",
     "from dpstream.audit import audit_algorithm",
     "from dpstream.pipelines import LakeSpec, connect, shuffle_once, train_on_lake, validate_lake",
-    "from dpstream.flows.cli import main",
+    "from dpstream.flows.cli.main import main",
     "from dpstream.flows.flows import train_flow",
 ]
 
@@ -61,7 +61,7 @@ def test_top_level_estimators_are_the_estimators_module_classes_and_load_lazily(
 def test_cli_help_loads_no_heavy_library():
     """`dpstream --help` and argument errors answer at once: each command imports its libraries when it runs."""
     code = (
-        "import sys, contextlib, io\nfrom dpstream.flows.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "import sys, contextlib, io\nfrom dpstream.flows.cli.main import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
         "heavy = ('numpy', 'scipy', 'numba', 'pyarrow', 'pydantic', 'prefect', 'distributed', 'rich')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"

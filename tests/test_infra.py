@@ -118,7 +118,7 @@ def test_kube_cluster_specs_round_trip_through_the_config():
     import jsonschema
     from dask_kubernetes.operator import make_cluster_spec
 
-    from dpstream.flows.config import ClusterConfig
+    from dpstream.flows.config.pipeline import ClusterConfig
 
     kwargs = {"name": "dpstream", "image": "ghcr.io/example/dpstream:0.1.0", "n_workers": 3}
     config = ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster", "kwargs": kwargs})

@@ -58,7 +58,7 @@ def readme_kube_kwargs() -> list[dict[str, Any]]:
 def kube_cluster_pods(kwargs: dict[str, Any], pod_namespace: str = "dpstream") -> dict[str, dict[str, Any]]:
     """The pods of the KubeCluster these arguments make, rendered in a flow pod of ``pod_namespace``
     (KubeCluster left without a namespace takes the pod's, from its service account's mount)."""
-    from dpstream.pipelines import kube
+    from dpstream.pipelines.execution import kube
 
     with tempfile.TemporaryDirectory() as folder:
         mounted = Path(folder) / "namespace"
@@ -316,7 +316,7 @@ def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
     from dask_kubernetes.operator import KubeCluster
 
     from dpstream.pipelines import cluster as cluster_module
-    from dpstream.pipelines.kube import kube_cluster_kwargs
+    from dpstream.pipelines.execution.kube import kube_cluster_kwargs
 
     received: list[dict[str, Any]] = []
 

@@ -106,7 +106,7 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     assert document["format"] == "dpstream-model/1" and document["algorithm"] == "ssp"
     X, y, mean_rmse = holdout_and_mean_rmse(work)
     assert X.shape[1] == len(document["features"])
-    from dpstream.flows.config import ModelConfig
+    from dpstream.flows.config.pipeline import ModelConfig
 
     model = ModelConfig(**{"kind": document["model"]["kind"]}).build()
     rmse = float(np.sqrt(np.mean((model.predict_margin(X, np.asarray(document["params"])) - y) ** 2)))
@@ -144,7 +144,7 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     np.testing.assert_allclose(scored.column("prediction").to_numpy(), dollars, rtol=1e-12)
     # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
     # training lake exactly, so new rows can be prepared the same way.
-    from dpstream.pipelines.convert import ConvertSpec, csv_to_parquet
+    from dpstream.pipelines.preprocessing.convert import ConvertSpec, csv_to_parquet
 
     again = work["work"].parent / "again"
     csv_to_parquet(str(HOUSING), str(again), ConvertSpec.from_record(document["preprocessing"]))

@@ -82,7 +82,7 @@ def test_the_wheel_holds_dpstream_only_and_the_image_loads_the_deployment_entryp
         names
     )
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "dpstream = dpstream.flows.cli:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "dpstream = dpstream.flows.cli.main:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     # The image (infra/docker/Dockerfile) installs the wheel and keeps flows/ in /app, where the Docker and
     # Kubernetes deployments load `flows/flows.py:train_flow` with /app first on sys.path; the package's

@@ -136,16 +136,18 @@ def clone_walk(source: Path, folder: Path) -> dict[str, subprocess.CompletedProc
 
     imports = python(
         "-c",
-        "import dpstream, dpstream.flows.cli, dpstream.pipelines.convert as c; "
-        "print(dpstream.__file__); print(dpstream.flows.cli.__file__); print(c.__file__)",
+        "import dpstream, dpstream.flows.cli.main, dpstream.pipelines.preprocessing.convert as c; "
+        "print(dpstream.__file__); print(dpstream.flows.cli.main.__file__); print(c.__file__)",
     )
     commands, _ = readme_path(clone)
     convert = commands[0]
     assert convert[:4] == ["dpstream", "convert", "housing.csv", "lake/raw"], convert
     lake = folder / "lake" / "raw"
     ran = {"imports": imports}
-    ran["convert"] = python("-m", "dpstream.flows.cli", "convert", str(clone / CSV), str(lake), *convert[4:])
-    ran["validate"] = python("-m", "dpstream.flows.cli", "validate", str(lake.parent / "pipeline.toml"))
+    ran["convert"] = python(
+        "-m", "dpstream.flows.cli.main", "convert", str(clone / CSV), str(lake), *convert[4:]
+    )
+    ran["validate"] = python("-m", "dpstream.flows.cli.main", "validate", str(lake.parent / "pipeline.toml"))
     return ran
 
 

@@ -24,7 +24,7 @@ rises sharply warns (operator only).
 
 Defaults. Each default is stated once: the algorithm's in ``dpstream.algorithms.builder.AlgorithmSpec``,
 those a model kind tunes (clip norm, noise, learning rate) in its ``dpstream.models.kinds.TrainingDefaults``;
-the signatures read them, and so does the pipeline config (``dpstream.flows.config``).
+the signatures read them, and so does the pipeline config (``dpstream.flows.config.pipeline``).
 
 Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;
 ``training_loss_`` (mean loss of each step's rows) is **non-private, operator only** and must not be

@@ -18,7 +18,7 @@ them; here the margins and the norms come from one read of each value and the sc
 
 * rows contiguous (C order: arrays users pass): each row's dot products, scalars and K updates of the
   running sums in one visit;
-* columns contiguous (F order: the blocks ``dpstream.pipelines.lake`` decodes from Parquet): per chunk of
+* columns contiguous (F order: the blocks ``dpstream.pipelines.lake.files`` decodes from Parquet): per chunk of
   ``CHUNK_ROWS`` rows, margins and norms column by column, the scalars, then one dot product per column
   and clip norm.
 

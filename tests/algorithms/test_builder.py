@@ -5,8 +5,8 @@ import pytest
 from dpstream.algorithms import DPSGD, AdaSSP
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPLinearRegression
-from dpstream.flows.config import PipelineConfig
-from dpstream.flows.planning import build_algorithm as build_for_config
+from dpstream.flows.assembly.planning import build_algorithm as build_for_config
+from dpstream.flows.config.pipeline import PipelineConfig
 from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, model_kind
 
 DIM, ROWS = 13, 16_512

@@ -8,7 +8,7 @@ import pytest
 from dpstream.algorithms import DPSGD
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.algorithms.registry import AlgorithmDeclaration, algorithm_names, register, unregister
-from dpstream.flows.config import ConfigError, load_config
+from dpstream.flows.config.pipeline import ConfigError, load_config
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import make_noise_process
 

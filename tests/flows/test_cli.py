@@ -25,7 +25,7 @@ NUMERIC = list(SPEC.columns)  # the numeric columns of housing.csv (examples/cal
 
 def dpstream(*args):
     return subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,5 @@
 """The CLI's error line names the file and the fix for failures another try cannot cure: a full disk, a
-location that cannot be written, an object store out of reach (``dpstream.flows.cli_support.refuse``).
+location that cannot be written, an object store out of reach (``dpstream.flows.cli.support.refuse``).
 Other errors keep their type in the line."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dpstream.flows.cli import _refuse
-from dpstream.flows.cli_support import EXIT_BAD_INPUT, EXIT_OTHER, Place, run_places
+from dpstream.flows.cli.main import _refuse
+from dpstream.flows.cli.support import EXIT_BAD_INPUT, EXIT_OTHER, Place, run_places
 from tests.flows.test_release_safety import write_config
 from tests.pipelines.conftest import local_put, write_lake
 
@@ -137,7 +137,7 @@ def test_a_shuffled_lake_where_nothing_can_be_written_is_refused_in_one_line(tmp
         )
     )
     result = subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", "shuffle", str(config), "--quiet"],
+        [sys.executable, "-m", "dpstream.flows.cli.main", "shuffle", str(config), "--quiet"],
         cwd=ROOT,
         capture_output=True,
         text=True,

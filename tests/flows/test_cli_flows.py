@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpstream.flows.demo import DEMO_MARKER
+from dpstream.flows.cli.demo import DEMO_MARKER
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def dpstream(*args):
     return subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

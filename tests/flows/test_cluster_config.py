@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from dpstream.flows.config import ClusterConfig
+from dpstream.flows.config.pipeline import ClusterConfig
 from tests.flows import cluster_probe
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake

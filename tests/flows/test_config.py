@@ -2,7 +2,7 @@
 
 import pytest
 
-from dpstream.flows.config import ConfigError, load_config
+from dpstream.flows.config.pipeline import ConfigError, load_config
 
 GOOD = """
 [lake]
@@ -192,7 +192,7 @@ def test_model_sections_build_their_models(tmp_path):
 
 
 def test_delta_warning_names_one_over_n():
-    from dpstream.flows.config import delta_warning
+    from dpstream.flows.config.pipeline import delta_warning
 
     assert delta_warning(1e-6, 100_000) is None
     warning = delta_warning(1e-3, 20_000)
@@ -200,7 +200,7 @@ def test_delta_warning_names_one_over_n():
 
 
 def test_run_locations_keep_checkpoints_private(tmp_path):
-    from dpstream.flows.locations import run_locations
+    from dpstream.flows.assembly.locations import run_locations
 
     config = load_config(write(tmp_path, GOOD))
     locations = run_locations(config, tmp_path / "pipeline.toml", "r1")
@@ -232,7 +232,7 @@ def test_run_locations_keep_checkpoints_private(tmp_path):
     ],
 )
 def test_every_write_location_follows_one_rule(tmp_path, output, operator, match):
-    from dpstream.flows.locations import run_locations
+    from dpstream.flows.assembly.locations import run_locations
 
     config = load_config(write(tmp_path, GOOD))
     with pytest.raises(ConfigError, match=match):
@@ -240,7 +240,7 @@ def test_every_write_location_follows_one_rule(tmp_path, output, operator, match
 
 
 def test_a_publish_folder_inside_a_data_location_is_refused(tmp_path):
-    from dpstream.flows.locations import run_locations
+    from dpstream.flows.assembly.locations import run_locations
 
     lake = tmp_path / "other-lake"
     lake.mkdir()
@@ -334,7 +334,7 @@ def test_training_split_exists_for_every_lake_that_validates(tmp_path):
 
 def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
     from dpstream.checkpoint import DEFAULT_EVERY_STEPS
-    from dpstream.flows.planning import checkpoint_policy
+    from dpstream.flows.assembly.planning import checkpoint_policy
 
     timed = load_config(
         write(tmp_path, GOOD + '\n[checkpoint]\nurl = "/data/ckpt"\nevery_steps = 7\nevery_seconds = 30.0\n')
@@ -364,7 +364,7 @@ def test_the_privacy_unit_section(tmp_path):
 
 
 def test_the_storage_outage_window_reaches_the_checkpoints_and_the_ledger(tmp_path):
-    from dpstream.flows.planning import checkpoint_policy, source_ledger
+    from dpstream.flows.assembly.planning import checkpoint_policy, source_ledger
     from dpstream.outages import DEFAULT_OUTAGE_SECONDS
 
     ledger = tmp_path / "ledger"

@@ -37,7 +37,7 @@ def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_p
         [
             sys.executable,
             "-m",
-            "dpstream.flows.cli",
+            "dpstream.flows.cli.main",
             "train",
             str(config),
             "--run-id",
@@ -81,7 +81,7 @@ def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_p
         and "--run-id interrupted" in message
     )
     resumed = subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *resume.split()[1:], "--quiet"],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *resume.split()[1:], "--quiet"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -97,7 +97,7 @@ def interrupted_line(tmp_path: Path, status: str | None, checkpoint: bool, ledge
     none, the ledger at ``ledger`` (default: a folder of ``tmp_path``)."""
     from types import SimpleNamespace
 
-    from dpstream.flows.cli_support import stopped_run_message
+    from dpstream.flows.cli.support import stopped_run_message
 
     root = tmp_path / "ledger"
     if status is not None:

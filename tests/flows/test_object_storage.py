@@ -96,7 +96,7 @@ def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing landed on local disk
 
     shown = subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", "report", run],
+        [sys.executable, "-m", "dpstream.flows.cli.main", "report", run],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,

@@ -51,7 +51,7 @@ def start_command(config: Path, logs: Path, *command: str) -> subprocess.Popen:
     environment = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     environment["DPSTREAM_LOG_DIR"] = str(logs)
     return subprocess.Popen(
-        [sys.executable, "-m", "dpstream.flows.cli", *(command or ("train", str(config), "--quiet"))],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *(command or ("train", str(config), "--quiet"))],
         cwd=ROOT,
         env=environment,
         stdout=subprocess.PIPE,
@@ -239,8 +239,8 @@ def test_sigterm_during_predict_unwinds_as_ctrl_c_does(tmp_path):
         "        raise KeyboardInterrupt",
         "        os.kill(os.getpid(), signal.SIGTERM)\n        time.sleep(30)",
     ).replace(
-        "from dpstream.flows.cli import main\nsys.exit(main(sys.argv[1:]))",
-        "from dpstream.flows.cli import run\nrun()",
+        "from dpstream.flows.cli.main import main\nsys.exit(main(sys.argv[1:]))",
+        "from dpstream.flows.cli.main import run\nrun()",
     )
     assert "SIGTERM" in terminating and "run()" in terminating
     lake, run, out = tmp_path / "lake", tmp_path / "run", tmp_path / "scored"

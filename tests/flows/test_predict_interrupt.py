@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # interrupt arrives while the second file is scored, after the first part was written.
 INTERRUPTING = """
 import sys
-from dpstream.pipelines import predict
+from dpstream.pipelines.execution import predict
 import dpstream.pipelines as pipelines
 
 class NoCluster:
@@ -36,7 +36,7 @@ def score_then_interrupt(*args):
 predict.score_file = score_then_interrupt
 predict_lake = predict.predict_lake
 predict.predict_lake = lambda *args, client, **kwargs: predict_lake(*args, client=None, **kwargs)
-from dpstream.flows.cli import main
+from dpstream.flows.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

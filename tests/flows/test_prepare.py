@@ -1,4 +1,4 @@
-"""Validate and shuffle are one pair of functions (``dpstream.flows.prepare``) for the flows and the CLI:
+"""Validate and shuffle are one pair of functions (``dpstream.flows.assembly.prepare``) for the flows and the CLI:
 the same refusals, the same warnings and one rule for the locations a shuffle protects."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def test_validate_and_shuffle_commands_warn_as_the_flow_does(tmp_path):
     config = write_config(tmp_path, raw)
     for command in ("validate", "shuffle"):
         done = subprocess.run(
-            [sys.executable, "-m", "dpstream.flows.cli", command, str(config)],
+            [sys.executable, "-m", "dpstream.flows.cli.main", command, str(config)],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -62,7 +62,7 @@ def test_validate_refuses_what_train_would_refuse(tmp_path):
     text = config.read_text()
     config.write_text(text.replace(text[text.index("learning_rate = ") :].splitlines()[0], "clip_norm = 0.5"))
     done = subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", "validate", str(config)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", "validate", str(config)],
         cwd=ROOT,
         capture_output=True,
         text=True,

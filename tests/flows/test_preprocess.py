@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dpstream.flows.config import load_config
+from dpstream.flows.config.pipeline import load_config
 
 TOML = """
 [lake]
@@ -231,7 +231,7 @@ def test_columns_with_no_place_in_the_preprocessing_are_refused_when_the_config_
 
 
 def test_a_lake_written_by_convert_is_not_prepared_twice(tmp_path, table):
-    from dpstream.flows.prepare import validate
+    from dpstream.flows.assembly.prepare import validate
 
     (Path(table) / "_convert.json").write_text(json.dumps({"format": "dpstream-convert/1"}))
     with pytest.raises(ValueError, match=r"written by `dpstream convert` .*remove \[preprocess\]"):
@@ -274,7 +274,7 @@ def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_
     from dpstream.export import read_model
     from dpstream.flows.flows import train_flow
     from dpstream.pipelines import read_manifest, shuffle_once
-    from dpstream.pipelines.predict import predict_lake
+    from dpstream.pipelines.execution.predict import predict_lake
 
     table = str(tmp_path / "diamonds")
     live = write_diamonds_table(table)

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.algorithms.base import report_after
-from dpstream.flows.progress import RunProgress
+from dpstream.flows.cli.progress import RunProgress
 from dpstream.noise import make_noise_process
 
 

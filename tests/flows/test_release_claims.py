@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dpstream.flows.config import ConfigError
-from dpstream.flows.locations import RELEASE_CLAIM, RunLocations, claim_run_folders
+from dpstream.flows.assembly.locations import RELEASE_CLAIM, RunLocations, claim_run_folders
+from dpstream.flows.config.pipeline import ConfigError
 from tests.flows.test_release_safety import dpstream
 from tests.pipelines.conftest import DIM, local_put, make_table
 

@@ -33,7 +33,7 @@ FEATURES = [f"x{j}" for j in range(DIM)]
 
 def dpstream(*args, timeout=600, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -219,7 +219,7 @@ every_steps = 50
     Path(config).write_text(text)
     # A terminal delivers Ctrl-C to the whole foreground process group: so does this test.
     process = subprocess.Popen(
-        [sys.executable, "-m", "dpstream.flows.cli", "train", config, "--run-id", "ctrl-c", "--quiet"],
+        [sys.executable, "-m", "dpstream.flows.cli.main", "train", config, "--run-id", "ctrl-c", "--quiet"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

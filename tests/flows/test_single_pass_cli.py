@@ -21,7 +21,7 @@ import pytest
 from dpstream.checkpoint import CheckpointPolicy, CheckpointStore
 from dpstream.coordinator import InMemoryExecutor, execute
 from dpstream.pipelines import lake_blocks, read_manifest
-from dpstream.pipelines.generations import COMMITS, GenerationStore
+from dpstream.pipelines.shuffle.generations import COMMITS, GenerationStore
 from dpstream.privacy import Ledger
 from tests.pipelines.conftest import DIM, local_put, make_table, write_lake
 
@@ -32,7 +32,7 @@ FEATURES = [f"x{j}" for j in range(DIM)]
 
 def dpstream(*args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -43,7 +43,7 @@ def dpstream(*args, env=None, timeout=300):
 
 def start(*args, env=None):
     return subprocess.Popen(
-        [sys.executable, "-m", "dpstream.flows.cli", *map(str, args)],
+        [sys.executable, "-m", "dpstream.flows.cli.main", *map(str, args)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -121,9 +121,9 @@ def wait_for_step(folder: Path, run_id: str, step: int, process, timeout: float 
 def replay(config_path: Path, run_id: str, generation: str):
     """The run's model recomputed in process from its checkpoint's key on the given generation, from the
     run plan the flow builds (``plan_run``)."""
-    from dpstream.flows.config import load_config
-    from dpstream.flows.planning import plan_run
-    from dpstream.pipelines.convert import read_convert_record
+    from dpstream.flows.assembly.planning import plan_run
+    from dpstream.flows.config.pipeline import load_config
+    from dpstream.pipelines.preprocessing.convert import read_convert_record
 
     config = load_config(config_path)
     store = CheckpointStore(CheckpointPolicy(config.checkpoint.url))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dpstream.flows.config import load_config
+from dpstream.flows.config.pipeline import load_config
 from dpstream.privacy import Ledger
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import make_table
@@ -31,8 +31,8 @@ def table(tmp_path) -> str:
 
 
 def test_a_run_on_a_delta_table_records_its_version_and_a_resume_reads_it_again(tmp_path, table, prefect_api):
+    from dpstream.flows.assembly.prepare import validate
     from dpstream.flows.flows import train_flow
-    from dpstream.flows.prepare import validate
 
     config_path = write_config(tmp_path, table)
     units = [
@@ -92,7 +92,7 @@ def test_predict_scores_the_live_rows_into_a_new_delta_table(tmp_path, table):
         [
             sys.executable,
             "-m",
-            "dpstream.flows.cli",
+            "dpstream.flows.cli.main",
             "predict",
             str(model),
             table,

@@ -143,9 +143,9 @@ def test_convert_per_person_then_train_per_person(tmp_path):
 
 
 def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
-    from dpstream.flows.config import ConfigError, load_config
-    from dpstream.flows.planning import bound_charge, source_ledger
-    from dpstream.pipelines.user_shuffle import AUTO_MU
+    from dpstream.flows.assembly.planning import bound_charge, source_ledger
+    from dpstream.flows.config.pipeline import ConfigError, load_config
+    from dpstream.pipelines.shuffle.users import AUTO_MU
     from dpstream.privacy import BudgetExceededError, mu_for_epsilon_delta
 
     config_path = write_config(tmp_path)
@@ -171,9 +171,9 @@ def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
 
 
 def test_a_carried_id_is_never_a_feature_and_a_row_config_on_people_warns(tmp_path):
-    from dpstream.flows.config import load_config
-    from dpstream.flows.planning import check_bounds_unit
-    from dpstream.flows.prepare import _row_level_note
+    from dpstream.flows.assembly.planning import check_bounds_unit
+    from dpstream.flows.assembly.prepare import _row_level_note
+    from dpstream.flows.config.pipeline import load_config
 
     config = load_config(write_config(tmp_path, unit="row"))
     record = {"passthrough": ["x1"], "user_column": "x1"}

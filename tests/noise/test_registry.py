@@ -32,7 +32,7 @@ def test_a_registered_noise_process_is_built_and_chosen_for_dpsgd(toy):
 def test_the_config_accepts_the_declared_dpsgd_processes_only(toy):
     from pydantic import ValidationError
 
-    from dpstream.flows.config import AlgorithmConfig
+    from dpstream.flows.config.pipeline import AlgorithmConfig
 
     assert AlgorithmConfig(name="dpsgd", noise=toy).noise == toy
     with pytest.raises(ValidationError, match=r"noise must be one of .*'toy', got 'tree'"):

@@ -102,7 +102,7 @@ def _operation(
         else:
             from dpstream.algorithms import AdaSSP
             from dpstream.export import ModelDocument
-            from dpstream.pipelines.predict import predict_lake
+            from dpstream.pipelines.execution.predict import predict_lake
 
             report = AdaSSP(1.0, 1e-6).report(AdaSSP(1.0, 1e-6).plan(1000, 3))
             document = {
@@ -164,7 +164,7 @@ def _schedule(
 
 
 def _check_invariants(outcomes: list[dict], spec: LakeSpec, out: str, ledger_url: str, source: dict) -> None:
-    from dpstream.pipelines.generations import GenerationStore
+    from dpstream.pipelines.shuffle.generations import GenerationStore
     from dpstream.privacy import Ledger
 
     options = spec.storage_options

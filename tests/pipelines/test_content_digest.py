@@ -12,8 +12,8 @@ import pytest
 
 from dpstream.pipelines import LakeError, validate_lake
 from dpstream.pipelines import validate as validate_module
-from dpstream.pipelines.content_digest import RowsDigest, column_hashes
-from dpstream.pipelines.validation_cache import validation_cache
+from dpstream.pipelines.validation.cache import validation_cache
+from dpstream.pipelines.validation.content_digest import RowsDigest, column_hashes
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
 
@@ -118,7 +118,7 @@ def test_files_that_share_some_rows_are_not_copies(lake):
 def test_two_tiny_files_of_the_same_discrete_rows_are_not_refused(tmp_path):
     """Below MIN_COPY_ROWS two different files (e.g. micro-batches of yes/no answers) may hold the same
     multiset of rows by chance; from it up the same rows are a copy."""
-    from dpstream.pipelines.content_digest import MIN_COPY_ROWS
+    from dpstream.pipelines.validation.content_digest import MIN_COPY_ROWS
 
     def answers(rows: int, first: float):  # the same rows in another order: other bytes
         values = np.tile([first, 1.0 - first], rows // 2)

@@ -22,7 +22,7 @@ from dpstream.pipelines import (
     validate_lake,
     verify_parts,
 )
-from dpstream.pipelines.generations import COMMITS
+from dpstream.pipelines.shuffle.generations import COMMITS
 from dpstream.privacy import Ledger, LifetimeBudget
 
 from .conftest import DIM, feature_spec, flip_data_byte, local_put, make_table, write_lake
@@ -123,7 +123,7 @@ def test_verification_names_the_part_and_a_flipped_data_byte_fails_its_page_chec
 
 @pytest.mark.parametrize("storage", ["local", "s3"])
 def test_a_part_replaced_while_a_run_reads_it_stops_the_run(lake, tmp_path, storage, request):
-    from dpstream.pipelines.lake import read_block
+    from dpstream.pipelines.lake.files import read_block
 
     options = {}
     if storage == "local":
@@ -184,7 +184,7 @@ def test_concurrent_shuffles_commit_one_generation_and_lose_no_row(tmp_path, sto
     manifest = read_manifest(out, options)
     assert manifest.number == 1 and manifest.generation == outcomes[0][1]
     verify_parts(manifest, options)
-    from dpstream.pipelines.generations import GenerationStore
+    from dpstream.pipelines.shuffle.generations import GenerationStore
 
     assert GenerationStore(out, options).uncommitted() == []  # the losers removed their own generations
     values = np.sort(np.concatenate([y for _, y in lake_blocks(manifest, options)]))
@@ -279,7 +279,7 @@ def test_a_shuffled_lake_nested_inside_a_source_lake_is_refused(lake, tmp_path):
 def test_a_commit_whose_answer_was_lost_is_recognised_as_ours(lake, tmp_path, monkeypatch):
     """A conditional PUT that succeeded, whose answer was lost and whose retry got HTTP 412, reads as
     'exists': the shuffle finds its own generation there and returns it."""
-    from dpstream.pipelines.generations import GenerationStore
+    from dpstream.pipelines.shuffle.generations import GenerationStore
 
     written = GenerationStore.try_commit
 

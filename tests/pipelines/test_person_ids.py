@@ -14,10 +14,10 @@ import pytest
 
 from dpstream.person_ids import AS_STORED, id_rule, missing_ids, normalise_id, normalise_ids
 from dpstream.pipelines import LakeError, LakeSpec, UserBounding, person_checks, shuffle_once, validate_lake
-from dpstream.pipelines.convert_bounds import person_sample_mask
-from dpstream.pipelines.executor import lake_blocks
-from dpstream.pipelines.person_checks import MergedIds
-from dpstream.pipelines.user_shuffle import keyed_hashes
+from dpstream.pipelines.execution.executor import lake_blocks
+from dpstream.pipelines.preprocessing.bounds import person_sample_mask
+from dpstream.pipelines.shuffle.users import keyed_hashes
+from dpstream.pipelines.validation.persons import MergedIds
 
 from .conftest import DIM
 
@@ -176,7 +176,7 @@ def test_a_lake_spelled_one_way_merges_nothing(tmp_path, monkeypatch):
 
 
 def test_the_cache_keeps_the_count_for_the_lakes_content(spelled, tmp_path, monkeypatch):
-    from dpstream.pipelines.validation_cache import validation_cache
+    from dpstream.pipelines.validation.cache import validation_cache
 
     root, _ = spelled
     spec, shuffled = _spec(root), str(tmp_path / "shuffled")

@@ -1,4 +1,4 @@
-"""Published models back in Python (dpstream.export) and batch scoring of a lake (dpstream.pipelines.predict)."""
+"""Published models back in Python (dpstream.export) and batch scoring of a lake (dpstream.pipelines.execution.predict)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from dpstream.algorithms import AdaSSP
 from dpstream.export import ModelDocument, read_model
 from dpstream.models import KANModel
 from dpstream.pipelines import LakeError
-from dpstream.pipelines.convert import ConvertSpec
-from dpstream.pipelines.predict import predict_lake
+from dpstream.pipelines.execution.predict import predict_lake
+from dpstream.pipelines.preprocessing.convert import ConvertSpec
 
 from .conftest import DIM, local_put, make_table, write_lake
 
@@ -247,7 +247,7 @@ def test_the_writer_and_the_reader_of_model_json_agree():
 
 
 def test_rows_are_filled_as_whole_columns_would_fill_them():
-    from dpstream.pipelines.predict import _fill_rows
+    from dpstream.pipelines.execution.predict import _fill_rows
 
     rng = np.random.default_rng(0)
     for rows in (0, 1, 4095, 65_536 + 17):
@@ -265,7 +265,7 @@ def test_rows_prepared_on_read_score_the_same_straight_into_the_matrix(tmp_path,
     """A model prepared on read from bounded and kept columns (and an intercept) scores a batch
     by mapping it straight into its matrix (``map_rows_into``); the predictions are those of the usual
     path (``convert_rows``, then the fill) bit for bit, and a batch with a missing value takes that path."""
-    from dpstream.pipelines import predict
+    from dpstream.pipelines.execution import predict
 
     spec = ConvertSpec(
         columns=tuple(FEATURES),

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.pipelines import LakeError, prune_shuffles, read_manifest, shuffle_once
-from dpstream.pipelines.generations import COMMITS, STALE_SECONDS
+from dpstream.pipelines.shuffle.generations import COMMITS, STALE_SECONDS
 
 from .conftest import feature_spec, local_put, write_lake
 
@@ -301,7 +301,7 @@ def test_s3_output_overlapping_the_source_is_refused(s3_bucket):
 
 def _scatter_files(tmp_path, tables_and_counts):
     """Scratch files as scatter tasks write them (``write_scratch``); their ends, in source order."""
-    from dpstream.pipelines.shuffle_io import write_scratch
+    from dpstream.pipelines.shuffle.scatter_gather import write_scratch
 
     return [
         write_scratch(str(tmp_path), {}, index, table, counts)
@@ -327,10 +327,10 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
     import numpy as np
     import pyarrow as pa
 
-    import dpstream.pipelines.shuffle as shuffle_module
-    from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import output_slices
-    from dpstream.pipelines.user_shuffle import _HASH_COLUMN, gather_users
+    import dpstream.pipelines.shuffle.once as shuffle_module
+    from dpstream.pipelines.shuffle.once import _gather
+    from dpstream.pipelines.shuffle.scatter_gather import output_slices
+    from dpstream.pipelines.shuffle.users import _HASH_COLUMN, gather_users
 
     ends = _scatter_files(tmp_path, [(pa.table({"x": np.arange(6.0)}), [6])])
     real_write = shuffle_module.write_part
@@ -359,8 +359,8 @@ def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
     each by byte range (a source that sent output j no rows has no slice for it)."""
     import pyarrow as pa
 
-    from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import output_slices
+    from dpstream.pipelines.shuffle.once import _gather
+    from dpstream.pipelines.shuffle.scatter_gather import output_slices
 
     ends = _scatter_files(
         tmp_path,
@@ -390,9 +390,9 @@ def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
     import numpy as np
     import pyarrow as pa
 
-    from dpstream.pipelines.generations import SCRATCH
-    from dpstream.pipelines.shuffle import _gather
-    from dpstream.pipelines.shuffle_io import output_slices
+    from dpstream.pipelines.shuffle.generations import SCRATCH
+    from dpstream.pipelines.shuffle.once import _gather
+    from dpstream.pipelines.shuffle.scatter_gather import output_slices
 
     rows = 200_000  # 1.6 MB a column: whole filesystem blocks to free
     values = np.random.default_rng(0).random(rows)
@@ -427,7 +427,7 @@ def test_parts_compress_only_the_columns_snappy_shrinks(tmp_path):
     import numpy as np
     import pyarrow as pa
 
-    from dpstream.pipelines.shuffle_io import write_part
+    from dpstream.pipelines.shuffle.scatter_gather import write_part
 
     rng = np.random.default_rng(3)
     rows = 20_000

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from dpstream.pipelines import LakeError, LakeSpec, SourceSpec, open_source, validate_lake
-from dpstream.pipelines.source_formats import SourceFormat, format_names, register, unregister
-from dpstream.pipelines.sources import ParquetFolder, detect_format
+from dpstream.pipelines.sources.formats import SourceFormat, format_names, register, unregister
+from dpstream.pipelines.sources.protocol import ParquetFolder, detect_format
 
 from .conftest import feature_spec, local_put, write_lake
 

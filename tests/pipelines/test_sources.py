@@ -23,9 +23,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
-from dpstream.pipelines.lake import SourceSpec
-from dpstream.pipelines.shuffle import read_manifest
-from dpstream.pipelines.sources import SourceVersion, open_source
+from dpstream.pipelines.lake.files import SourceSpec
+from dpstream.pipelines.shuffle.once import read_manifest
+from dpstream.pipelines.sources.protocol import SourceVersion, open_source
 
 from .tables import add_deletion_vector, add_iceberg_deletes
 
@@ -398,7 +398,7 @@ def test_delta_and_iceberg_tables_on_s3(s3_bucket, tmp_path):
 
 
 def test_storage_options_reach_both_libraries_in_their_own_spelling(monkeypatch):
-    from dpstream.pipelines.table_options import delta_storage_options, iceberg_properties
+    from dpstream.pipelines.sources.table_options import delta_storage_options, iceberg_properties
 
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN", "AWS_REGION"):
         monkeypatch.delenv(name, raising=False)

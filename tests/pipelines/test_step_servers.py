@@ -9,9 +9,9 @@ import pytest
 from dpstream.coordinator import InMemoryExecutor
 from dpstream.models import LinearRegressionModel
 from dpstream.pipelines import DaskExecutor, LakeError, lake_blocks, shuffle_once
-from dpstream.pipelines.executor import pieces_stats
-from dpstream.pipelines.step_servers import FAILURES_ALLOWED, StepServer, StepServers
-from dpstream.pipelines.waiting import live_workers
+from dpstream.pipelines.execution.executor import pieces_stats
+from dpstream.pipelines.execution.step_servers import FAILURES_ALLOWED, StepServer, StepServers
+from dpstream.pipelines.execution.waiting import live_workers
 
 from .conftest import DIM, flip_data_byte
 from .test_executor import ALGORITHMS, fit
@@ -70,7 +70,7 @@ def _wait_for(condition, seconds: float = 10.0) -> bool:
 
 def _break_servers(error: type[Exception] | None) -> None:
     """In a worker: make every server's ``stats`` raise ``error`` (None: mend it)."""
-    from dpstream.pipelines.step_servers import StepServer
+    from dpstream.pipelines.execution.step_servers import StepServer
 
     if error is not None:
         StepServer.working = StepServer.stats

@@ -17,10 +17,10 @@ from dpstream.coordinator import InMemoryExecutor, execute
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey
 from dpstream.pipelines import LakeError, UserBounding, shuffle_once, validate_lake
-from dpstream.pipelines.executor import lake_blocks
-from dpstream.pipelines.manifest import USER_CODE_COLUMN, Manifest
-from dpstream.pipelines.train import plan_on_lake, train_on_lake
-from dpstream.pipelines.user_shuffle import BINS, choose_max_rows, user_row_groups
+from dpstream.pipelines.execution.executor import lake_blocks
+from dpstream.pipelines.execution.train import plan_on_lake, train_on_lake
+from dpstream.pipelines.shuffle.manifest import USER_CODE_COLUMN, Manifest
+from dpstream.pipelines.shuffle.users import BINS, choose_max_rows, user_row_groups
 from dpstream.privacy import PrivacyUnit
 from tests.pipelines.conftest import (
     DIM,
@@ -263,7 +263,7 @@ def test_the_hash_key_never_shows_in_a_repr():
     """Dask logs a failed task's arguments: the key that travels to the scatter tasks prints as a mask."""
     import pickle
 
-    from dpstream.pipelines.user_shuffle import keyed_hashes, new_key
+    from dpstream.pipelines.shuffle.users import keyed_hashes, new_key
 
     key = new_key()
     assert repr(key) == str(key) == "HashKey(<secret>)" and key.value not in repr((key, "args"))

@@ -11,7 +11,7 @@ import pytest
 
 from dpstream.models.kinds import LabelContract
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
-from dpstream.pipelines.lake import SourceSpec
+from dpstream.pipelines.lake.files import SourceSpec
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
 
@@ -129,7 +129,7 @@ def test_corrupt_and_truncated_files(lake):
 
 
 def test_a_file_the_reader_may_not_read_is_not_called_corrupt(lake, monkeypatch):
-    import dpstream.pipelines.validate as validate_module
+    import dpstream.pipelines.validation.validate as validate_module
 
     real_open_url = validate_module.open_url
 

@@ -11,7 +11,7 @@ import pytest
 from dpstream.models.kinds import LabelContract
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
 from dpstream.pipelines import validate as validate_module
-from dpstream.pipelines.validation_cache import CACHE_FOLDER, validation_cache
+from dpstream.pipelines.validation.cache import CACHE_FOLDER, validation_cache
 
 from .conftest import DIM, local_put, make_table
 
@@ -91,7 +91,7 @@ def test_only_strong_stamps_are_trusted_and_a_deferred_cache_writes_on_commit(la
     """An object store without ETags stamps size and time only, which a same-size rewrite can keep: its
     files are read every time. A command that may still refuse the lake after validating it (the
     flows) records the checks only when it commits."""
-    from dpstream.pipelines.validation_cache import ValidationCache
+    from dpstream.pipelines.validation.cache import ValidationCache
 
     assert ValidationCache.strong("local:1:2:3:4") and ValidationCache.strong("object:9b2cf5:10:2026")
     assert not ValidationCache.strong("object::10:2026") and not ValidationCache.strong("")

@@ -7,8 +7,9 @@ read by ``dpstream.algorithms.builder``, the config and the estimators), and how
 ``dpstream.models`` model; the task gives the
 evaluation metric beside its baseline (RMSE beside the label mean, accuracy beside the majority class)
 and the prediction output (the label in its units; the class in its original spelling and one
-probability per class). The config (``dpstream.flows.config``), validation (``dpstream.pipelines.validate``), the flow's
-evaluation, model.json (``dpstream.export``) and ``dpstream predict`` all read the declaration.
+probability per class). The config (``dpstream.flows.config.pipeline``), validation
+(``dpstream.pipelines.validation.validate``), the flow's evaluation, model.json (``dpstream.export``) and ``dpstream predict``
+all read the declaration.
 
 A new kind is one module in this package that builds a ``ModelKind`` and passes it to ``register``, plus
 its import below (and an estimator where it needs one).
@@ -99,7 +100,7 @@ def _classification_metrics(outputs: np.ndarray, y: np.ndarray) -> dict[str, flo
 
 
 # A regression on a converted lake: the share of held-out labels at the conversion's label bounds (the
-# RMSE is against those clipped values; dpstream.flows.planning.evaluate_holdout).
+# RMSE is against those clipped values; dpstream.flows.assembly.planning.evaluate_holdout).
 CLIPPED_LABELS = "held-out labels at the conversion's bounds (share)"
 
 

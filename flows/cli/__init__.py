@@ -1,0 +1,1 @@
+"""The ``dpstream`` command line."""

@@ -1,0 +1,189 @@
+"""CSV → Parquet lake, with explicit column selection and explicit policies for missing values and
+categorical columns, so real data (e.g. examples/data/california_housing/housing.csv) can be prepared.
+
+Nothing is inferred from the sensitive data that would be released: imputation constants, category
+lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as
+public values (docs/design.md, "What counts as a release"). The CSV is streamed in batches; parts are
+written under a temporary folder and moved into place only when the whole file converted, so a
+failure leaves nothing behind. The source is only read.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+
+from dpstream.person_ids import missing_ids, normalise_ids, normalised_uniques
+from dpstream.pipelines.lake.files import LakeError
+from dpstream.pipelines.preprocessing.bounds import person_sample_mask, sample_mask, split_batch
+from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec, convert_rows, require_columns
+from dpstream.pipelines.shuffle.once import ROW_GROUP_ROWS
+from dpstream.pipelines.shuffle.scatter_gather import write_part
+from dpstream.storage import open_url, read_json, write_json_atomic
+
+__all__ = [
+    "ConvertSpec",
+    "csv_to_parquet",
+    "check_csv_columns",
+    "check_empty_location",
+    "read_convert_record",
+    "CONVERT_RECORD",
+    "INTERCEPT_COLUMN",
+]
+
+CONVERT_RECORD = "_convert.json"
+
+
+def read_convert_record(
+    lake_url: str, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The preprocessing ``csv_to_parquet`` recorded in a lake it wrote, or None for another lake."""
+    fs, root = open_url(lake_url, storage_options)
+    path = f"{root}/{CONVERT_RECORD}"
+    return read_json(fs, path) if fs.exists(path) else None
+
+
+def check_csv_columns(
+    source_url: str, needed: list[str], storage_options: dict[str, Any] | None = None
+) -> None:
+    """Refuse a selection naming a column the CSV's header lacks, reading the header only: ``dpstream
+    convert`` asks this first, so a misspelt label is reported as such, not as a column without bounds."""
+    source_fs, source_path = open_url(source_url, storage_options)
+    if not source_fs.exists(source_path):
+        raise LakeError(f"{source_url} does not exist; check the path")
+    with source_fs.open(source_path, "rb") as handle:
+        names = pcsv.open_csv(handle).schema.names
+    require_columns(source_path.rsplit("/", 1)[-1], needed, names)
+
+
+def check_empty_location(out_url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Refuse converting into a location that holds anything: a conversion never writes over data."""
+    out_fs, root = open_url(out_url, storage_options)
+    if out_fs.exists(root) and out_fs.ls(root, detail=False):
+        raise LakeError(f"{out_url} is not empty; convert into a new location")
+
+
+def csv_to_parquet(
+    source_url: str,
+    out_url: str,
+    spec: ConvertSpec,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int = 16 << 20,
+) -> list[str]:
+    """Convert one CSV file into Parquet parts under ``out_url``; returns the written paths."""
+    source_fs, source_path = open_url(source_url, storage_options)
+    if not source_fs.exists(source_path):
+        raise LakeError(f"{source_url} does not exist; check the path")
+    check_empty_location(out_url, storage_options)
+    out_fs, root = open_url(out_url, storage_options)
+    staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
+    name = source_path.rsplit("/", 1)[-1]
+    parts, pending, offset = [], [], 0
+
+    def batches():
+        with source_fs.open(source_path, "rb") as handle:
+            yield from pcsv.open_csv(handle, read_options=pcsv.ReadOptions(block_size=block_size))
+
+    try:
+        spec, provenance, every = _release_private_bounds(spec, batches(), name)
+        for batch in batches():
+            rows, positions = batch.num_rows, None
+            if every:  # the sampled rows (people) were spent on the bounds and are not written
+                mask = _sampled(batch, offset, every, spec.user_column, name)
+                positions = np.arange(offset, offset + rows)[~mask]
+                batch = split_batch(batch, mask)[1]
+            pending.append(convert_rows(batch, spec, offset, name, positions))
+            offset += rows
+            while sum(t.num_rows for t in pending) >= spec.rows_per_file:
+                table = pa.concat_tables(pending)
+                path = f"{staging}/part-{len(parts):05d}.parquet"
+                write_part(out_fs, path, table.slice(0, spec.rows_per_file), ROW_GROUP_ROWS)
+                parts.append(path)
+                pending = [table.slice(spec.rows_per_file)]
+        if pending and sum(t.num_rows for t in pending):
+            path = f"{staging}/part-{len(parts):05d}.parquet"
+            write_part(out_fs, path, pa.concat_tables(pending), ROW_GROUP_ROWS)
+            parts.append(path)
+        if not parts:
+            raise LakeError(f"{source_url}: no rows left after applying the missing-value policy")
+        final = []
+        for path in parts:
+            target = f"{root}/{path.rsplit('/', 1)[-1]}"
+            out_fs.mv(path, target)
+            final.append(target)
+        # Bookkeeping ("_" prefix): not a lake file, not in the fingerprint; read by the train flow.
+        record = {**spec.record(), "source": name}
+        if provenance:
+            record["private_bounds"] = provenance
+        write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", record)
+        return final
+    except pa.ArrowInvalid as error:
+        raise LakeError(
+            f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter"
+        ) from None
+    finally:
+        if out_fs.exists(staging):
+            out_fs.rm(staging, recursive=True)
+
+
+def _sampled(batch: pa.RecordBatch, offset: int, every: int, person: str | None, source: str) -> np.ndarray:
+    """The batch's rows spent on the private bounds: every ``every``-th row, or with ``person`` every row of
+    the people in the public 1-in-``every`` partition of ids (``person_sample_mask``)."""
+    if person is None:
+        return sample_mask(offset, batch.num_rows, every)
+    ids = batch.column(person)
+    missing = missing_ids(ids)  # a null, an empty CSV cell, or only spaces or invisible characters
+    if missing.any():
+        row = offset + int(np.flatnonzero(missing)[0])
+        raise LakeError(
+            f"{source}: data row {row} has no {person!r} (the person column): every row needs its person's id; "
+            "drop the row or fill in the id it belongs to"
+        )
+    return person_sample_mask(ids, every)
+
+
+def _release_private_bounds(
+    spec: ConvertSpec, batches: Any, source: str
+) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
+    """(the spec with the released bounds in place of the request, their provenance, the sampling period;
+    0 without a request): one pass over the sampled rows, converted by the same policies with the
+    requested columns left raw (``dpstream.pipelines.preprocessing.bounds``)."""
+    request = spec.private_bounds
+    if request is None:
+        return spec, None, 0
+    raw = replace(spec, private_bounds=None, require_bounds=False)
+    sample: dict[str, list[np.ndarray]] = {column: [] for column in request.columns}
+    person = request.user_column
+    people: list[np.ndarray] = []  # the sampled rows' people (user unit), for their 1/k_u weights
+    sampled_people: set = set()
+    offset, sampled = 0, 0
+    for batch in batches:
+        mask = _sampled(batch, offset, request.sample_every, person, source)
+        sampled += int(mask.sum())  # positions, public: rows dropped for missing values still count
+        positions = np.arange(offset, offset + batch.num_rows)[mask]
+        chosen = split_batch(batch, mask)[0]
+        table = convert_rows(chosen, raw, offset, source, positions)
+        for column in request.columns:
+            sample[column].append(table.column(column).to_numpy())
+        if person is not None:  # people as the shuffle forms them: one person however the id is spelled
+            sampled_people.update(normalise_ids(chosen.column(person).unique()).to_pylist())
+            _, normalised, indices = normalised_uniques(table.column(person))
+            people.append(normalised.to_numpy(zero_copy_only=False)[indices])
+        offset += batch.num_rows
+    values = {column: np.concatenate(arrays) for column, arrays in sample.items()}
+    if person is None:
+        bounds, provenance = request.release(values, sampled)
+    else:  # q·U: the people sampled, counted before missing values dropped rows (as positions are)
+        codes = np.unique(np.concatenate(people), return_inverse=True)[1].ravel() if people else None
+        bounds, provenance = request.release(values, len(sampled_people), codes)
+    return (
+        replace(spec, bounds={**spec.bounds, **bounds}, private_bounds=None),
+        provenance,
+        request.sample_every,
+    )
