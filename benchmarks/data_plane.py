@@ -31,7 +31,7 @@ from dpstream.algorithms import DPAMBSSGD, DPSGD
 from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, make_noise_process
 from dpstream.pipelines import LakeSpec, connect, plan_on_lake, shuffle_once, train_on_lake, validate_lake
-from dpstream.pipelines.lake.files import read_row_group
+from dpstream.pipelines.lake.blocks import read_row_group
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".bench", "lake8m")
 FILES, ROWS, DIM = 40, 200_000, 64
@@ -152,7 +152,7 @@ def shuffle_rounds(rounds: int = 5) -> None:
     file), and ``shuffle_once`` with its summary."""
     import shutil
 
-    from dpstream.pipelines.validation.cache import validation_cache
+    from dpstream.pipelines.shuffle.location import validation_cache
 
     source = write_source()
     spec = LakeSpec(source, SPEC_COLUMNS, "y")

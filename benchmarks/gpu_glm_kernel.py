@@ -17,6 +17,8 @@ import itertools
 
 import numpy as np
 
+from dpstream.models.losses.base import declared_loss
+
 ROWS, DIM = 4_194_304, 64
 
 
@@ -66,21 +68,23 @@ def main() -> list[str]:
     for norms in (1, 31):
         clip_norms = np.geomspace(0.01, 100.0, norms)
         lanes, kmax, default_group = glm_cuda._shape(DIM, norms, np.float32)
-        reference = glm_cuda.collect(glm_cuda.launch_fused(X, y, w, clip_norms, 0))[0].ravel()
+        reference = glm_cuda.collect(glm_cuda.launch_fused(X, y, w, clip_norms, "squared"))[0].ravel()
         for group, warps, rows_per_warp in itertools.product((4, 8, 16), (4, 8), (512,)):
             launch = glm_cuda.Launch(warps_per_block=warps, rows_per_warp=rows_per_warp, group=group)
             try:
                 rate = bytes_of_x / _event_median(
-                    lambda c=clip_norms, s=launch: glm_cuda.launch_fused(X, y, w, c, 0, launch=s)
+                    lambda c=clip_norms, s=launch: glm_cuda.launch_fused(X, y, w, c, "squared", launch=s)
                 )
             except Exception as error:  # noqa: BLE001 - a shape that does not compile or launch: recorded, not fatal
                 lines.append(
                     f"| {norms} | {group} | {warps} | {rows_per_warp} | - | - | failed: {type(error).__name__} | | |"
                 )
                 continue
-            sums = glm_cuda.launch_fused(X, y, w, clip_norms, 0, launch=launch)[0].sum(axis=0).get()
+            sums = glm_cuda.launch_fused(X, y, w, clip_norms, "squared", launch=launch)[0].sum(axis=0).get()
             equal = bool(np.allclose(sums, reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max()))
-            kernel = glm_cuda._kernel("float", lanes, kmax, group, warps, rows_per_warp)
+            kernel = glm_cuda._kernel(
+                declared_loss("squared"), "float", lanes, kmax, group, warps, rows_per_warp
+            )
             registers, spilled = getattr(kernel, "num_regs", "?"), getattr(kernel, "local_size_bytes", "?")
             best[norms] = max(best.get(norms, (0.0, None)), (rate, launch), key=lambda item: item[0])
             lines.append(
@@ -88,7 +92,7 @@ def main() -> list[str]:
                 f"{rate / peak:.3f} | {rate / copy_rate:.2f} | {'yes' if equal else 'NO'} |"
             )
         whole = bytes_of_x / _event_median(
-            lambda c=clip_norms: glm_cuda.collect(glm_cuda.launch_fused(X, y, w, c, 0))
+            lambda c=clip_norms: glm_cuda.collect(glm_cuda.launch_fused(X, y, w, c, "squared"))
         )
         lines.append(
             f"| {norms} | default ({default_group}, {glm_cuda.WARPS_PER_BLOCK}, {glm_cuda.ROWS_PER_WARP}) whole call "

@@ -33,7 +33,8 @@ THRESHOLD = 200_000.0  # dollars: the public class boundary
 
 def california_lake() -> tuple[np.ndarray, np.ndarray, float]:
     """(features, label on [−1, 1], schema row-norm bound) of the converted California lake."""
-    from dpstream.pipelines.preprocessing.convert import ConvertSpec, csv_to_parquet, read_convert_record
+    from dpstream.pipelines.conversion.convert import csv_to_parquet, read_convert_record
+    from dpstream.pipelines.preprocessing.spec import ConvertSpec
     from examples.california import SPEC
 
     with tempfile.TemporaryDirectory() as folder:

@@ -383,9 +383,9 @@ def peer_fit(client, paths: list[str], features: tuple[str, ...], label: str, ta
 def prepared_holdout(config: Path, holdout: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """The held-out lake prepared by the config's own preprocessing (``LakeSpec.present``): what the
     shuffled lake holds for its rows, for the peer's predictions."""
-    from dpstream.flows.config.pipeline import load_config
+    from dpstream.flows.assembly.loading import load_inputs
 
-    spec = load_config(config).lake_spec()
+    spec = load_inputs(config).lake
     path = str(next(holdout.glob("*.parquet")))
     table = spec.present(pq.read_table(path, columns=spec.read_columns), path)
     features = tuple(name for name in table.column_names if name != spec.label)

@@ -55,7 +55,7 @@ def per_core_rates() -> dict[str, float]:
     from dpstream.models import LinearRegressionModel, StatsRequest
     from dpstream.noise import NoiseKey
     from dpstream.pipelines import LakeSpec
-    from dpstream.pipelines.lake.files import read_row_group
+    from dpstream.pipelines.lake.blocks import read_row_group
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((BLOCK_ROWS, DIM), dtype=np.float32)

@@ -68,15 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold", action="store_true", help="empty the page cache before each timed read")
     args = parser.parse_args(argv)
     from dpstream.export import read_model
+    from dpstream.flows.assembly.inputs import RunInputs
+    from dpstream.flows.assembly.loading import load_config
     from dpstream.flows.assembly.planning import plan_run
-    from dpstream.flows.config.pipeline import load_config
     from dpstream.pipelines import connect, read_manifest, train_on_lake
     from dpstream.pipelines.execution.predict import predict_lake
 
     config_path, run = prepare(args.files)
     config = load_config(config_path)
     manifest = read_manifest(config.lake.shuffled_url)
-    plan = plan_run(config, manifest, None, None)
+    plan = plan_run(RunInputs.of(config), manifest, None, None)
     model = read_model(str(run))
     shuffled = sorted({path for _, path, _, _ in manifest.blocks(None)})
     raw = sorted(str(path) for path in (ROOT / "raw").glob("*.parquet"))

@@ -26,7 +26,7 @@ ROWS, FEATURES, GROUP_ROWS = 100_000, 8, 100
 def per_slice_step(executor, span, request):
     """The step as the executor ran it before: one task per row-group slice, merged in piece order."""
     from dpstream.models import BatchStats
-    from dpstream.pipelines.execution.executor import slice_stats
+    from dpstream.pipelines.execution.worker_stats import slice_stats
 
     pieces = executor._slices(*span.gradient_rows, "gradient")
     futures = [
@@ -55,7 +55,7 @@ def tiny_lake(rows: int, group_rows: int, features: int = FEATURES):
     """A shuffled lake of ``rows`` × ``features`` float32 in row groups of ``group_rows`` (temporary folder):
     work per row group is tiny, so a step's time is the scheduler's, the client's and the worker's
     fixed costs."""
-    import dpstream.pipelines.shuffle.once as shuffle_module
+    import dpstream.pipelines.shuffle.rows as shuffle_module
     from dpstream.pipelines import LakeSpec, shuffle_once
 
     folder = tempfile.mkdtemp(prefix="tiny-lake-")

@@ -110,7 +110,7 @@ def _empty_round_trips(client, samples: int = 200) -> str:
     """Median milliseconds of an empty task on each worker against an empty call to each step server."""
     from dpstream.models import LinearRegressionModel
     from dpstream.pipelines.execution.step_servers import StepServers
-    from dpstream.pipelines.execution.waiting import live_workers
+    from dpstream.pipelines.waiting import live_workers
 
     workers = live_workers(client)
     tasks = []

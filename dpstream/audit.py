@@ -33,14 +33,19 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+import dpstream.algorithms  # noqa: F401  (each algorithm module declares itself)
+from dpstream.algorithms.builder import AlgorithmSpec
+from dpstream.algorithms.registry import AlgorithmDeclaration, declarations
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.models import LinearRegressionModel
-from dpstream.noise import NoiseKey
+from dpstream.models.kinds.base import TrainingDefaults
+from dpstream.noise import NoiseKey, dpsgd_noise_names, make_noise_process
 from dpstream.privacy import NeighbouringRelation
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "epsilon_lower_bound",
     "canary_datasets",
     "audited_algorithms",
+    "audit_choices",
     "NoiseScaledDown",
 ]
 
@@ -259,33 +265,44 @@ def audit_result(
     )
 
 
+def _audited() -> Iterator[tuple[str, AlgorithmDeclaration, str | None]]:
+    """(configuration name, declaration, noise process or None) of each audited configuration: every
+    declared algorithm with an ``audited`` configuration, and one that takes a noise process once per
+    process DP-SGD takes, named ``<algorithm>-<noise>`` (the default process first, by the plain name)."""
+    default = TrainingDefaults().noise
+    noises = sorted(dpsgd_noise_names(), key=lambda noise: noise != default)
+    for declaration in declarations():
+        if declaration.audited is None:
+            continue
+        if "noise" not in declaration.uses:
+            yield declaration.name, declaration, None
+            continue
+        for noise in noises:
+            yield (
+                (declaration.name if noise == default else f"{declaration.name}-{noise}"),
+                declaration,
+                noise,
+            )
+
+
+def audit_choices() -> tuple[str, ...]:
+    """What ``dpstream audit --algorithm`` accepts: ``"all"`` and the name of each audited configuration."""
+    return ("all", *(name for name, _, _ in _audited()))
+
+
 def audited_algorithms(epsilon: float, delta: float, relation: str = "replace-one") -> dict[str, Any]:
-    """One configuration of every algorithm and noise process, at (ε, δ), for ``dpstream audit``."""
-    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
-    from dpstream.noise import make_noise_process
-
-    def dpsgd(noise: str, **options: float) -> Any:
-        return DPSGD(
-            epsilon,
-            delta,
-            clip_norm=1.0,
-            learning_rate=0.5,
-            batch_size=100,
-            relation=relation,
-            noise=make_noise_process(noise, **options),
+    """One configuration of every declared algorithm and of every noise process it takes, at (ε, δ), for
+    ``dpstream audit`` (each declaration's ``audited``; a process with its default settings)."""
+    settings = AlgorithmSpec()
+    configurations = {}
+    for name, declaration, noise in _audited():
+        process = (
+            None
+            if noise is None
+            else make_noise_process(noise, correlation=settings.correlation, nu=settings.nu)
         )
-
-    return {
-        "dpsgd": dpsgd("independent"),
-        "dpsgd-lambda": dpsgd("lambda", correlation=0.5),
-        "dpsgd-nu": dpsgd("nu", nu=0.01),
-        # One step: at N = 2,000 the default plan would refuse DP-STAT's minimum rows; privacy is the same.
-        "ambssgd": DPAMBSSGD(
-            epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation, num_steps=1
-        ),
-        "ssp": AdaSSP(epsilon, delta, relation=relation),
-        "srgd": AcceleratedDPSRGD(epsilon, delta, clip_norm=1.0, relation=relation),
-    }
+        configurations[name] = declaration.audited(epsilon, delta, relation, process)
+    return configurations
 
 
 class NoiseScaledDown:
@@ -303,18 +320,16 @@ class NoiseScaledDown:
         )
 
     def plan(self, num_rows: int, num_params: int) -> Any:
-        from dataclasses import replace as _replace
-
         plan = self._algorithm.plan(num_rows, num_params)
         scaled = {}
         for name in plan.NOISE_FIELDS:  # every noise scale the plan states (DP-SGD's and SRGD's calibration,
             value = getattr(plan, name)  # DP-AMBSSGD's α and count noise, AdaSSP's three releases)
             scaled[name] = (
-                _replace(value, noise_std=value.noise_std / self._factor)
+                replace(value, noise_std=value.noise_std / self._factor)
                 if hasattr(value, "noise_std")
                 else value / self._factor
             )
-        return _replace(plan, **scaled)
+        return replace(plan, **scaled)
 
     def event(self, plan: Any) -> Any:  # the broken mechanism claims the honest plan's event ...
         return self._algorithm.event(self._algorithm.plan(plan.num_rows, plan.num_params))

@@ -34,7 +34,7 @@ signal-to-noise at s = 0.1, and training pays a noise factor 1/sqrt(1 − s) ≈
 10 % of its rows.
 s is chosen from public quantities only (N, the number of columns, μ): large enough that τ is at most
 N/8 rows, between 0.1 and 0.5. ``dpstream convert`` keeps the disjoint sample (its rows never enter the
-lake, so the lake's ledger is not charged: ``dpstream.pipelines.preprocessing.bounds``).
+lake, so the lake's ledger is not charged: ``dpstream.pipelines.preprocessing.private_bounds``).
 """
 
 from __future__ import annotations

@@ -87,6 +87,15 @@ class CheckpointPolicy:
         if self.retries < 0 or self.backoff_seconds < 0:
             raise ValueError("retries and backoff_seconds must be >= 0")
 
+    def due(self, done: int, num_steps: int, last_save: float) -> bool:
+        """Whether to save after ``done`` of ``num_steps`` steps: every ``every_steps``, at the end, or once
+        ``every_seconds`` have passed since the last save (``last_save``, a ``time.monotonic`` reading)."""
+        return (
+            done % self.every_steps == 0
+            or done == num_steps
+            or (self.every_seconds is not None and time.monotonic() - last_save >= self.every_seconds)
+        )
+
 
 @dataclass
 class Checkpoint:
@@ -149,6 +158,33 @@ class CheckpointStore:
             raise CheckpointError(
                 f"cannot read the checkpoint at {self.policy.url}/{run_id}: {type(error).__name__}: {error}"
             ) from None
+
+    def load_to_resume(
+        self, run_id: str, fingerprint: str, lake: str, key: NoiseKey | None
+    ) -> Checkpoint | None:
+        """The checkpoint ``run_id`` resumes from (None: a fresh run), refused when it was written for another
+        configuration, lake or code version (another ``fingerprint``: ``CheckpointMismatchError``) or when the
+        caller passes another noise ``key`` than the checkpoint's (a resume replays the same noise)."""
+        saved = self.load(run_id)
+        if saved is None:
+            return None
+        if saved.fingerprint != fingerprint:
+            other_data = bool(saved.data_version) and saved.data_version != lake
+            what = (
+                f"another lake or shuffle of it (it read {saved.data_version}, this run reads {lake})"
+                if other_data
+                else "another configuration (algorithm, budget or model settings) or dpstream/NumPy version"
+            )
+            raise CheckpointMismatchError(
+                f"the checkpoint of run {run_id!r} was written for {what}: another configuration, lake, shuffle "
+                "of the lake or code version than this run's; resume with the original settings and shuffled "
+                "lake, or start a new run id"
+            )
+        if key is not None and key != saved.key:
+            raise ValueError(
+                f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
+            )
+        return saved
 
     def data_version(self, run_id: str) -> str | None:
         """The data version recorded in ``run_id``'s checkpoint (the shuffle generation it pinned), or

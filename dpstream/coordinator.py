@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from dpstream import unreleased
-from dpstream.algorithms.base import Algorithm, PrivacyReport, StepSpan
+from dpstream.algorithms.base import Algorithm, Plan, PrivacyReport, StepSpan
 from dpstream.checkpoint import (
-    CheckpointMismatchError,
+    Checkpoint,
     CheckpointPolicy,
     CheckpointStore,
     new_checkpoint,
@@ -252,104 +252,145 @@ def execute(
     the noise, the charge stays whatever happens.
     """
     run_plan.check_executor(executor)
-    algorithm, plan, report, checkpoint = (
-        run_plan.algorithm,
-        run_plan.steps,
-        run_plan.report,
-        run_plan.checkpoint,
+    _check_run_id(run_plan, ledger, run_id)
+    algorithm, plan = run_plan.algorithm, run_plan.steps
+    store = None if run_plan.checkpoint is None else CheckpointStore(run_plan.checkpoint)
+    fingerprint = "" if store is None else run_plan.fingerprint(lake)
+    saved = None if store is None else store.load_to_resume(run_id, fingerprint, lake, key)
+    record = _claim(run_plan, run_id, key, ledger, store, fingerprint, saved, lake)
+    state, start, losses = (
+        (None, 0, []) if saved is None else (saved.state, saved.step, list(saved.training_loss))
     )
-    if (checkpoint is not None or ledger is not None) and not run_id:
-        raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
-    if run_id is not None:
-        check_name("run_id", run_id)
-    state, start, losses, store, fingerprint, saved = None, 0, [], None, "", None
-    if checkpoint is not None:
-        store = CheckpointStore(checkpoint)
-        fingerprint = run_plan.fingerprint(lake)
-        saved = store.load(run_id)
-        if saved is not None:
-            if saved.fingerprint != fingerprint:
-                other_data = bool(saved.data_version) and saved.data_version != lake
-                what = (
-                    f"another lake or shuffle of it (it read {saved.data_version}, this run reads {lake})"
-                    if other_data
-                    else "another configuration (algorithm, budget or model settings) or dpstream/NumPy version"
-                )
-                raise CheckpointMismatchError(
-                    f"the checkpoint of run {run_id!r} was written for {what}: another configuration, lake, shuffle "
-                    "of the lake or code version than this run's; resume with the original settings and shuffled "
-                    "lake, or start a new run id"
-                )
-            if key is not None and key != saved.key:
-                raise ValueError(
-                    f"run {run_id!r} resumes with the noise key of its checkpoint; do not pass another key"
-                )
-            key, state, start, losses = saved.key, saved.state, saved.step, list(saved.training_loss)
-    claim, claimed_here = claim_run(ledger, run_id, report, saved, checkpoint, lake)
-    key = key if key is not None else NoiseKey.generate()  # drawn only once the run id is ours
-    # Only a run that claimed the run id in this process may give the claim back: a resumed run (even from
-    # step 0) cannot know whether the process that wrote its checkpoint went on to use the noise.
-    released = start > 0 or not claimed_here
-    own_checkpoint = False  # set once this run writes the run's first checkpoint
-    if not released and run_id is not None:  # a signal that ends the process gives the claim back
-        unreleased.hold(
-            run_id,
-            lambda error: give_back(ledger, store if own_checkpoint else None, run_id, claim, error),
-        )
-    last_save = time.monotonic()
     try:
         if state is None:
-            state = algorithm.init(plan, initial_params)
-            if store is not None:  # the key is durable before the first release
-                store.save(
-                    new_checkpoint(
-                        run_id, fingerprint, 0, state, key, losses, claim=claim, data_version=lake
-                    ),
-                    exclusive=True,
-                )
-                own_checkpoint = True
+            state = _first_state(record, algorithm, plan, initial_params, losses)
         for span in plan.spans[start:]:
-            stats = executor.compute(span, algorithm.request(state, span, plan))
-            if not released and run_id is not None:
-                unreleased.mark_used(run_id)  # raises if a signal gave the claim back meanwhile
-            released = True  # from here on the step's noise is used: whatever happens, the charge stays
-            followup = algorithm.followup(state, span, stats, key, plan)
-            if followup is None:
-                state = algorithm.apply(state, span, stats, key, plan)
-            else:
-                state = algorithm.apply(
-                    state, span, stats, key, plan, followup_stats=executor.compute(span, followup)
-                )
+            state, stats = _noisy_step(record, algorithm, executor, plan, span, state)
             losses.append(stats.loss_sum / max(stats.row_count, 1))
-            if store is not None:
-                done = span.step + 1
-                if _checkpoint_due(checkpoint, done, plan.num_steps, last_save):
-                    store.save(
-                        new_checkpoint(
-                            run_id, fingerprint, done, state, key, losses, claim=claim, data_version=lake
-                        )
-                    )
-                    last_save = time.monotonic()
+            record.save_if_due(span.step + 1, plan.num_steps, state, losses)
             if on_step is not None:
                 on_step(span.step, state)
     except BaseException as error:
-        if not released and not isinstance(error, unreleased.StoppedBeforeRelease):
-            give_back(ledger, store if own_checkpoint else None, run_id, claim, error)
+        if not record.released and not isinstance(error, unreleased.StoppedBeforeRelease):
+            record.give_back(error)
         raise
     finally:
         if run_id is not None:
             unreleased.forget(run_id)
     report = algorithm.report(plan, state)
     if ledger is not None:
-        ledger.commit(run_id, claim)
+        ledger.commit(run_id, record.claim)
     return FitResult(algorithm.result(state), report, state, losses, resumed_at=start)
 
 
-def _checkpoint_due(policy: CheckpointPolicy, done: int, num_steps: int, last_save: float) -> bool:
-    """Whether the policy saves after ``done`` steps: every ``every_steps``, at the end, or once
-    ``every_seconds`` have passed since the last save."""
-    return (
-        done % policy.every_steps == 0
-        or done == num_steps
-        or (policy.every_seconds is not None and time.monotonic() - last_save >= policy.every_seconds)
+@dataclass
+class _RunRecord:
+    """What makes one run durable and charged once: its noise key, its ledger claim, its checkpoint
+    store (None: not durable) and whether a step has used the noise yet. Until then (``released``
+    False) a failure gives the claim back; from then on the charge stays whatever happens."""
+
+    run_id: str | None
+    key: NoiseKey
+    claim: str | None
+    released: bool
+    ledger: LakeLedger | None
+    store: CheckpointStore | None
+    fingerprint: str
+    lake: str
+    own_checkpoint: bool = False  # this run wrote the run's first checkpoint (the key), so may delete it
+    last_save: float = field(default_factory=time.monotonic)
+
+    def save(self, step: int, state: Any, losses: list[float], *, exclusive: bool = False) -> None:
+        checkpoint = new_checkpoint(
+            self.run_id,
+            self.fingerprint,
+            step,
+            state,
+            self.key,
+            losses,
+            claim=self.claim,
+            data_version=self.lake,
+        )
+        self.store.save(checkpoint, exclusive=exclusive)
+
+    def save_if_due(self, done: int, num_steps: int, state: Any, losses: list[float]) -> None:
+        """Checkpoint after ``done`` steps where the policy says so (``CheckpointPolicy.due``)."""
+        if self.store is not None and self.store.policy.due(done, num_steps, self.last_save):
+            self.save(done, state, losses)
+            self.last_save = time.monotonic()
+
+    def mark_released(self) -> None:
+        if not self.released and self.run_id is not None:
+            unreleased.mark_used(self.run_id)  # raises if a signal gave the claim back meanwhile
+        self.released = True
+
+    def give_back(self, error: BaseException) -> None:
+        give_back(self.ledger, self.store if self.own_checkpoint else None, self.run_id, self.claim, error)
+
+
+def _check_run_id(run_plan: RunPlan, ledger: LakeLedger | None, run_id: str | None) -> None:
+    if (run_plan.checkpoint is not None or ledger is not None) and not run_id:
+        raise ValueError("a durable or ledger-charged run needs a run_id; pass run_id='...'")
+    if run_id is not None:
+        check_name("run_id", run_id)
+
+
+def _claim(
+    run_plan: RunPlan,
+    run_id: str | None,
+    key: NoiseKey | None,
+    ledger: LakeLedger | None,
+    store: CheckpointStore | None,
+    fingerprint: str,
+    saved: Checkpoint | None,
+    lake: str,
+) -> _RunRecord:
+    """Claim the run id in the ledger (or continue the claim of its checkpoint, ``claim_run``), then take
+    the checkpoint's key or draw a fresh one: only once the run id is ours. Until the first release a
+    signal that ends the process gives the claim back (``unreleased.hold``)."""
+    claim, claimed_here = claim_run(ledger, run_id, run_plan.report, saved, run_plan.checkpoint, lake)
+    if saved is not None:
+        key = saved.key
+    # Only a run that claimed the run id in this process may give the claim back: a resumed run (even from
+    # step 0) cannot know whether the process that wrote its checkpoint went on to use the noise.
+    released = (saved is not None and saved.step > 0) or not claimed_here
+    record = _RunRecord(
+        run_id=run_id,
+        key=key if key is not None else NoiseKey.generate(),
+        claim=claim,
+        released=released,
+        ledger=ledger,
+        store=store,
+        fingerprint=fingerprint,
+        lake=lake,
     )
+    if not record.released and run_id is not None:
+        unreleased.hold(run_id, record.give_back)
+    return record
+
+
+def _first_state(
+    record: _RunRecord, algorithm: Algorithm, plan: Plan, initial_params: np.ndarray, losses: list[float]
+) -> Any:
+    """The algorithm's initial state; a durable run saves it with its key before the first release, as an
+    exclusive create (of two processes starting one run id, one writes)."""
+    state = algorithm.init(plan, initial_params)
+    if record.store is not None:
+        record.save(0, state, losses, exclusive=True)
+        record.own_checkpoint = True
+    return state
+
+
+def _noisy_step(
+    record: _RunRecord, algorithm: Algorithm, executor: Executor, plan: Plan, span: StepSpan, state: Any
+) -> tuple[Any, BatchStats]:
+    """One planned step: the statistics the algorithm requests over the step's rows, then its noisy update
+    (with the statistics of a follow-up request over the same rows where the algorithm asks for one). Once
+    the statistics are in, the step's noise counts as used."""
+    stats = executor.compute(span, algorithm.request(state, span, plan))
+    record.mark_released()
+    followup = algorithm.followup(state, span, stats, record.key, plan)
+    if followup is None:
+        return algorithm.apply(state, span, stats, record.key, plan), stats
+    followup_stats = executor.compute(span, followup)
+    return algorithm.apply(state, span, stats, record.key, plan, followup_stats=followup_stats), stats

@@ -29,10 +29,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
+from dpstream.algorithms.base import Algorithm
+from dpstream.coordinator import FitResult, InMemoryExecutor
+from dpstream.coordinator import run as run_algorithm
+from dpstream.models import LinearRegressionModel
 from dpstream.noise import NoiseKey, NoiseProcess, make_noise_process
 from dpstream.privacy import (
     BudgetExceededError,
     GdpAccountant,
+    LakeLedger,
     Ledger,
     LifetimeBudget,
     NeighbouringRelation,
@@ -175,17 +181,11 @@ def training_blocks(seed: int, rows: int, w_star: np.ndarray):
         yield X, X.astype(np.float64) @ w_star + rng.standard_normal(X.shape[0])
 
 
-def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: int = TRAIN_ROWS) -> None:
-    from dpstream.algorithms import DPAMBSSGD, DPSGD, AcceleratedDPSRGD, AdaSSP
-    from dpstream.coordinator import InMemoryExecutor
-    from dpstream.coordinator import run as run_algorithm
-    from dpstream.models import LinearRegressionModel
-
-    w_star = np.linspace(-1, 1, TRAIN_DIM)
-    test_X, test_y = next(training_blocks(99, 200_000, w_star))
-    lake = Ledger(ledger_url).lake("synthetic-regression", LifetimeBudget(4.0, config.delta, RELATION))
-    algorithms = [
-        # Public facts of this synthetic lake: x ~ N(0, I) (‖H‖ = 1, ‖x‖ ≈ sqrt(d) ± 3), y's std ≈ 2.6.
+def training_algorithms(config: DemoConfig) -> list[tuple[str, Algorithm]]:
+    """The four private methods the training section compares, each with its table label, at the
+    demo's (ε, δ). Their settings use only public facts of this synthetic lake: x ~ N(0, I) (‖H‖ = 1,
+    ‖x‖ ≈ sqrt(d) ± 3) and y's std ≈ 2.6."""
+    return [
         (
             "AdaSSP (noisy XᵀX, Xᵀy; one round)",
             AdaSSP(config.epsilon, config.delta, row_norm_bound=math.sqrt(TRAIN_DIM) + 3, label_bound=10.0),
@@ -208,6 +208,47 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
         ),
         ("Accelerated-DP-SRGD (tree noise)", AcceleratedDPSRGD(config.epsilon, config.delta, clip_norm=8.0)),
     ]
+
+
+def train_privately(algorithm: Algorithm, lake: LakeLedger, rows: int, w_star: np.ndarray) -> FitResult:
+    """One private fit over the synthetic stream, its μ reserved in ``lake`` before the run and
+    committed after it."""
+    report = algorithm.report(algorithm.plan(rows, TRAIN_DIM))
+    lake.reserve(f"demo-{algorithm.name}", report.mu, mechanism=report.mechanism, relation=RELATION)
+    result = run_algorithm(
+        algorithm,
+        InMemoryExecutor(LinearRegressionModel(), training_blocks(1, rows, w_star)),
+        num_rows=rows,
+        num_params=TRAIN_DIM,
+        initial_params=np.zeros(TRAIN_DIM),
+        key=NoiseKey.generate(),
+    )
+    lake.commit(f"demo-{algorithm.name}")
+    return result
+
+
+def least_squares(rows: int, w_star: np.ndarray) -> np.ndarray:
+    """The non-private baseline on the same rows: w = (XᵀX)⁻¹Xᵀy from one pass of sufficient
+    statistics (non-private, operator only)."""
+    gram, moment = np.zeros((TRAIN_DIM, TRAIN_DIM)), np.zeros(TRAIN_DIM)
+    for X, y in training_blocks(1, rows, w_star):
+        gram += X.T.astype(np.float64) @ X
+        moment += X.T.astype(np.float64) @ y
+    return np.linalg.solve(gram, moment)
+
+
+def held_out_rmse(params: np.ndarray, test_X: np.ndarray, test_y: np.ndarray) -> float:
+    """Root mean squared prediction error of ``params`` on the held-out split."""
+    return float(np.sqrt(np.mean((test_X @ params.astype(np.float32) - test_y) ** 2)))
+
+
+def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: int = TRAIN_ROWS) -> None:
+    """Fit each of ``training_algorithms`` privately over ``rows`` streamed rows, charged to its lake's
+    ledger, and print each one's excess risk ½‖w − w*‖² and held-out RMSE beside the least-squares
+    baseline."""
+    w_star = np.linspace(-1, 1, TRAIN_DIM)
+    test_X, test_y = next(training_blocks(99, 200_000, w_star))
+    lake = Ledger(ledger_url).lake("synthetic-regression", LifetimeBudget(4.0, config.delta, RELATION))
     table = Table(
         title=f"Private training: linear regression, {rows:,} rows × {TRAIN_DIM} streamed in blocks of {BLOCK_ROWS:,}"
     )
@@ -220,41 +261,23 @@ def train_models(config: DemoConfig, ledger_url: str, console: Console, rows: in
         "clip norm",
     ):
         table.add_column(column, justify="left" if column == "method" else "right")
-    for label, algorithm in algorithms:
-        report = algorithm.report(algorithm.plan(rows, TRAIN_DIM))
-        lake.reserve(f"demo-{algorithm.name}", report.mu, mechanism=report.mechanism, relation=RELATION)
-        result = run_algorithm(
-            algorithm,
-            InMemoryExecutor(LinearRegressionModel(), training_blocks(1, rows, w_star)),
-            num_rows=rows,
-            num_params=TRAIN_DIM,
-            initial_params=np.zeros(TRAIN_DIM),
-            key=NoiseKey.generate(),
-        )
-        lake.commit(f"demo-{algorithm.name}")
-        rmse = float(np.sqrt(np.mean((test_X @ result.params.astype(np.float32) - test_y) ** 2)))
+    for label, algorithm in training_algorithms(config):
+        result = train_privately(algorithm, lake, rows, w_star)
         clips = result.report.clip_norms
         clip = f"{clips[0]:.3g}" if len(set(clips)) == 1 else f"{min(clips):.3g}–{max(clips):.3g}"
-        excess = 0.5 * float(np.sum((result.params - w_star) ** 2))
         table.add_row(
             label,
-            f"{excess:.3g}",
-            f"{rmse:.4f}",
+            f"{0.5 * float(np.sum((result.params - w_star) ** 2)):.3g}",
+            f"{held_out_rmse(result.params, test_X, test_y):.4f}",
             f"{result.report.epsilon:.4f}",
             f"{result.report.steps} × {result.report.rows_per_step:,}",
             clip,
         )
-    # Non-private baseline on the same rows, from one pass of sufficient statistics.
-    gram, moment = np.zeros((TRAIN_DIM, TRAIN_DIM)), np.zeros(TRAIN_DIM)
-    for X, y in training_blocks(1, rows, w_star):
-        gram += X.T.astype(np.float64) @ X
-        moment += X.T.astype(np.float64) @ y
-    ols = np.linalg.solve(gram, moment)
-    floor = float(np.sqrt(np.mean((test_X @ ols.astype(np.float32) - test_y) ** 2)))
+    ols = least_squares(rows, w_star)
     table.add_row(
         "non-private least squares (non-private, operator only)",
         f"{0.5 * float(np.sum((ols - w_star) ** 2)):.3g}",
-        f"{floor:.4f}",
+        f"{held_out_rmse(ols, test_X, test_y):.4f}",
         "∞",
         "",
         "",

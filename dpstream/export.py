@@ -3,12 +3,12 @@
 The train flow publishes ``model.json`` (format ``dpstream-model/1``, written by ``model_document`` here):
 plain JSON, no pickle, so reading one runs no code. It holds the model kind and settings, the feature
 names in lake order, the label, the parameters, the privacy report and, for a lake written by
-``dpstream convert``, the public preprocessing (``dpstream.pipelines.preprocessing.convert`` record).
+``dpstream convert``, the public preprocessing (``dpstream.pipelines.conversion.convert`` record).
 
 The model reads features **as stored in the lake** (already clipped and mapped by the conversion);
 ``ModelDocument.predict`` returns
 
-the output its kind declares (``dpstream.models.kinds.ModelKind.predictions``):
+the output its kind declares (``dpstream.models.kinds.base.ModelKind.predictions``):
 
 * linear: the prediction in the label's units (the conversion's label bounds undo its mapping onto
   ``scale_range``; without them, on the lake's label scale);
@@ -17,7 +17,7 @@ the output its kind declares (``dpstream.models.kinds.ModelKind.predictions``):
 * a classifier of a lake coded {0, 1} or {−1, +1} without names: 1 where the margin is positive (the
   training rule "label > 0" is the positive class), else 0, and the probability of class 1 (σ(margin)).
 
-``to_estimator()`` returns the scikit-learn estimator class with the fitted attributes set
+``to_estimator()`` returns the scikit-learn estimator class (``dpstream.estimators.published``) with the fitted attributes set
 (``coef_``/``intercept_`` in label units, ``feature_names_in_`` so a DataFrame with reordered columns
 is refused by name, ``privacy_report_``), for ``predict``/``score`` like any fitted estimator. Nothing
 here is a release: the parameters were released when the model was published.
@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from dpstream.algorithms.base import PrivacyReport
+from dpstream.models import build_model, model_kind
+from dpstream.privacy import epsilon_for_delta
 from dpstream.storage import open_url
 from dpstream.validation import check_name
 
@@ -61,9 +64,6 @@ OPTIONAL_KEYS = frozenset({"metrics", "source"})
 def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
     """A model.json's privacy report, checked: the report's fields, finite numbers, and ε equal to the exact
     ε(δ) of its μ (``dpstream.privacy.gdp``), so a report edited by hand is refused."""
-    from dpstream.algorithms.base import PrivacyReport
-    from dpstream.privacy import epsilon_for_delta
-
     fields = set(PrivacyReport.__dataclass_fields__)
     # Written by earlier versions without them: the row, the only unit then.
     defaults = {"unit": PrivacyReport.unit, "ledger_unit": PrivacyReport.ledger_unit}
@@ -136,8 +136,6 @@ class ModelDocument:
             run_id = check_name("run_id", document["run_id"])
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{source} is incomplete or damaged ({type(error).__name__}: {error})") from None
-        from dpstream.models import model_kind
-
         try:
             model_kind(kind)
         except ValueError as error:
@@ -171,14 +169,10 @@ class ModelDocument:
 
     def build(self) -> Any:
         """The ``dpstream.models`` model the parameters belong to."""
-        from dpstream.models import build_model
-
         return build_model(self.kind, **self.settings)
 
     @property
     def declaration(self) -> Any:
-        from dpstream.models import model_kind
-
         return model_kind(self.kind)
 
     @property
@@ -218,45 +212,11 @@ class ModelDocument:
         return self.declaration.predictions(self.margins(X), self.classes, self.label_map())
 
     def to_estimator(self) -> Any:
-        """A fitted ``DPLinearRegression``, ``DPLogisticRegression`` or ``DPKANClassifier``."""
-        from dpstream.algorithms.base import PrivacyReport
-        from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
-        from dpstream.models import KANModel
+        """A fitted ``DPLinearRegression``, ``DPLogisticRegression`` or ``DPKANClassifier``
+        (``dpstream.estimators.published``)."""
+        from dpstream.estimators.published import fitted_estimator  # scikit-learn loads for this call only
 
-        names = np.asarray(self.features, dtype=object)
-        model = self.build()
-        if isinstance(model, KANModel):
-            estimator = DPKANClassifier(
-                num_hidden=model.num_hidden,
-                grid_size=model.grid_size,
-                activation=model.activation,
-                feature_low=model.feature_low,
-                feature_high=model.feature_high,
-                input_map=model.input_map,
-                random_state=model.seed,
-            )
-            estimator.model_ = model
-            estimator.feature_bounds_ = None  # the lake's features are read as stored: the KAN maps them
-            estimator.weights_ = self.params.reshape(model.num_hidden, -1)
-            estimator.second_layer_ = model.second_layer()
-        else:
-            estimator = (DPLogisticRegression if self.is_classifier else DPLinearRegression)(
-                fit_intercept=False
-            )
-            scale, offset = (1.0, 0.0) if self.is_classifier else self.label_map()
-            outputs = model.outputs
-            if outputs > 1:  # K classes: W is (features, K), coef_ (K, features)
-                estimator.coef_ = self.params.reshape(len(names), outputs).T.copy()
-                estimator.intercept_ = np.zeros(outputs)
-            else:
-                estimator.coef_, estimator.intercept_ = self.params * scale, offset
-            estimator.feature_bounds_, estimator.label_bounds_ = None, None
-        if self.is_classifier:
-            estimator.classes_ = np.array(self.classes if self.classes is not None else [0, 1])
-        estimator.n_features_in_, estimator.feature_names_in_ = len(names), names
-        if self.privacy:
-            estimator.privacy_report_ = PrivacyReport(**self.privacy)
-        return estimator
+        return fitted_estimator(self)
 
 
 def model_document(

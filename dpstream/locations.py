@@ -33,6 +33,7 @@ __all__ = [
     "check_write_location",
     "data_marker",
     "DATA_MARKERS",
+    "register_data_marker",
     "RELEASE_CLAIM",
     "OPERATOR_CLAIM",
 ]
@@ -50,8 +51,15 @@ DATA_MARKERS = {
     "_predict.json": "predictions written by `dpstream predict`",
     RELEASE_CLAIM: "a run's publish folder (its releases only)",
     OPERATOR_CLAIM: "a run's operator folder (its non-private metrics only)",
-    "_delta_log": "a Delta table",
 }
+
+
+def register_data_marker(name: str, reason: str) -> None:
+    """Declare one more name that makes a folder a data location: a table format's log folder, declared
+    by the module that reads that format (``dpstream.pipelines.sources.delta``)."""
+    if DATA_MARKERS.get(name, reason) != reason:
+        raise ValueError(f"data marker {name!r} is already declared as {DATA_MARKERS[name]!r}")
+    DATA_MARKERS[name] = reason
 
 
 # A publish folder written before runs claimed theirs: its release files alone mark it.

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpstream.algorithms.base import Algorithm, Plan, PrivacyReport
+from dpstream.algorithms.user_level import check_user_level
 from dpstream.checkpoint import CheckpointPolicy, config_fingerprint
 from dpstream.models import Model
-from dpstream.models.users import check_user_level
 from dpstream.privacy import PrivacyEvent
 
 __all__ = ["RunPlan", "PlanMismatchError"]

@@ -3,13 +3,14 @@
 ``encode(value)`` returns (a JSON-able tree, {name: array}); ``decode(tree, arrays)`` inverts it exactly:
 arrays keep their dtype and bits, NumPy scalars come back as NumPy scalars of their dtype, floats as
 the same float (JSON's ``repr`` round trip is exact), tuples as tuples. Dataclasses are written by
-their registered name and rebuilt only from ``STATE_TYPES``, a closed list of the algorithms' state
-classes: decoding never imports a module or calls anything else, and arrays are read with
-``allow_pickle=False``. That is the difference from pickle, where loading a file runs whatever code
-it names.
+their class name and rebuilt only from ``state_types()``, the closed list of the classes the declared
+algorithms and noise processes state (``AlgorithmDeclaration.state_types``,
+``NoiseDeclaration.state_types``): decoding never imports a module or calls anything else, and arrays
+are read with ``allow_pickle=False``. That is the difference from pickle, where loading a file runs
+whatever code it names.
 
-Add a state class to ``STATE_TYPES`` when an algorithm gains one (a checkpoint naming an unknown type
-is refused, so forgetting it fails loudly in the durability tests).
+An algorithm or noise process that gains a state class declares it (a checkpoint naming an undeclared
+type is refused, so forgetting it fails loudly in the durability tests).
 """
 
 from __future__ import annotations
@@ -19,25 +20,35 @@ from typing import Any
 
 import numpy as np
 
-from dpstream.algorithms.ambssgd import AMBSSGDState
-from dpstream.algorithms.dpsgd import DPSGDState
-from dpstream.algorithms.srgd import SRGDState
-from dpstream.algorithms.ssp import SSPState
-from dpstream.noise.base import NoiseState
+import dpstream.algorithms  # noqa: F401  (each algorithm module declares itself)
+import dpstream.noise  # noqa: F401  (each noise process module declares itself)
+from dpstream.algorithms.registry import declarations
+from dpstream.noise.registry import noise_declarations
 
-__all__ = ["encode", "decode", "STATE_TYPES", "StateFormatError"]
-
-STATE_TYPES: dict[str, type] = {
-    cls.__name__: cls for cls in (AMBSSGDState, DPSGDState, SRGDState, SSPState, NoiseState)
-}
+__all__ = ["encode", "decode", "state_types", "StateFormatError"]
 
 
 class StateFormatError(ValueError):
     """The encoded state names something this version cannot rebuild."""
 
 
+def state_types() -> dict[str, type]:
+    """The state classes a checkpoint may hold, by class name: those the declared algorithms and noise
+    processes state. Two different classes of one name are refused (a name must rebuild one class)."""
+    declared = [cls for entry in (*declarations(), *noise_declarations()) for cls in entry.state_types]
+    by_name: dict[str, type] = {}
+    for cls in declared:
+        if by_name.setdefault(cls.__name__, cls) is not cls:
+            raise StateFormatError(
+                f"two declared state types are named {cls.__name__!r}: {by_name[cls.__name__].__module__} and "
+                f"{cls.__module__}; rename one"
+            )
+    return by_name
+
+
 def encode(value: Any) -> tuple[Any, dict[str, np.ndarray]]:
     arrays: dict[str, np.ndarray] = {}
+    known = state_types()
 
     def store(array: np.ndarray) -> str:
         if array.dtype.hasobject:
@@ -63,10 +74,10 @@ def encode(value: Any) -> tuple[Any, dict[str, np.ndarray]]:
             return {"__dict__": {k: walk(v) for k, v in item.items()}}
         if dataclasses.is_dataclass(item) and not isinstance(item, type):
             name = type(item).__name__
-            if STATE_TYPES.get(name) is not type(item):
+            if known.get(name) is not type(item):
                 raise StateFormatError(
-                    f"{type(item).__module__}.{name} is not a registered state type; add it to "
-                    "dpstream.state_codec.STATE_TYPES"
+                    f"{type(item).__module__}.{name} is not a declared state type; add it to the state_types "
+                    "of its algorithm's or noise process's declaration"
                 )
             fields = {f.name: walk(getattr(item, f.name)) for f in dataclasses.fields(item)}
             return {"__type__": name, "fields": fields}
@@ -76,6 +87,8 @@ def encode(value: Any) -> tuple[Any, dict[str, np.ndarray]]:
 
 
 def decode(tree: Any, arrays: dict[str, np.ndarray]) -> Any:
+    known = state_types()
+
     def array(name: Any) -> np.ndarray:
         if not isinstance(name, str) or name not in arrays:
             raise StateFormatError(f"the state refers to a missing array {name!r}")
@@ -99,7 +112,7 @@ def decode(tree: Any, arrays: dict[str, np.ndarray]) -> Any:
         if "__dict__" in item:
             return {k: walk(v) for k, v in item["__dict__"].items()}
         if "__type__" in item:
-            cls = STATE_TYPES.get(item["__type__"])
+            cls = known.get(item["__type__"])
             if cls is None:
                 raise StateFormatError(
                     f"the state names type {item['__type__']!r}, which this dpstream version does not know"

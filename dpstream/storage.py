@@ -10,10 +10,12 @@ Ledgers, manifests and checkpoints are small documents that must never be seen h
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import io
 import json
 import os
+import secrets
 import tempfile
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -169,8 +171,6 @@ def punch_hole(path: str, ranges: list[tuple[int, int]]) -> bool:
     global _fallocate
     if _fallocate is None:
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             function = getattr(libc, "fallocate64", None) or libc.fallocate  # 64-bit offsets everywhere
             function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
@@ -204,8 +204,6 @@ def check_exclusive_create(fs: fsspec.AbstractFileSystem, root: str) -> None:
     bucket = root.strip("/").split("/", 1)[0]
     if (fs.unstrip_protocol(bucket), bucket) in _EXCLUSIVE_CHECKED:
         return
-    import secrets
-
     probe = f"{root.rstrip('/')}/.dpstream-exclusive-probe-{secrets.token_hex(8)}"
     write_bytes_atomic(fs, probe, b"1", exclusive=True)
     try:

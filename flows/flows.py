@@ -30,6 +30,9 @@ from prefect.utilities.annotations import quote
 
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
+from dpstream.flows.assembly.cluster import preparation_client, run_client
+from dpstream.flows.assembly.inputs import RunInputs
+from dpstream.flows.assembly.loading import load_inputs
 from dpstream.flows.assembly.locations import (
     RunLocations,
     claim_run_folders,
@@ -47,12 +50,15 @@ from dpstream.flows.assembly.planning import (
 )
 from dpstream.flows.assembly.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.cli.progress import RunProgress
-from dpstream.flows.config.pipeline import PipelineConfig, load_config
+from dpstream.flows.config.pipeline import PipelineConfig
+from dpstream.flows.plots import render_plots
 from dpstream.outages import OutagePolicy, StoreUnavailableError
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
-from dpstream.pipelines.preprocessing.convert import read_convert_record
+from dpstream.pipelines.conversion.convert import read_convert_record
+from dpstream.pipelines.shuffle.once import pinned_generation as generation_of
 from dpstream.privacy import BudgetExceededError, RunIdReusedError
 from dpstream.run_plan import PlanMismatchError
+from dpstream.storage import open_url, url_of, write_bytes_atomic
 from dpstream.validation import check_name
 
 __all__ = ["train_flow", "shuffle_flow"]
@@ -77,8 +83,8 @@ def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
 
 # Tasks given the run's Dask client skip Prefect's input hashing: a client is not data to cache on.
 @task(name="validate lake", cache_policy=NO_CACHE)
-def validate_task(config: PipelineConfig, client: Any = None, generation: str | None = None) -> ValidatedLake:
-    validated = validate(config, client, generation)
+def validate_task(inputs: RunInputs, client: Any = None, generation: str | None = None) -> ValidatedLake:
+    validated = validate(inputs, client, generation)
     for warning in validated.warnings:
         get_run_logger().warning(warning)
     return validated
@@ -92,7 +98,7 @@ def validate_task(config: PipelineConfig, client: Any = None, generation: str | 
     cache_policy=NO_CACHE,
 )
 def shuffle_task(
-    config: PipelineConfig,
+    inputs: RunInputs,
     config_path: str,
     validated: ValidatedLake,
     client: Any = None,
@@ -102,7 +108,7 @@ def shuffle_task(
     """The shuffle generation the run reads: ``generation`` (a resumed run's) or the current one."""
     with RunProgress(enabled=show_progress and generation is None) as progress:
         return shuffle(
-            config,
+            inputs,
             config_path,
             validated,
             client=client,
@@ -114,25 +120,24 @@ def shuffle_task(
 
 def pinned_generation(checkpoints: str, run_id: str) -> str | None:
     """The shuffle generation a checkpointed run started on (None for a new run): a resume reads it again."""
-    from dpstream.pipelines.shuffle.once import pinned_generation as generation_of
-
     data_version = CheckpointStore(CheckpointPolicy(checkpoints)).data_version(run_id)
     return generation_of(data_version) if data_version else None
 
 
 @task(name="plan", cache_policy=NO_CACHE)
-def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations: RunLocations) -> PlannedRun:
+def plan_task(inputs: RunInputs, manifest: Manifest, run_id: str, locations: RunLocations) -> PlannedRun:
     """Build the run plan once, and refuse before any release: a plan over its budget, a run past the
     lifetime budget (the run's own earlier reservation is not counted twice when it resumes), or a run id
     the ledger holds whose checkpoint is gone."""
     training, holdout = manifest.split_last_file()  # the last file is held out for evaluation
     # What the shuffled rows went through: [preprocess] as the shuffle read them, or `dpstream convert`.
+    lake_section = inputs.config.lake
     preprocessing = manifest.preprocessing or read_convert_record(
-        config.lake.url, config.lake.storage_options
+        lake_section.url, lake_section.storage_options
     )
     checkpoint_url = locations.checkpoints
-    plan = plan_run(config, training, checkpoint_url, preprocessing)
-    lake = lake_ledger(config, manifest)
+    plan = plan_run(inputs, training, checkpoint_url, preprocessing)
+    lake = lake_ledger(inputs, manifest)
     entry = lake.entry(run_id)
     if entry is not None and not CheckpointStore(plan.checkpoint).exists(run_id):
         raise RunIdReusedError(
@@ -151,10 +156,10 @@ def plan_task(config: PipelineConfig, manifest: Manifest, run_id: str, locations
     retry_condition_fn=_retry_unless_refused,
     cache_policy=NO_CACHE,
 )
-def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool = False):
-    plan = planned.plan
+def train_task(inputs: RunInputs, planned: PlannedRun, show_progress: bool = False):
+    plan, config = planned.plan, inputs.config
     # A cluster of its own: each retry of a failed training gets a fresh one.
-    with config.cluster.client() as client, RunProgress(enabled=show_progress) as progress:
+    with run_client(config.cluster) as client, RunProgress(enabled=show_progress) as progress:
         result, mode = train_on_lake(
             planned.training,
             plan,
@@ -162,7 +167,7 @@ def train_task(config: PipelineConfig, planned: PlannedRun, show_progress: bool 
             mode=config.cluster.mode,
             worker_timeout=config.cluster.worker_timeout,
             run_id=planned.run_id,
-            ledger=lake_ledger(config, planned.lake),
+            ledger=lake_ledger(inputs, planned.lake),
             on_step=progress.training(plan.algorithm, plan.steps),
         )
     return result, mode
@@ -190,9 +195,6 @@ def publish_task(
     """Write the release (model.json, privacy_report.md, the clip-norm and ε(δ) plots) under the publish
     folder and the operator-only metrics and loss plot under the operator folder (folders or any fsspec
     URLs), each in one atomic write, and link them as Prefect artifacts by their URLs. Returns {name: URL}."""
-    from dpstream.flows.plots import render_plots
-    from dpstream.storage import open_url, url_of, write_bytes_atomic
-
     run_id = document["run_id"]
     plots = render_plots(report, losses)
     operator_only = {"loss_plot"}
@@ -248,24 +250,25 @@ def train_flow(
     operator_dir: str | None = None,
 ) -> dict[str, Any]:
     """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
-    config = load_config(config_path)
+    inputs = load_inputs(config_path)
+    config = inputs.config
     run_id = check_name("run_id", run_id) if run_id is not None else f"run-{uuid.uuid4().hex[:12]}"
     locations = run_locations(config, config_path, run_id, output_dir, operator_dir)
     generation = pinned_generation(locations.checkpoints, run_id)  # a resume reads what it started on
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.
-    with config.cluster.preparation_client() as client:
-        validated = validate_task(config, client, generation)  # a resume: the table version it started on
+    with preparation_client(config.cluster) as client:
+        validated = validate_task(inputs, client, generation)  # a resume: the table version it started on
         # The run's folders are its own before anything is charged (a shuffle's "auto" bound included);
         # a run that fails before it published anything gives them back.
         claims = claim_run_folders(
             locations, run_id, validated.summary.fingerprint, config.storage.outage_policy()
         )
         with claims_given_back_on_failure(claims):
-            manifest = shuffle_task(config, config_path, validated, client, show_progress, generation)
+            manifest = shuffle_task(inputs, config_path, validated, client, show_progress, generation)
     with claims_given_back_on_failure(claims):
-        planned = plan_task(config, manifest, run_id, locations)
+        planned = plan_task(inputs, manifest, run_id, locations)
         # quote: Prefect would otherwise walk every step span of the plan at each task call
-        fit, mode = train_task(config, quote(planned), show_progress)
+        fit, mode = train_task(inputs, quote(planned), show_progress)
         params, report = fit.params, with_source_note(with_bound_note(fit.report, manifest), manifest)
         metrics = evaluate_task(config, quote(planned), params)
         section = config.model.model_dump()
@@ -275,7 +278,7 @@ def train_flow(
                 **{name: section[name] for name in config.model.declaration.settings},
                 **({"classes": list(config.model.classes)} if config.model.classes is not None else {}),
             },
-            features=config.model_features,
+            features=inputs.model_features,
             label=config.lake.label,
             run_id=run_id,
             lake_fingerprint=manifest.fingerprint,
@@ -303,7 +306,7 @@ def train_flow(
 
 @flow(name="shuffle")
 def shuffle_flow(config_path: str, show_progress: bool = False) -> Manifest:
-    config = load_config(config_path)
-    with config.cluster.preparation_client() as client:
-        validated = validate_task(config, client)
-        return shuffle_task(config, config_path, validated, client, show_progress)
+    inputs = load_inputs(config_path)
+    with preparation_client(inputs.config.cluster) as client:
+        validated = validate_task(inputs, client)
+        return shuffle_task(inputs, config_path, validated, client, show_progress)

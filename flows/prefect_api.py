@@ -19,12 +19,16 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
 
 __all__ = ["prefect_api", "mark_flow_run_crashed", "command_owns_sigterm"]
 
@@ -150,8 +154,6 @@ def command_owns_sigterm(runner: bool = False) -> Iterator[None]:
     CLI stops its tree at once instead and reports the flow run Crashed itself (``mark_flow_run_crashed``).
     With ``runner`` (``serve``), the handler Prefect's runner installs when it starts calls the command's
     too: its own exits 0 after a stop it does not wait for."""
-    import signal
-
     import prefect.flow_engine as engine
 
     patched: list[tuple[object, str, object]] = []
@@ -213,8 +215,6 @@ def _start_server(environment: dict[str, str], sink) -> tuple[subprocess.Popen, 
 def _healthy(server: subprocess.Popen, url: str, deadline: float) -> bool:
     """Whether the server answers its health check before ``deadline``; False once it has exited or
     the deadline passed."""
-    import httpx
-
     with httpx.Client() as client:
         while server.poll() is None and time.monotonic() < deadline:
             try:
@@ -246,8 +246,6 @@ def mark_flow_run_crashed(message: str, cause: str = "Ctrl-C", timeout: float = 
     the signal interrupted), told this command's API URL (a new thread does not inherit Prefect's
     settings), and is waited for at most ``timeout`` seconds; an API that does not answer by then is
     left as it is."""
-    import threading
-
     from prefect.context import FlowRunContext
     from prefect.settings import PREFECT_API_URL
 

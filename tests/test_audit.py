@@ -68,3 +68,17 @@ def test_audit_command():
     )
     assert done.returncode == 0, done.stderr
     assert "dpsgd" in done.stdout and "consistent" in done.stdout
+
+
+def test_audit_command_names_the_registered_configurations_for_an_unknown_one():
+    done = subprocess.run(
+        [sys.executable, "-m", "dpstream.flows.cli.main", "audit", "--algorithm", "dp-sgd"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "'dp-sgd' is not an audited configuration" in done.stderr
+    for name in ("all", "dpsgd", "dpsgd-lambda", "dpsgd-nu", "ambssgd", "srgd", "ssp"):
+        assert name in done.stderr

@@ -7,10 +7,11 @@ import pytest
 
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPKANClassifier, DPLinearRegression, DPLogisticRegression
+from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.planning import build_algorithm as build_for_config
 from dpstream.flows.config.pipeline import AlgorithmConfig, ModelConfig
 from dpstream.models import KANModel, model_kind
-from dpstream.models.kinds import TrainingDefaults
+from dpstream.models.kinds.base import TrainingDefaults
 from tests.algorithms.test_builder import config
 
 FEATURES, ROWS = 5, 20_000
@@ -81,7 +82,7 @@ def test_a_kan_pipeline_and_the_kan_estimator_train_alike(algorithm):
     dim = model.num_params(FEATURES)
     estimator = DPKANClassifier(num_hidden=8, grid_size=3, **algorithm)
     from_estimator = estimator._build_algorithm(model, ROWS, dim, estimator.epsilon)
-    from_config = build_for_config(config, ROWS, dim)
+    from_config = build_for_config(RunInputs.of(config), ROWS, dim)
     assert from_config == from_estimator
     tuned = model_kind("kan").training
     assert (from_config.learning_rate, from_config.clip_norm, from_config.noise.name) == (
@@ -94,7 +95,7 @@ def test_a_kan_pipeline_and_the_kan_estimator_train_alike(algorithm):
 def test_an_explicit_setting_overrides_the_kinds_default():
     config = kan_config(clip_norm=1.0, learning_rate=0.5, noise="independent")
     model = config.model.build()
-    built = build_for_config(config, ROWS, model.num_params(FEATURES))
+    built = build_for_config(RunInputs.of(config), ROWS, model.num_params(FEATURES))
     assert (built.learning_rate, built.clip_norm, built.noise.name) == (0.5, 1.0, "independent")
     _, linear = build_algorithm(AlgorithmSpec(name="dpsgd"), model_kind("linear").build(), ROWS, FEATURES)
     assert (linear.clip_norm, linear.noise.name) == (1.0, "independent")

@@ -72,7 +72,7 @@ def test_quiet_dask_by_default_verbose_and_user_settings_win():
 
 def test_logs_go_to_the_named_file_and_verbose_keeps_them_on_the_terminal(tmp_path):
     check = (
-        "import logging; from pathlib import Path; from dpstream.flows.logs import capture_logs; "
+        "import logging; from pathlib import Path; from dpstream.flows.cli.log_file import capture_logs; "
         "capture_logs(Path({path!r}), verbose={verbose}); "
         "logging.getLogger('prefect').info('prefect server line'); "
         "logging.getLogger('distributed.scheduler').info('scheduler line'); "

@@ -315,7 +315,7 @@ def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
     import dask.config
     from dask_kubernetes.operator import KubeCluster
 
-    from dpstream.pipelines import cluster as cluster_module
+    from dpstream.pipelines.execution import cluster as cluster_module
     from dpstream.pipelines.execution.kube import kube_cluster_kwargs
 
     received: list[dict[str, Any]] = []

@@ -144,7 +144,8 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     np.testing.assert_allclose(scored.column("prediction").to_numpy(), dollars, rtol=1e-12)
     # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
     # training lake exactly, so new rows can be prepared the same way.
-    from dpstream.pipelines.preprocessing.convert import ConvertSpec, csv_to_parquet
+    from dpstream.pipelines.conversion.convert import csv_to_parquet
+    from dpstream.pipelines.preprocessing.spec import ConvertSpec
 
     again = work["work"].parent / "again"
     csv_to_parquet(str(HOUSING), str(again), ConvertSpec.from_record(document["preprocessing"]))

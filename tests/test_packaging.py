@@ -78,9 +78,11 @@ def test_the_wheel_holds_dpstream_only_and_the_image_loads_the_deployment_entryp
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"dpstream"}, tops
-    assert {"dpstream/pipelines/train.py", "dpstream/flows/cli.py", "dpstream/models/kinds/kan.py"} <= set(
-        names
-    )
+    assert {
+        "dpstream/pipelines/execution/train.py",
+        "dpstream/flows/cli/main.py",
+        "dpstream/models/kinds/kan.py",
+    } <= set(names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "dpstream = dpstream.flows.cli.main:run" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -136,7 +136,7 @@ def clone_walk(source: Path, folder: Path) -> dict[str, subprocess.CompletedProc
 
     imports = python(
         "-c",
-        "import dpstream, dpstream.flows.cli.main, dpstream.pipelines.preprocessing.convert as c; "
+        "import dpstream, dpstream.flows.cli.main, dpstream.pipelines.conversion.convert as c; "
         "print(dpstream.__file__); print(dpstream.flows.cli.main.__file__); print(c.__file__)",
     )
     commands, _ = readme_path(clone)

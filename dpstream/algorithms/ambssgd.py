@@ -57,7 +57,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
     tail_average,
 )
-from dpstream.algorithms.registry import AlgorithmDeclaration, register
+from dpstream.algorithms.registry import AlgorithmDeclaration, UserLevel, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import (
@@ -358,4 +358,19 @@ def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> DPAMBS
     )
 
 
-register(AlgorithmDeclaration("ambssgd", uses=("learning_rate", "num_steps", "stat_bound"), build=_build))
+def _audited(epsilon: float, delta: float, relation: str, noise: None) -> DPAMBSSGD:
+    # One step: at the audit's N = 2,000 the default plan would refuse DP-STAT's minimum rows; privacy is the same.
+    return DPAMBSSGD(epsilon, delta, bound=1e3, statistic="gradient_norm", relation=relation, num_steps=1)
+
+
+register(
+    AlgorithmDeclaration(
+        "ambssgd",
+        uses=("learning_rate", "num_steps", "stat_bound"),
+        build=_build,
+        title="DP-AMBSSGD",
+        state_types=(AMBSSGDState,),
+        user_level=UserLevel(),
+        audited=_audited,
+    )
+)

@@ -23,11 +23,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from dpstream.algorithms import ambssgd, dpsgd, srgd, ssp  # noqa: F401  (each declares its algorithm)
 from dpstream.algorithms.choice import choose_algorithm, stable_learning_rate
 from dpstream.algorithms.registry import algorithm_names, declared
-from dpstream.models.kinds import training_defaults
-from dpstream.models.users import check_user_level
+from dpstream.algorithms.user_level import check_user_level
+from dpstream.models.kinds.base import training_defaults
+from dpstream.noise.registry import declared_noise, noise_declarations, noise_names
 from dpstream.privacy import PrivacyUnit
 
 __all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "resolve_model_defaults"]
@@ -49,7 +49,6 @@ HYPERPARAMETERS = frozenset(
         "label_bound",
     }
 )
-NOISE_OF = {"correlation": "lambda", "nu": "nu"}  # DP-SGD's settings that only one noise process reads
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ def default_learning_rate(model: Any, num_params: int) -> float:
 
 def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
     """``spec`` with the clip norm and noise it leaves None set to the model kind's defaults
-    (``dpstream.models.kinds.TrainingDefaults``); the learning rate, which also depends on the number of
+    (``dpstream.models.kinds.base.TrainingDefaults``); the learning rate, which also depends on the number of
     parameters, is resolved by ``build_algorithm``."""
     defaults = training_defaults(model)
     return dataclasses.replace(
@@ -132,11 +131,19 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     return name, declared(name).build(spec, model, num_rows, learning_rate)
 
 
+def _noise_settings(noise: str | None) -> tuple[set[str], set[str]]:
+    """(the settings some declared noise process reads, those the process ``noise`` reads)."""
+    read_by_any = {setting for declaration in noise_declarations() for setting in declaration.reads}
+    chosen = set(declared_noise(noise).reads) if noise in noise_names() else set()
+    return read_by_any, chosen
+
+
 def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
     used = set(declared(name).uses)
-    if name == "dpsgd":
-        used -= {"correlation"} if spec.noise != "lambda" else set()
-        used -= {"nu"} if spec.noise != "nu" else set()
+    takes_noise = "noise" in used
+    if takes_noise:  # a noise process's own settings are used only with that process
+        read_by_any, chosen = _noise_settings(spec.noise)
+        used -= read_by_any - chosen
     ignored = sorted(set(spec.given) - used)
     if ignored:
         chosen = f"{name!r}" + (' (what "auto" chose)' if spec.name == "auto" else "")
@@ -147,13 +154,19 @@ def _refuse_ignored(spec: AlgorithmSpec, name: str) -> None:
         )
         one = len(ignored) == 1
         # correlation and nu belong to a noise process of DP-SGD: the fix is the noise, not another algorithm
-        noises = [f'noise="{NOISE_OF[setting]}" for {setting}' for setting in ignored if setting in NOISE_OF]
+        noises = [
+            f"noise={' or '.join(readers)} for {setting}"
+            for setting in ignored
+            if (
+                readers := [f'"{n.name}"' for n in noise_declarations() if n.for_dpsgd and setting in n.reads]
+            )
+        ]
         fixes = (
             [f"name an algorithm that uses {'it' if one else 'them'} ({', '.join(map(repr, users))})"]
             if users
             else []
         )
-        fixes += [f"set {', '.join(noises)}"] if name == "dpsgd" and noises else []
+        fixes += [f"set {', '.join(noises)}"] if takes_noise and noises else []
         raise ValueError(
             f"{', '.join(ignored)} {'is' if one else 'are'} not used by algorithm {chosen}, {uses}; "
             f"remove {'it' if one else 'them'}" + "".join(f", or {fix}" for fix in fixes)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpstream.algorithms.registry import AUTO, declared
+from dpstream.algorithms.registry import AUTO, declarations, declared
 
 __all__ = ["SSP_MAX_DIM", "choose_algorithm", "stable_learning_rate"]
 
@@ -47,9 +47,12 @@ def choose_algorithm(
             if value is not None
         ]
         if given:
+            iterative = sorted(
+                d.name for d in declarations() if {"num_steps", "batch_size", "learning_rate"} & set(d.uses)
+            )
             raise ValueError(
                 f"algorithm='ssp' has no steps; {', '.join(given)} applies to the iterative algorithms "
-                "('ambssgd', 'dpsgd', 'srgd')"
+                f"({', '.join(map(repr, iterative))})"
             )
         if not moments:
             raise ValueError(

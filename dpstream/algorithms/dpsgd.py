@@ -30,7 +30,7 @@ from dpstream.algorithms.base import (
     resolve_unit,
     tail_average,
 )
-from dpstream.algorithms.registry import AlgorithmDeclaration, register
+from dpstream.algorithms.registry import AlgorithmDeclaration, UserLevel, register
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey, NoiseProcess, NoiseState, make_noise_process
 from dpstream.privacy import (
@@ -186,11 +186,21 @@ def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> DPSGD:
     )
 
 
+def _audited(epsilon: float, delta: float, relation: str, noise: NoiseProcess) -> DPSGD:
+    return DPSGD(
+        epsilon, delta, clip_norm=1.0, learning_rate=0.5, batch_size=100, relation=relation, noise=noise
+    )
+
+
 # correlation is read only with noise="lambda", nu only with noise="nu" (the builder refuses the other).
 register(
     AlgorithmDeclaration(
         "dpsgd",
         uses=("clip_norm", "learning_rate", "batch_size", "noise", "correlation", "nu", "projection_radius"),
         build=_build,
+        title="DP-SGD",
+        state_types=(DPSGDState,),
+        user_level=UserLevel(note="any noise"),
+        audited=_audited,
     )
 )

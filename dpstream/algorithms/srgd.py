@@ -40,8 +40,8 @@ from dpstream.algorithms.base import (
     resolve_unit,
 )
 from dpstream.algorithms.registry import AlgorithmDeclaration, register
+from dpstream.algorithms.user_level import user_level_unsupported
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_UNSUPPORTED
 from dpstream.noise import NoiseKey, NoiseState, TreeNoise
 from dpstream.privacy import (
     NeighbouringRelation,
@@ -96,7 +96,7 @@ class AcceleratedDPSRGD(OneRoundTrip):
         object.__setattr__(self, "unit", resolve_unit(self.unit, self.relation))
         object.__setattr__(self, "relation", self.unit.relation)
         if self.unit.is_user:  # no combined per-user gradient yet: never label row-level noise per person
-            raise ValueError(USER_LEVEL_UNSUPPORTED)
+            raise ValueError(user_level_unsupported())
         check_positive("clip_norm", self.clip_norm)
         check_positive("batch_size", self.batch_size, optional=True, integer=True)
         check_positive("beta", self.beta, optional=True)
@@ -193,4 +193,18 @@ def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> Accele
     )
 
 
-register(AlgorithmDeclaration("srgd", uses=("clip_norm", "batch_size", "projection_radius"), build=_build))
+def _audited(epsilon: float, delta: float, relation: str, noise: None) -> AcceleratedDPSRGD:
+    return AcceleratedDPSRGD(epsilon, delta, clip_norm=1.0, relation=relation)
+
+
+# No user_level: a person's gradient differences are not combined into one contribution yet.
+register(
+    AlgorithmDeclaration(
+        "srgd",
+        uses=("clip_norm", "batch_size", "projection_radius"),
+        build=_build,
+        title="Accelerated-DP-SRGD",
+        state_types=(SRGDState,),
+        audited=_audited,
+    )
+)

@@ -29,36 +29,23 @@ the constant predictor, said plainly in the report. Classification keeps the ful
 ridge-dominated solution is a nearest-centroid rule, which still beats the majority class.
 
 Intercept (``intercept_index`` = k, the column holding the public constant 1). In regression the ridge
-is not applied to the intercept, as in scikit-learn's Ridge: with the noisy column sums
-s = (XᵀX)_{·k}, the noisy label sum m = (Xᵀy)_k and the public N, the features are centred,
-C = (XᵀX)_{−k,−k} − s sᵀ/N and c = (Xᵀy)_{−k} − s m/N, then w = (C + λI)⁻¹c and b = (m − sᵀw)/N.
-Post-processing again; with a large λ the model tends to the noisy label mean, the constant predictor,
-instead of to 0. λ_min(XᵀX) is a lower bound on λ_min(C) (the Schur complement: vᵀ(XᵀX)v ≤ uᵀCu for
-v = (u, −sᵀu/N)/‖·‖), so the ridge rule stays conservative.
-
-In classification the intercept is penalised like every other coefficient (Wang's plain system). A
-classifier is the sign of the margin: where the ridge outweighs XᵀX, θ ≈ Xᵀy/λ, the direction of the
-class-mean difference with the intercept shrunk by the same factor, a sound nearest-centroid rule. An
-unpenalised intercept would stay at the label mean while the ridge shrinks the weights, and the classifier
-would predict the majority class: measured on the 2016 CCES survey (30,072 training rows, 76 features,
-ε = 1, 21 fits) held-out accuracy 0.790 median and 0.716 at the 10th percentile centred, 0.889 and 0.887
-penalised (non-private logistic regression 0.895); on the Watson churn table (5,625 rows, 40 features)
-0.765 / 0.744 centred, 0.788 / 0.780 penalised (BENCHMARKS.md, "Real data in its own units").
+is not applied to the intercept (the features are centred); in classification it is penalised like
+every other coefficient. The model is computed from the noisy release (post-processing) by
+``dpstream.algorithms.ssp_solve``, which gives the equations and the measurements behind each choice.
 
 Privacy (exact GDP). The three releases are Gaussian mechanisms on the same records, composed:
 μ² = μ_λ² + μ_G² + μ_v² with μ_i = Δ_i / σ_i. The total μ comes from (ε, δ) by the exact δ(ε; μ), and
 is split by ``budget_split`` (shares of μ²; Wang uses thirds of ε; the default spends little on λ_min,
 which only tunes λ, measured in BENCHMARKS.md). Sensitivities: ``NeighbouringRelation``.
 
-Classification (``link="logistic"``): labels y ∈ {−1, +1}; the degree-2 approximation of the logistic
-loss at 0, log(1 + e^{−ym}) ≈ log 2 − ym/2 + m²/8 (PASS-GLM, Huggins et al. 2017, with the Taylor
-coefficients), has the minimiser 2·(XᵀX)⁻¹Xᵀy, so the same statistics give the classifier θ = 2·θ_LS.
-
 K classes (``link="softmax"``, ``num_classes`` = K ≥ 3; ``dpstream.models.multinomial``): the targets are
 the classes' contrast vectors t_c = Uᵀe_c (‖t_c‖ = sqrt(1 − 1/K), the label bound used here in place of
 ``label_bound``), the moment XᵀT is d × (K−1) with the binary moment's sensitivity times sqrt(1 − 1/K),
-and W = K·(P(XᵀX + E) + λI)⁻¹(XᵀT + noise)Uᵀ, flattened row-major: one release of XᵀX for all K classes.
-The plan's ``num_params`` is d·K; XᵀX is d × d.
+one release of XᵀX for all K classes (the model from it: ``ssp_solve``). The plan's ``num_params`` is
+d·K; XᵀX is d × d.
+
+Classification (``link="logistic"``): labels y ∈ {−1, +1}, the same statistics and releases as a
+regression (the classifier from them: ``ssp_solve``).
 """
 
 from __future__ import annotations
@@ -69,10 +56,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dpstream.algorithms import ssp_solve
 from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report, resolve_unit
-from dpstream.algorithms.registry import AlgorithmDeclaration, register
+from dpstream.algorithms.registry import AlgorithmDeclaration, UserLevel, register
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.models.multinomial import contrast_basis
 from dpstream.noise import IndependentNoise, NoiseKey
 from dpstream.privacy import (
     ComposedEvent,
@@ -101,9 +88,8 @@ class SSPPlan(Plan):
     eigenvalue_std: float
     gram_std: float
     moment_std: float
-    label_mean_only: bool = (
-        False  # λ₀ > N in a regression with an intercept: only Σy is released (module docstring)
-    )
+    # λ₀ > N in a regression with an intercept: only Σy is released (module docstring)
+    label_mean_only: bool = False
     eigenvalue_noise: IndependentNoise = IndependentNoise(stream="ssp-eigenvalue")
     gram_noise: IndependentNoise = IndependentNoise(stream="ssp-gram")
     moment_noise: IndependentNoise = IndependentNoise(stream="ssp-moment")
@@ -114,9 +100,8 @@ class SSPPlan(Plan):
 class SSPState:
     params: np.ndarray
     ridge: float | None = None  # λ, a DP output (function of the noisy λ_min); None: label mean only
-    curvature: float | None = (
-        None  # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
-    )
+    # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
+    curvature: float | None = None
     label_mean_only: bool = False  # the plan released Σy alone: params are the noisy label mean
 
 
@@ -127,29 +112,19 @@ def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
     return upper + np.triu(upper, 1).T
 
 
-def _ridge_solve(matrix: np.ndarray, vector: np.ndarray, ridge: float, floor: float) -> np.ndarray:
-    """(P(matrix) + ridge·I)⁻¹·vector: P sets the symmetric matrix's negative eigenvalues to 0, and the
-    eigenvalues of the sum are raised to at least ``floor`` (module docstring)."""
-    values, vectors = np.linalg.eigh(matrix)
-    scale = np.maximum(np.maximum(values, 0.0) + ridge, floor)
-    return vectors @ ((vectors.T @ vector) / (scale if np.ndim(vector) == 1 else scale[:, None]))
-
-
 @dataclass(frozen=True)
 class AdaSSP(OneRoundTrip):
     epsilon: float
     delta: float
-    row_norm_bound: float | None = (
-        None  # B_x ≥ ‖x‖ (rows clipped to it); None: sqrt(dim), features in [−1, 1]
-    )
+    # B_x ≥ ‖x‖ (rows clipped to it); None: sqrt(dim), features in [−1, 1]
+    row_norm_bound: float | None = None
     label_bound: float = 1.0  # B_y ≥ |y| (labels clipped to it)
     relation: NeighbouringRelation | str = NeighbouringRelation.REPLACE_ONE
     unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
     failure_probability: float = 0.05  # ρ of the ridge rule
     budget_split: tuple[float, float, float] = (0.1, 0.6, 0.3)  # shares of μ² for λ_min, XᵀX, Xᵀy
-    link: str = (
-        "identity"  # "identity" (least squares) | "logistic" (PASS-GLM degree 2) | "softmax" (K classes)
-    )
+    # "identity" (least squares) | "logistic" (PASS-GLM degree 2) | "softmax" (K classes)
+    link: str = "identity"
     num_classes: int = 2  # K, for link="softmax"
     intercept_index: int | None = None  # column of the public constant 1: not penalised (module docstring)
     name: str = "ssp"
@@ -288,32 +263,15 @@ class AdaSSP(OneRoundTrip):
         noisy_moment = stats.moment + plan.moment_std * (
             draws if self.targets == 1 else draws.reshape(dim, -1)
         )
-        if self.uses_discriminants(plan):
-            params = self.discriminants(noisy_gram, noisy_moment, ridge, plan)
-        else:
-            params = self.solve(noisy_gram, noisy_moment, ridge, plan)
-        if self.link == "logistic":
-            params = 2.0 * params
-        if self.link == "softmax" and params.ndim == 2:  # W = K·(…)⁻¹ XᵀT Uᵀ (module docstring)
-            params = (self.num_classes * params @ contrast_basis(self.num_classes).T).ravel()
-        penalised = self._penalised(noisy_gram, plan)[2]
+        params = ssp_solve.model(self, noisy_gram, noisy_moment, ridge, plan)
+        intercept = self.intercept_index if self.centres else None
+        penalised = ssp_solve.penalised_system(noisy_gram, intercept, self.count(noisy_gram, plan))[2]
         return SSPState(params, ridge, max(0.0, float(np.trace(penalised)) / penalised.shape[0]))
 
     @property
     def centres(self) -> bool:
         """Whether the intercept is left unpenalised by centring: regression only (module docstring)."""
         return self.intercept_index is not None and self.link == "identity"
-
-    def _penalised(self, gram: np.ndarray, plan: SSPPlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(penalised columns, their sums with the intercept column, the matrix the ridge is added to): all of
-        XᵀX without an intercept or for classification; with an intercept in regression, the centred
-        C = (XᵀX)_{−k,−k} − s sᵀ/N (module docstring)."""
-        k, dim = self.intercept_index, self.features(plan.num_params)
-        if not self.centres:
-            return np.arange(dim), np.zeros(dim), gram
-        rest = np.delete(np.arange(dim), k)
-        sums = gram[rest, k]
-        return rest, sums, gram[np.ix_(rest, rest)] - np.outer(sums, sums) / self.count(gram, plan)
 
     def count(self, gram: np.ndarray, plan: SSPPlan) -> float:
         """Σ_i 1 over the rows, as the intercept column sees it: N itself, public, under the row unit; under
@@ -323,54 +281,14 @@ class AdaSSP(OneRoundTrip):
             return float(plan.num_rows)
         return max(1.0, float(gram[self.intercept_index, self.intercept_index]))
 
-    def solve(self, gram: np.ndarray, moment: np.ndarray, ridge: float, plan: SSPPlan) -> np.ndarray:
-        """The ridge solution from the noisy statistics; in regression the intercept unpenalised (module
-        docstring)."""
-        rest, sums, matrix = self._penalised(gram, plan)
-        if not self.centres:
-            return _ridge_solve(matrix, moment, ridge, plan.gram_std)
-        label_sum, count = moment[self.intercept_index], self.count(gram, plan)
-        params = np.zeros(plan.num_params)
-        if self.unit.is_user and self.noise_bound(plan.gram_std, plan.num_params) > count:
-            # The plan's λ₀ > N rule, on the users' weighted count (known only after the release, so applied
-            # here as post-processing): the noise outweighs the data, predict the weighted label mean.
-            params[self.intercept_index] = label_sum / count
-            return params
-        weights = _ridge_solve(matrix, moment[rest] - sums * label_sum / count, ridge, plan.gram_std)
-        params[rest], params[self.intercept_index] = weights, (label_sum - sums @ weights) / count
-        return params
-
     def uses_discriminants(self, plan: SSPPlan) -> bool:
-        """Whether a K-class fit solves by LDA (``discriminants``) rather than the quadratic surrogate: with an
+        """Whether a K-class fit solves by LDA (``ssp_solve.discriminants``) rather than the quadratic surrogate: with an
         intercept column, once N/K ≥ ``LDA_MIN_COUNT_TO_NOISE`` × the class counts' noise std (public)."""
         return (
             self.link == "softmax"
             and self.intercept_index is not None
             and plan.num_rows / self.num_classes >= LDA_MIN_COUNT_TO_NOISE * plan.moment_std
         )
-
-    def discriminants(
-        self, gram: np.ndarray, contrasts: np.ndarray, ridge: float, plan: SSPPlan
-    ) -> np.ndarray:
-        """Linear discriminant analysis from the same noisy release (post-processing; Hastie et al., ESL
-        §4.3): with the intercept column k, XᵀY = XᵀT Uᵀ + (Xᵀ1)1ᵀ/K (one-hot rows sum to 1, Xᵀ1 = the
-        noisy (XᵀX)_{·k}); row k of XᵀY holds the class counts N_c (floored at max(1, σ_v)), the others the
-        class sums S_c, so μ_c = S_c/N_c and N·Σ_W = (XᵀX)_{−k,−k} − Σ_c S_c S_cᵀ/N_c. The discriminant of
-        class c is N·xᵀ(NΣ_W + λI)⁻¹μ_c − ½N·μ_cᵀ(NΣ_W + λI)⁻¹μ_c + log(N_c/ΣN), AdaSSP's ridge λ and the
-        PSD projection applied as in ``solve``. Unlike the quadratic surrogate it does not mask classes
-        whose mean lies between others' (an ordinal grade's middle levels)."""
-        k, classes, rows = self.intercept_index, self.num_classes, self.count(gram, plan)
-        moment = contrasts @ contrast_basis(classes).T + np.outer(gram[:, k], np.ones(classes)) / classes
-        rest = np.delete(np.arange(gram.shape[0]), k)
-        counts = np.maximum(moment[k], max(1.0, plan.moment_std))
-        sums = moment[rest]
-        means = sums / counts
-        within = gram[np.ix_(rest, rest)] - means @ sums.T
-        directions = rows * _ridge_solve(within, means, ridge, plan.gram_std)
-        params = np.empty((gram.shape[0], classes))
-        params[rest] = directions
-        params[k] = -0.5 * np.sum(means * directions, axis=0) + np.log(counts / counts.sum())
-        return params.ravel()
 
     def result(self, state: SSPState) -> np.ndarray:
         return state.params
@@ -423,10 +341,8 @@ class AdaSSP(OneRoundTrip):
             unit=self.unit,
             epsilon=self.epsilon,
             delta=self.delta,
-            noise_multiplier=1.0
-            / math.sqrt(
-                sum(part.mu**2 for part in event.events)
-            ),  # std / sensitivity of the equivalent single Gaussian
+            # std / sensitivity of the equivalent single Gaussian
+            noise_multiplier=1.0 / math.sqrt(sum(part.mu**2 for part in event.events)),
             sensitivity=1.0,
             plan=plan,
             clip_norms=(plan.row_norm_bound,),
@@ -465,4 +381,18 @@ def _build(spec: Any, model: Any, num_rows: int, learning_rate: float) -> AdaSSP
     )
 
 
-register(AlgorithmDeclaration("ssp", uses=("row_norm_bound", "label_bound"), build=_build))
+def _audited(epsilon: float, delta: float, relation: str, noise: None) -> AdaSSP:
+    return AdaSSP(epsilon, delta, relation=relation)
+
+
+register(
+    AlgorithmDeclaration(
+        "ssp",
+        uses=("row_norm_bound", "label_bound"),
+        build=_build,
+        title="AdaSSP",
+        state_types=(SSPState,),
+        user_level=UserLevel(any_model=True),
+        audited=_audited,
+    )
+)

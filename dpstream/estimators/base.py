@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.algorithms.user_level import check_user_level
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators.support import (
@@ -36,7 +37,7 @@ from dpstream.estimators.support import (
     is_number,
 )
 from dpstream.models import Model, ModelKind
-from dpstream.models.users import bound_contributions, check_user_level
+from dpstream.models.users import bound_contributions
 from dpstream.noise import NoiseKey, dpsgd_noise_names
 from dpstream.person_ids import people_of
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
@@ -146,7 +147,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
     def _refuse_user_level(self, X: Any, y: Any, num_rows: int) -> None:
         """What user-level DP cannot train yet, refused from public settings before any release: another
         backend than NumPy, and an algorithm or model that cannot combine a person's rows
-        (``dpstream.models.users.check_user_level``)."""
+        (``dpstream.algorithms.user_level.check_user_level``)."""
         if self.backend != "numpy":
             raise ValueError(
                 f"groups (user-level DP) computes its statistics on the NumPy backend; got backend={self.backend!r}"
@@ -269,7 +270,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         the privacy unit the user: at most ``max_rows_per_user`` rows per id are kept (chosen uniformly
         at random), each id's rows are combined into one contribution, and the guarantee protects every
         row of one id together (``dpstream.privacy.PrivacyUnit``: AdaSSP, and DP-SGD / DP-AMBSSGD on the
-        linear, logistic and KAN models, ``dpstream.models.users.check_user_level``). The ids themselves
+        linear, logistic and KAN models, ``dpstream.algorithms.user_level.check_user_level``). The ids themselves
         are read once and never kept."""
         self._validate_params()
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share

@@ -23,7 +23,7 @@ rises sharply warns (operator only).
 ``backend="cupy"`` computes the batch statistics on a GPU, ``"auto"`` where one is usable.
 
 Defaults. Each default is stated once: the algorithm's in ``dpstream.algorithms.builder.AlgorithmSpec``,
-those a model kind tunes (clip norm, noise, learning rate) in its ``dpstream.models.kinds.TrainingDefaults``;
+those a model kind tunes (clip norm, noise, learning rate) in its ``dpstream.models.kinds.base.TrainingDefaults``;
 the signatures read them, and so does the pipeline config (``dpstream.flows.config.pipeline``).
 
 Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;

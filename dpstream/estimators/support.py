@@ -25,7 +25,7 @@ from sklearn.base import ClassifierMixin, is_regressor
 from sklearn.utils.multiclass import check_classification_targets
 
 from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
-from dpstream.models.kinds import ModelKind, probabilities
+from dpstream.models.kinds.base import ModelKind, probabilities
 from dpstream.models.users import histogram_weights
 from dpstream.noise import NoiseKey
 from dpstream.privacy import PrivacyEvent, compose_mu, epsilon_for_delta, event_mu

@@ -3,7 +3,7 @@
 from dpstream.models.base import Model
 from dpstream.models.glm import GLM, LinearRegressionModel, LogisticRegressionModel
 from dpstream.models.kan import KANModel
-from dpstream.models.kinds import ModelKind, Task, kind_names, model_kind  # noqa: E402  (after the models)
+from dpstream.models.kinds.base import ModelKind, Task, kind_names, model_kind
 from dpstream.models.multinomial import MultinomialLogisticModel
 from dpstream.models.stats import BatchStats, StatsRequest
 

@@ -19,7 +19,8 @@ sums (no copy of the block), and chunk results are accumulated in float64.
 
 Losses: squared loss φ(m, y) = (m − y)²/2 and logistic loss φ(m, y) = log(1 + exp(−y m)) with
 labels y ∈ {−1, +1}: ``targets`` maps a label > 0 to +1 and anything else to −1 (estimators map any two
-classes onto ±1 first).
+classes onto ±1 first). The kernels compute the loss a model's ``loss_kind`` names, declared once for both
+(``dpstream.models.losses``); a GLM with another loss subclasses ``GLM`` and declares its loss there.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dpstream.models.clipping import clip_factors, clip_labels
 from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
 from dpstream.models.user_gradients import user_gradient_statistics, user_mean
-from dpstream.models.users import USER_LEVEL_UNSUPPORTED
+from dpstream.models.users import not_combined
 
 __all__ = ["GLM", "LinearRegressionModel", "LogisticRegressionModel", "CHUNK_ROWS"]
 
@@ -63,6 +64,7 @@ class GLM:
     supports_moments: ClassVar[bool] = True  # XᵀX and Xᵀy of clipped rows (AdaSSP), kind="moments"
     curvature: ClassVar[float] = 1.0  # L ≥ φ''(m, y) for every margin: the per-example smoothness is L·‖x‖²
     link: ClassVar[str] = "identity"  # what AdaSSP's statistics fit: least squares, or PASS-GLM's "logistic"
+    loss_kind: ClassVar[str | None] = None  # the declared loss the kernels compute (dpstream.models.losses)
     outputs: ClassVar[int] = 1  # margins per row
     # Under the user unit a person's gradient is their rows' mean, clipped once (dpstream.models.user_gradients).
     combines_user_gradients: ClassVar[bool] = True
@@ -101,7 +103,7 @@ class GLM:
         mean gradient clipped once (``dpstream.models.user_gradients``), a person's DP-STAT value.
         """
         if users is not None and request.previous_params is not None:  # SRGD's differences: not per person
-            raise ValueError(USER_LEVEL_UNSUPPORTED)
+            raise ValueError(not_combined("the difference of two iterates' gradients (SRGD)"))
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(X)
@@ -130,7 +132,7 @@ class GLM:
                 self.targets(y.astype(np.float64, copy=False)),
                 request.params,
                 request.clip_norms,
-                glm_cpu.LOSS_KINDS[self.name],
+                self.loss_kind,
                 request.previous_params,
                 request.weight,
                 request.previous_weight,
@@ -204,10 +206,9 @@ class GLM:
         kernel (``dpstream.models.glm_cuda``) where it covers the shape, else ``chunk_rows`` rows at a time."""
         X = to_device(X, xp)
         y_device = to_device(np.asarray(y, dtype=np.float64), xp)
-        loss_kind = glm_cuda.LOSS_KINDS.get(self.name)
         if (
             xp is not np
-            and loss_kind is not None
+            and self.loss_kind is not None
             and glm_cuda.supports(X.shape[1], len(request.clip_norms), X.dtype)
         ):
             statistic_kind = -1 if role == "gradient" else (1 if request.statistic == "residual" else 0)
@@ -217,7 +218,7 @@ class GLM:
                     y_device,
                     request.params,
                     request.clip_norms,
-                    loss_kind,
+                    self.loss_kind,
                     request.previous_params,
                     request.weight,
                     request.previous_weight,
@@ -280,6 +281,7 @@ class LinearRegressionModel(GLM):
     """Squared loss φ(m, y) = (m − y)²/2; φ' = m − y (the residual)."""
 
     name: ClassVar[str] = "linear"
+    loss_kind: ClassVar[str | None] = "squared"
 
     def loss(self, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
         return 0.5 * (margins - y) ** 2
@@ -293,6 +295,7 @@ class LogisticRegressionModel(GLM):
     """Logistic loss φ(m, y) = log(1 + e^{−y m}) for y ∈ {−1, +1}; φ' = −y σ(−y m)."""
 
     name: ClassVar[str] = "logistic"
+    loss_kind: ClassVar[str | None] = "logistic"
     curvature: ClassVar[float] = 0.25  # σ(m)(1 − σ(m)) ≤ 1/4
     link: ClassVar[str] = "logistic"
 

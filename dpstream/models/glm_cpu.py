@@ -22,6 +22,9 @@ them; here the margins and the norms come from one read of each value and the sc
   ``CHUNK_ROWS`` rows, margins and norms column by column, the scalars, then one dot product per column
   and clip norm.
 
+φ is the declared loss the caller names (``dpstream.models.losses``): each loss gets its own compiled
+copy of the kernels (``_compiled``), so no kernel branches on the loss.
+
 Determinism (a retried step must release identical values): single-threaded loops in a fixed order;
 ``fastmath`` allows only reassociation and fused multiply-add, decided when the kernel is compiled, so
 the same block on the same kind of CPU gives the same bits. Sums run in the block's dtype within a
@@ -32,38 +35,36 @@ checks both layouts against a float64 NumPy statement of the equations, the clip
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import math
+import re
+import types
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-__all__ = ["block_statistics", "LOSS_KINDS", "STATISTIC_KINDS"]
+from dpstream.models.losses.base import LossDeclaration, declared_loss
+
+__all__ = ["block_statistics", "STATISTIC_KINDS"]
 
 CHUNK_ROWS = 4096
-LOSS_KINDS = {"linear": 0, "logistic": 1}
 STATISTIC_KINDS = {"gradient_norm": 0, "residual": 1}  # DP-STAT values per row; -1: the gradient role
 _FASTMATH = {"reassoc", "contract"}  # no "nnan"/"ninf": the clip comparisons must see NaN and ∞ as they are
 
 
-def _derivative_and_loss(margin: float, label: float, loss_kind: int) -> tuple[float, float]:
-    """(φ'(m, y), φ(m, y)): squared loss (m − y, (m − y)²/2) or logistic with y = ±1, stable in m."""
-    if loss_kind == 0:
-        residual = margin - label
-        return residual, 0.5 * residual * residual
-    z = -label * margin
-    if z > 0.0:
-        decay = math.exp(-z)
-        return -label / (1.0 + decay), z + math.log1p(decay)
-    growth = math.exp(z)
-    return -label * growth / (1.0 + growth), math.log1p(growth)
+def _derivative_and_loss(margin: float, label: float) -> tuple[float, float]:  # pragma: no cover - stand-in
+    """(φ'(m, y), φ(m, y)) of the loss a kernel is compiled for: ``_compiled`` binds this name to the
+    declaration's ``derivative_and_loss`` in each specialised copy of the functions that call it."""
+    raise NotImplementedError
 
 
-def _row_scalar(margin, previous_margin, label, loss_kind, has_previous, weight, previous_weight):
+def _row_scalar(margin, previous_margin, label, has_previous, weight, previous_weight):
     """(s_i, φ(m_i, y_i)): the weighted SRGD difference when there is a previous iterate (glm module)."""
-    scalar, loss = _derivative_and_loss(margin, label, loss_kind)
+    scalar, loss = _derivative_and_loss(margin, label)
     if has_previous:
-        previous_scalar, _ = _derivative_and_loss(previous_margin, label, loss_kind)
+        previous_scalar, _ = _derivative_and_loss(previous_margin, label)
         scalar = weight * (scalar - previous_scalar) + (weight - previous_weight) * previous_scalar
     elif weight != 1.0:
         scalar = weight * scalar
@@ -79,8 +80,8 @@ def _clipped_coefficient(scalar: float, gradient_norm: float, clip_norm: float) 
 
 
 def _rows_kernel(
-    X, y, params, previous, has_previous, weight, previous_weight, loss_kind, clip_norms, statistic_kind,
-    sums, clipped_rows, values,
+    X, y, params, previous, has_previous, weight, previous_weight, clip_norms, statistic_kind, sums,
+    clipped_rows, values,
 ):  # fmt: skip
     """C-order X: one visit per row. Returns the loss sum; fills ``sums`` (K, d) float64, ``clipped_rows``
     (K,) and, for DP-STAT (``statistic_kind`` ≥ 0), ``values`` (rows,) instead of the sums."""
@@ -100,7 +101,7 @@ def _rows_kernel(
             if has_previous:
                 previous_margin += value * previous[j]
         scalar, loss = _row_scalar(
-            float(margin), float(previous_margin), y[i], loss_kind, has_previous, weight, previous_weight
+            float(margin), float(previous_margin), y[i], has_previous, weight, previous_weight
         )
         loss_sum += loss
         gradient_norm = abs(scalar) * math.sqrt(float(square_norm))
@@ -168,8 +169,8 @@ def _columns_dot(flat, column_stride, start, size, weights, margins, square_norm
 
 
 def _columns_kernel(
-    flat, column_stride, rows, y, params, previous, has_previous, weight, previous_weight, loss_kind,
-    clip_norms, statistic_kind, sums, clipped_rows, values,
+    flat, column_stride, rows, y, params, previous, has_previous, weight, previous_weight, clip_norms,
+    statistic_kind, sums, clipped_rows, values,
 ):  # fmt: skip
     """F-order X given as ``flat`` (X[i, j] = flat[i + j·column_stride]); the rest as ``_rows_kernel``."""
     dim = params.shape[0]
@@ -188,9 +189,8 @@ def _columns_kernel(
         for i in range(size):
             label = y[start + i]
             scalar, loss = _row_scalar(
-                float(margins[i]), float(previous_margins[i]), label, loss_kind, has_previous, weight,
-                previous_weight,
-            )  # fmt: skip
+                float(margins[i]), float(previous_margins[i]), label, has_previous, weight, previous_weight
+            )
             loss_sum += loss
             gradient_norm = abs(scalar) * math.sqrt(float(square_norms[i]))
             if statistic_kind >= 0:
@@ -212,26 +212,58 @@ def _columns_kernel(
 
 
 @functools.cache
-def _compiled() -> tuple[Any, Any]:
-    """The two kernels, compiled on first use (importing Numba costs ~0.4 s: not at import time) and
-    cached on disk (beside this file, or in ``NUMBA_CACHE_DIR``), so worker processes load them instead
-    of compiling. Where no cache location is writable they are compiled in each process."""
-    global _derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot
-    helpers = (_derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot)
+def _shared() -> dict[str, Any]:
+    """The compiled helpers no loss enters: one copy for every loss's kernels."""
+    return {"_clipped_coefficient": _jit(_clipped_coefficient), "_columns_dot": _jit(_columns_dot)}
+
+
+@functools.cache
+def _compiled(loss: LossDeclaration) -> tuple[Any, Any]:
+    """The two kernels for ``loss``, compiled on first use (importing Numba costs ~0.4 s: not at import
+    time) and cached on disk (beside this file, or in ``NUMBA_CACHE_DIR``), so worker processes load them
+    instead of compiling. Where no cache location is writable they are compiled in each process.
+
+    Each loss gets its own copies of ``_row_scalar`` and the kernels whose global ``_derivative_and_loss``
+    is the loss's compiled function: Numba resolves a global when it compiles, so the loss is inlined into
+    the row loop as if written there, with no branch or call through a pointer per row. A copy is named
+    after the loss and a hash of the loss's source file, so its disk cache (keyed by name and stamped with
+    this file) is never one compiled for another loss or an earlier version of it."""
+    namespace = {**globals(), **_shared(), "_derivative_and_loss": _jit(loss.derivative_and_loss)}
+    suffix = f"{re.sub(r'[^0-9A-Za-z]', '_', loss.name)}_{_source_hash(loss.derivative_and_loss)}"
+    namespace["_row_scalar"] = _jit(_specialised(_row_scalar, namespace, suffix))
+    return (
+        _jit(_specialised(_rows_kernel, namespace, suffix)),
+        _jit(_specialised(_columns_kernel, namespace, suffix)),
+    )
+
+
+def _specialised(function: Any, namespace: dict[str, Any], suffix: str) -> Any:
+    """``function``'s code with ``namespace`` as its globals, named ``<name>__<suffix>``."""
+    copy = types.FunctionType(function.__code__, namespace, f"{function.__name__}__{suffix}")
+    copy.__qualname__ = copy.__name__
+    return copy
+
+
+def _source_hash(function: Any) -> str:
+    """A short hash of the file that defines ``function`` (its code where there is no file)."""
     try:
-        jitted = [_jit(function, cache=True) for function in (*helpers, _rows_kernel, _columns_kernel)]
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        jitted = [_jit(function, cache=False) for function in (*helpers, _rows_kernel, _columns_kernel)]
-    _derivative_and_loss, _row_scalar, _clipped_coefficient, _columns_dot = jitted[:4]
-    return jitted[4], jitted[5]
+        source = inspect.getsource(inspect.getmodule(function) or function).encode()
+    except (OSError, TypeError):
+        source = function.__code__.co_code
+    return hashlib.blake2b(source, digest_size=6).hexdigest()
 
 
-def _jit(function: Any, cache: bool) -> Any:
+def _jit(function: Any) -> Any:
+    """``function`` compiled by Numba, cached on disk where a cache location is writable."""
     import numba
 
     # error_model="numpy": IEEE division (C/0 = ∞, as clip_factors has it) without a Python check per
     # division, which would also stop the loops from vectorising.
-    return numba.njit(function, fastmath=_FASTMATH, cache=cache, nogil=True, error_model="numpy")
+    options = dict(fastmath=_FASTMATH, nogil=True, error_model="numpy")
+    try:
+        return numba.njit(function, cache=True, **options)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(function, cache=False, **options)
 
 
 def block_statistics(
@@ -239,15 +271,16 @@ def block_statistics(
     y: np.ndarray,
     params: np.ndarray,
     clip_norms: np.ndarray,
-    loss_kind: int,
+    loss: str,
     previous: np.ndarray | None = None,
     weight: float = 1.0,
     previous_weight: float = 0.0,
     statistic_kind: int = -1,
 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray | None]:
     """(clipped sums (K, d) float64, loss sum, clipped-row counts (K,), per-row DP-STAT values or None)
-    of a float32 or float64 block; ``y`` float64 (±1 for the logistic loss)."""
-    rows_kernel, columns_kernel = _compiled()
+    of a float32 or float64 block with the declared ``loss`` (``dpstream.models.losses``); ``y`` float64,
+    the labels the loss reads (±1 for the logistic loss)."""
+    rows_kernel, columns_kernel = _compiled(declared_loss(loss))
     rows, dim = X.shape
     params = np.ascontiguousarray(params, dtype=X.dtype)
     has_previous = previous is not None and previous_weight != 0.0
@@ -257,7 +290,7 @@ def block_statistics(
     sums = np.zeros((len(clip_norms), dim))
     clipped_rows = np.zeros(len(clip_norms), dtype=np.int64)
     values = np.empty(rows if statistic_kind >= 0 else 0)
-    common = (y, params, previous, has_previous, float(weight), float(previous_weight), loss_kind, clip_norms)
+    common = (y, params, previous, has_previous, float(weight), float(previous_weight), clip_norms)
     if rows == 0:
         loss_sum = 0.0
     elif X.strides[0] == X.itemsize and dim > 1:  # columns contiguous: a view of the columns' memory

@@ -72,10 +72,7 @@ def _output_layer_kernel(
 @functools.cache
 def _compiled() -> Any:
     """Compiled on first use and cached on disk as the GLM kernels are (``glm_cpu._compiled``)."""
-    try:
-        return _jit(_output_layer_kernel, cache=True)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return _jit(_output_layer_kernel, cache=False)
+    return _jit(_output_layer_kernel)
 
 
 def output_layer(

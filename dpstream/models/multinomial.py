@@ -45,7 +45,7 @@ from dpstream.models.clipping import clip_factors
 from dpstream.models.glm import _cumulative_counts
 from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.models.stats import BatchStats, StatsRequest
-from dpstream.models.users import USER_LEVEL_UNSUPPORTED
+from dpstream.models.users import not_combined
 
 __all__ = ["MultinomialLogisticModel", "contrast_basis"]
 
@@ -139,7 +139,9 @@ class MultinomialLogisticModel:
         """The block's clipped statistics (module docstring); merged across blocks with ``BatchStats.merge``.
         ``users``: the user unit's combination of a user's rows (AdaSSP's statistics only, as the GLMs)."""
         if users is not None and request.kind != "moments":
-            raise ValueError(USER_LEVEL_UNSUPPORTED)
+            raise ValueError(
+                not_combined("the multi-class model's gradient (it trains on AdaSSP's statistics)")
+            )
         if role not in ("gradient", "stat"):
             raise ValueError(f"role must be 'gradient' or 'stat', got {role!r}")
         X = np.asarray(to_host(X))

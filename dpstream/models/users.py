@@ -43,36 +43,17 @@ __all__ = [
     "ssp_user_weights",
     "histogram_weights",
     "user_counts",
-    "USER_LEVEL_UNSUPPORTED",
-    "USER_LEVEL_ALGORITHMS",
-    "check_user_level",
+    "not_combined",
 ]
 
-# What trains under the user unit: AdaSSP (any model), and the gradient algorithms whose model combines
-# a person's gradient into one clipped contribution (``dpstream.models.user_gradients``: the GLMs).
-USER_LEVEL_ALGORITHMS = ("ssp", "dpsgd", "ambssgd")
-USER_LEVEL_UNSUPPORTED = (
-    "user-level DP (groups / the user privacy unit) trains with AdaSSP (algorithm 'ssp', any model), or with "
-    "DP-SGD ('dpsgd', any noise) and DP-AMBSSGD ('ambssgd') on the linear and logistic models and the KAN, whose "
-    "gradients combine a person's rows into one clipped contribution; SRGD and the multi-class model do not "
-    "combine them yet: use one of those (the default 'auto' picks AdaSSP up to 256 inputs)"
-)
 
-
-def check_user_level(algorithm: str, model: Any) -> None:
-    """Refuse, from public settings, a user-level run whose algorithm or model cannot combine a person's
-    rows into one contribution (``USER_LEVEL_UNSUPPORTED``), or whose model computes on a GPU (a person's
-    rows are combined on the NumPy backend)."""
-    if algorithm not in USER_LEVEL_ALGORITHMS or (
-        algorithm != "ssp" and not getattr(model, "combines_user_gradients", False)
-    ):
-        raise ValueError(USER_LEVEL_UNSUPPORTED)
-    backend = getattr(model, "backend", "numpy")
-    if backend != "numpy":
-        raise ValueError(
-            f"user-level DP combines a person's rows on the NumPy backend; the model's backend is {backend!r}: set "
-            "[model] backend = \"numpy\" in a pipeline config (backend='numpy' for an estimator)"
-        )
+def not_combined(what: str) -> str:
+    """A model's refusal of statistics under the user unit that it cannot combine per person (the
+    algorithms refuse such runs first, from their declarations: ``dpstream.algorithms.user_level``)."""
+    return (
+        "user-level DP (groups / the user privacy unit) combines a person's rows into one contribution; "
+        f"{what} does not combine them yet"
+    )
 
 
 @dataclass(frozen=True)

@@ -78,4 +78,4 @@ def _build(settings: dict, stream: str) -> LambdaCorrelatedNoise:
     return LambdaCorrelatedNoise(settings["correlation"], stream=stream)
 
 
-register(NoiseDeclaration("lambda", build=_build))
+register(NoiseDeclaration("lambda", build=_build, reads=("correlation",), state_types=(NoiseState,)))

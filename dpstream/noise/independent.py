@@ -54,4 +54,10 @@ class IndependentNoise:
         return "independent Gaussian noise (DP-SGD)"
 
 
-register(NoiseDeclaration("independent", build=lambda settings, stream: IndependentNoise(stream=stream)))
+register(
+    NoiseDeclaration(
+        "independent",
+        build=lambda settings, stream: IndependentNoise(stream=stream),
+        state_types=(NoiseState,),
+    )
+)

@@ -1,9 +1,12 @@
-"""The noise processes, each declared once: its name, the settings it reads, and how it is built.
+"""The noise processes, each declared once: its name, the settings it reads, how it is built, and the
+state types it checkpoints.
 
 A noise process is one module (the process) plus one ``register(NoiseDeclaration(...))`` at the end of
-that module. ``make_noise_process(name, **settings)`` builds through the declaration; the processes a
-user may choose for DP-SGD (``for_dpsgd``: the tree is Accelerated-DP-SRGD's own) are what the pipeline
-config's ``[algorithm] noise`` and the estimators' ``noise`` accept (``dpsgd_noise_names``).
+that module, and its import in ``dpstream.noise``. ``make_noise_process(name, **settings)`` builds
+through the declaration; the processes a user may choose for DP-SGD (``for_dpsgd``: the tree is
+Accelerated-DP-SRGD's own) are what the pipeline config's ``[algorithm] noise`` and the estimators'
+``noise`` accept (``dpsgd_noise_names``); the builder refuses a setting the chosen process does not
+read (``reads``); the checkpoint codec rebuilds only the declared ``state_types`` (``dpstream.state_codec``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from typing import Any
 
 from dpstream.registry import Registry
 
-__all__ = ["NoiseDeclaration", "register", "unregister", "declared_noise", "noise_names", "dpsgd_noise_names"]
+__all__ = [
+    "NoiseDeclaration",
+    "register",
+    "unregister",
+    "declared_noise",
+    "noise_names",
+    "noise_declarations",
+    "dpsgd_noise_names",
+]
 
 
 @dataclass(frozen=True)
@@ -23,6 +34,8 @@ class NoiseDeclaration:
     # build(settings, stream) -> the process; settings: correlation, nu, taps, history (None: not given)
     build: Callable[[dict[str, Any], str], Any]
     for_dpsgd: bool = True
+    reads: tuple[str, ...] = ()  # the settings ``build`` reads
+    state_types: tuple[type, ...] = ()  # the dataclasses its state is made of
 
 
 _REGISTRY: Registry[NoiseDeclaration] = Registry("noise")
@@ -34,6 +47,7 @@ def register(declaration: NoiseDeclaration) -> NoiseDeclaration:
 
 unregister = _REGISTRY.unregister
 noise_names = _REGISTRY.names
+noise_declarations = _REGISTRY.entries
 declared_noise = _REGISTRY.get
 
 

@@ -195,4 +195,4 @@ def _build(settings: dict, stream: str) -> ToeplitzNoise:
     )
 
 
-register(NoiseDeclaration("nu", build=_build))
+register(NoiseDeclaration("nu", build=_build, reads=("nu", "taps", "history"), state_types=(NoiseState,)))

@@ -82,4 +82,11 @@ class TreeNoise:
 
 
 # Accelerated-DP-SRGD's binary-tree (continual counting) noise: not one a user picks for DP-SGD.
-register(NoiseDeclaration("tree", build=lambda settings, stream: TreeNoise(stream=stream), for_dpsgd=False))
+register(
+    NoiseDeclaration(
+        "tree",
+        build=lambda settings, stream: TreeNoise(stream=stream),
+        for_dpsgd=False,
+        state_types=(NoiseState,),
+    )
+)

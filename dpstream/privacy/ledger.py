@@ -52,7 +52,6 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import asdict, replace
-from typing import Any
 
 from dpstream.outages import OutagePolicy, rides_out
 from dpstream.privacy import gdp
@@ -75,6 +74,7 @@ from dpstream.privacy.ledger_records import (
     now,
     overlapping_lakes,
 )
+from dpstream.privacy.ledger_spend import spend_by_file_group
 from dpstream.privacy.ledger_store import LedgerStore
 from dpstream.privacy.relation import NeighbouringRelation
 from dpstream.validation import check_name, check_positive
@@ -132,43 +132,7 @@ class LakeLedger:
         return entry_at(self.store, self._run_path(run_id))
 
     def _charges(self, exclude: str | None = None) -> list[tuple[float, float]]:
-        """(Σ μ² spent, cap μ_max) of every group of this lake's files that the same lakes contain."""
-        if self.files is None:
-            spent = sum(e.mu**2 for e in self.entries() if e.run_id != exclude)
-            return [(spent, self.budget.mu)]
-        lakes = overlapping_lakes(self.store, self.files)
-        groups: dict[frozenset[str], list[Any]] = {}
-        for name in self.files:
-            groups.setdefault(
-                frozenset(lake for lake, (_, files) in lakes.items() if name in files),
-                [],
-            ).append(name)
-        charges = []
-        for members in groups:
-            spent, cap = 0.0, self.budget.mu
-            for lake in members:
-                budget, _ = lakes[lake]
-                if budget.relation is not self.budget.relation:
-                    raise ValueError(
-                        f"lake {self.fingerprint} shares source files with lake {lake}, accounted under "
-                        f"{budget.relation}; use the same neighbouring relation ({self.budget.relation}) for both"
-                    )
-                if budget.unit != self.budget.unit:
-                    raise UnitMismatchError(
-                        f"lake {self.fingerprint} shares source files with lake {lake}, whose budget counts "
-                        f"{describe_ledger_unit(budget.unit)}, not {describe_ledger_unit(self.budget.unit)}: the two "
-                        f"spends cannot be added. Train both with the privacy unit of lake {lake} "
-                        f"({unit_setting(budget.unit)})"
-                    )
-                cap = min(cap, budget.mu)
-                own = lake == self.fingerprint
-                spent += sum(
-                    e.mu**2
-                    for e in entries_in(self.store, f"{lake}/runs")
-                    if not (own and e.run_id == exclude)
-                )
-            charges.append((spent, cap))
-        return charges or [(0.0, self.budget.mu)]
+        return spend_by_file_group(self.store, self.fingerprint, self.budget, self.files, exclude)
 
     def spent_mu(self) -> float:
         """The μ already spent on this lake's most charged record (runs of overlapping lakes included)."""

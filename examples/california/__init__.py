@@ -11,7 +11,7 @@ and imputed with the public constant 400; ``ocean_proximity`` is one-hot over it
 
 from __future__ import annotations
 
-from dpstream.pipelines.preprocessing.convert import ConvertSpec
+from dpstream.pipelines.preprocessing.spec import ConvertSpec
 
 __all__ = ["SPEC", "LABEL_RANGE"]
 

@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     from dpstream.flows.cli.demo import nonprivate_baseline
     from dpstream.flows.flows import train_flow
     from dpstream.pipelines import read_manifest
+    from dpstream.pipelines.conversion.convert import csv_to_parquet
     from dpstream.pipelines.execution.executor import lake_blocks
-    from dpstream.pipelines.preprocessing.convert import csv_to_parquet
 
     parser = argparse.ArgumentParser(prog="python -m examples.california", description=__doc__)
     parser.add_argument("--csv", default=str(HOUSING), help="the California housing CSV")

@@ -1,2 +1,3 @@
-"""Assembly: from a validated config to what a run uses (its locations and claims, the prepared and
-validated lake, the execution plan and the ledger)."""
+"""Assembly: from a validated config to what a run uses (the config loaded and checked, the data plane's
+inputs it describes, its locations and claims, the cluster, the prepared and validated lake, the
+execution plan and the ledger)."""

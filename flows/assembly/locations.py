@@ -5,8 +5,8 @@ adds its publish folder (``runs/<run id>``: releases only), its operator folder 
 non-private metrics and plots) and its log file. ``dpstream.locations.check_write_location`` checks each
 against the others, so a setting that would write into a lake, a ledger or a published folder is
 refused, with the key and the fix, before anything is written: at config load for the config's own
-locations (``validate``, ``shuffle`` and ``train`` refuse the same configs), and when a run starts for
-the per-run ones.
+locations (``dpstream.flows.assembly.loading.check_config_locations``: ``validate``, ``shuffle`` and
+``train`` refuse the same configs), and when a run starts for the per-run ones.
 
 **A run's folders are its own.** Once its plan fits the budget, and before anything is charged, a run
 claims its publish and operator folders by creating a claim document in each *exclusively* (``O_EXCL``
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from dpstream.flows.config.file import ConfigError, config_folder
 from dpstream.locations import OPERATOR_CLAIM, RELEASE_CLAIM, Protected, check_write_location
 from dpstream.outages import OutagePolicy
 from dpstream.storage import is_local, open_url, read_json, write_json_atomic
@@ -49,7 +50,7 @@ __all__ = [
     "RELEASE_FILES",
     "RunLocations",
     "run_locations",
-    "check_config_locations",
+    "config_places",
     "check_log_location",
     "protected_locations",
     "checkpoint_root",
@@ -82,7 +83,7 @@ def checkpoint_root(config: PipelineConfig) -> str:
     return f"{config.budget.ledger_url.rstrip('/')}/{CHECKPOINTS_UNDER_LEDGER}"
 
 
-def _places(config: PipelineConfig, folder: str) -> dict[str, Protected]:
+def config_places(config: PipelineConfig, folder: str) -> dict[str, Protected]:
     """The locations a config names, each as the rule protects it."""
     return {
         "lake": Protected(config.lake.url, "the source lake (lake.url)"),
@@ -93,40 +94,8 @@ def _places(config: PipelineConfig, folder: str) -> dict[str, Protected]:
     }
 
 
-def _refused(error: ValueError):
-    from dpstream.flows.config.pipeline import ConfigError
-
+def _refused(error: ValueError) -> ConfigError:
     return ConfigError(str(error))
-
-
-def check_config_locations(config: PipelineConfig, folder: str) -> None:
-    """The config's own locations against each other (``ConfigError``): the shuffled lake, the ledger and
-    the checkpoints never overlap the source lake or one another (the default checkpoints lie inside the
-    ledger), and none of them is, or contains, the config's folder."""
-    from dataclasses import replace
-
-    from dpstream.pipelines.shuffle.once import check_output_location
-
-    places = _places(config, folder)
-    try:
-        check_output_location(config.lake.shuffled_url, config.lake.url, protected=(folder,))
-        check_write_location(
-            places["shuffled"].url, "lake.shuffled_url", [places["ledger"], places["checkpoints"]], scan=False
-        )
-        check_write_location(
-            places["ledger"].url,
-            "budget.ledger_url",
-            [places["lake"], places["shuffled"], places["folder"]],
-            scan=False,
-        )
-        check_write_location(
-            places["checkpoints"].url,
-            "checkpoint.url",
-            [places["lake"], places["shuffled"], places["folder"], replace(places["ledger"], inside_ok=True)],
-            scan=False,
-        )
-    except ValueError as error:
-        raise _refused(error) from None
 
 
 def run_locations(
@@ -142,13 +111,11 @@ def run_locations(
     Raises ``ConfigError`` when the publish or operator folder would write into, or contain, the source
     lake, the shuffled lake, the ledger or the checkpoints (a checkpoint holds the noise key), lie in a
     data location (``dpstream.locations``), or overlap each other."""
-    from dpstream.flows.config.pipeline import config_folder
-
     folder = config_folder(config_path)
     output = output or f"{folder}/runs/{run_id}"
     operator = operator or f"{folder}/operator/{run_id}"
     checkpoints = checkpoint_root(config)
-    protected = list(_places(config, folder).values())
+    protected = list(config_places(config, folder).values())
     try:
         check_write_location(output, _PUBLISH, protected, own_marker=RELEASE_CLAIM)
         check_write_location(
@@ -330,9 +297,7 @@ def _claim(fs: Any, root: str, claim: str, record: str, document: dict) -> tuple
 
 def protected_locations(config: PipelineConfig, config_path: str | Path) -> list[Protected]:
     """Every location ``config`` names, as ``check_write_location`` protects it."""
-    from dpstream.flows.config.pipeline import config_folder
-
-    return list(_places(config, config_folder(config_path)).values())
+    return list(config_places(config, config_folder(config_path)).values())
 
 
 def check_log_location(
@@ -341,7 +306,5 @@ def check_log_location(
     """The log folder ($DPSTREAM_LOG_DIR) is a write location too: never inside a lake or a ledger."""
     protected = []
     if config is not None and config_path is not None:
-        from dpstream.flows.config.pipeline import config_folder
-
-        protected = list(_places(config, config_folder(config_path)).values())
+        protected = list(config_places(config, config_folder(config_path)).values())
     check_write_location(log_folder, "the log folder ($DPSTREAM_LOG_DIR)", protected)

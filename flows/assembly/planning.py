@@ -1,15 +1,18 @@
-"""The train flow's planning and evaluation, as library calls (no Prefect): the config becomes one run
+"""The train flow's planning and evaluation, as library calls (no Prefect): the run's inputs become one run
 plan, and the trained parameters one held-out score.
 
-``plan_run`` turns a config and the training rows into the run's ``RunPlan`` (``dpstream.run_plan``:
-algorithm, model, steps, privacy event and report, checkpoint policy), through ``build_algorithm``, the
-same builder the estimators use (``dpstream.algorithms.builder``); ``PlannedRun`` is what the flow's plan
-task hands to every later task. ``evaluate_holdout`` scores the released parameters on the held-out file
+``plan_run`` turns the run's inputs (``dpstream.flows.assembly.inputs.RunInputs``) and the training rows
+into the run's ``RunPlan`` (``dpstream.run_plan``: algorithm, model, steps, privacy event and report,
+checkpoint policy), through ``build_algorithm``, the same builder the estimators use
+(``dpstream.algorithms.builder``); ``plan_for`` is that plan on a row count alone, which ``dpstream
+validate`` checks before anything is shuffled. ``PlannedRun`` is what the flow's plan task hands to every
+later task. ``evaluate_holdout`` scores the released parameters on the held-out file
 (non-private, operator only).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,19 +22,24 @@ from dpstream.algorithms.base import PrivacyReport
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy
+from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.locations import RunLocations
 from dpstream.flows.config.pipeline import PipelineConfig
 from dpstream.models import Model
-from dpstream.models.kinds import CLIPPED_LABELS
-from dpstream.pipelines import Manifest, plan_on_lake
+from dpstream.models.kinds.base import CLIPPED_LABELS
+from dpstream.pipelines import Manifest
+from dpstream.pipelines.conversion.convert import read_convert_record
 from dpstream.pipelines.execution.executor import lake_blocks
-from dpstream.pipelines.preprocessing.convert import INTERCEPT_COLUMN, ConvertSpec, read_convert_record
+from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec
 from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit, compose_mu, mu_for_epsilon_delta
 from dpstream.run_plan import RunPlan
 
 __all__ = [
     "build_algorithm",
+    "plan_for",
     "plan_run",
+    "check_bounds_unit",
+    "lake_preprocessing",
     "PlannedRun",
     "checkpoint_policy",
     "lake_ledger",
@@ -45,7 +53,7 @@ __all__ = [
 
 
 def build_algorithm(
-    config: PipelineConfig,
+    inputs: RunInputs,
     num_rows: int,
     dim: int,
     record: dict[str, Any] | None = None,
@@ -56,15 +64,16 @@ def build_algorithm(
     row-norm bound, when the config leaves it out, comes from the lake's public schema where
     ``dpstream convert`` wrote the lake (its conversion ``record``, ``schema_row_norm_bound``), else sqrt(d).
     ``model``: the config's model when the caller built it already; ``unit``: the run's privacy unit
-    (default the config's, ``PipelineConfig.privacy_unit``)."""
+    (default the config's, ``RunInputs.unit``)."""
+    config = inputs.config
     a, b = config.algorithm, config.budget
-    features = config.model_features
+    features = inputs.model_features
     spec = AlgorithmSpec(
         name=a.name,
         epsilon=b.epsilon,
         delta=b.delta,
         relation=b.relation,
-        unit=unit if unit is not None else config.privacy_unit(),
+        unit=unit if unit is not None else inputs.unit,
         clip_norm=a.clip_norm,
         learning_rate=a.learning_rate,
         batch_size=a.batch_size,
@@ -83,11 +92,11 @@ def build_algorithm(
     return build_spec(spec, model if model is not None else config.model.build(), num_rows, dim)[1]
 
 
-def lake_preprocessing(config: PipelineConfig) -> dict[str, Any] | None:
+def lake_preprocessing(inputs: RunInputs) -> dict[str, Any] | None:
     """The public preprocessing of the lake's rows, as recorded: ``[preprocess]``, applied as the rows are
     read (``ConvertSpec.on_read``), else what ``dpstream convert`` recorded beside the lake it wrote, else
     None (the model reads the columns as stored). Public: the config and the record, never the rows."""
-    spec = config.read_preprocessing()
+    config, spec = inputs.config, inputs.preprocessing
     converted = read_convert_record(config.lake.url, config.lake.storage_options)
     if spec is not None and converted is not None:
         raise ValueError(
@@ -120,32 +129,49 @@ def intercept_index(record: dict[str, Any] | None, features: Any) -> int | None:
     return list(features).index(INTERCEPT_COLUMN)
 
 
-def plan_run(
-    config: PipelineConfig, training: Manifest, checkpoint_url: str | None, record: dict[str, Any] | None
+def plan_for(
+    inputs: RunInputs,
+    num_units: int,
+    num_features: int,
+    record: dict[str, Any] | None,
+    unit: PrivacyUnit | None = None,
+    checkpoint: CheckpointPolicy | None = None,
 ) -> RunPlan:
-    """The run plan of the config's model and algorithm on the ``training`` rows (``plan_on_lake``), with
-    the config's checkpoint policy at ``checkpoint_url`` (None: not durable); ``record`` is the lake's
-    conversion record (``read_convert_record``)."""
-    model = config.model.build()
-    dim = model.num_params(training.num_features)
+    """The run plan of the config's model and algorithm on ``num_units`` rows (or people) of
+    ``num_features`` features, under ``unit`` (default the config's) and the ``checkpoint`` policy (None:
+    not durable); ``record`` is the lake's conversion record (``read_convert_record``). Refused
+    (``ValueError``) for a carried id among the features or bounds of the wrong unit
+    (``check_bounds_unit``), a hyperparameter the algorithm ignores, or a plan over its budget."""
+    model = inputs.config.model.build()
+    dim = model.num_params(num_features)
+    check_bounds_unit(inputs, record)
+    algorithm = build_algorithm(inputs, num_units, dim, record, model, unit)
+    return RunPlan.build(algorithm, model, num_units, dim, checkpoint)
+
+
+def plan_run(
+    inputs: RunInputs, training: Manifest, checkpoint_url: str | None, record: dict[str, Any] | None
+) -> RunPlan:
+    """The run plan on the ``training`` rows (``plan_for``: their people for a user-level shuffle, with
+    the k it applied), with the config's checkpoint policy at ``checkpoint_url`` (None: not durable)."""
+    config = inputs.config
     if config.is_user_level != training.is_user_level:  # the shuffle refuses this first; a plan never mixes
         raise ValueError(
             f"the config's privacy unit is the {config.privacy.unit}, but the shuffled lake {training.url} holds "
             f"{'people' if training.is_user_level else 'rows'}; shuffle it again for this config (--reshuffle)"
         )
-    check_bounds_unit(config, record)
-    unit = config.privacy_unit(training.unit.max_rows_per_user if training.unit is not None else None)
-    algorithm = build_algorithm(config, training.num_units, dim, record, model, unit)
+    unit = inputs.bounded_unit(training.unit.max_rows_per_user if training.unit is not None else None)
     policy = checkpoint_policy(config, checkpoint_url) if checkpoint_url is not None else None
-    return plan_on_lake(training, algorithm, model, policy)
+    return plan_for(inputs, training.num_units, training.num_features, record, unit, policy)
 
 
-def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> None:
+def check_bounds_unit(inputs: RunInputs, record: dict[str, Any] | None) -> None:
     """Refuse an id column that ``dpstream convert`` carried into the lake (``--id``/``--user``) as a feature,
     and a user-level run on a lake whose conversion estimated bounds privately per row: the sample of every
     10th row holds some rows of most people, whose other rows are in the lake, so the bounds' release and
     the run would compose for a person (the row argument's parallel composition fails)."""
-    features = [config.model_features] if isinstance(config.model_features, str) else config.model_features
+    config, features = inputs.config, inputs.model_features
+    features = [features] if isinstance(features, str) else features
     carried = [column for column in (record or {}).get("passthrough", ()) if column in features]
     if carried:
         raise ValueError(
@@ -154,7 +180,7 @@ def check_bounds_unit(config: PipelineConfig, record: dict[str, Any] | None) -> 
             "remove it from lake.features"
         )
     private = (record or {}).get("private_bounds")
-    if not config.is_user_level or not private or private.get("unit") == config.privacy_unit().ledger_unit:
+    if not config.is_user_level or not private or private.get("unit") == inputs.unit.ledger_unit:
         return  # rows, or bounds estimated from a sample of this pipeline's people (`convert --user`)
     raise ValueError(
         f"{config.lake.url} was converted with bounds estimated privately from every "
@@ -191,20 +217,19 @@ def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> Checkpoint
     )
 
 
-def lake_ledger(config: PipelineConfig, manifest: Manifest) -> LakeLedger:
+def lake_ledger(inputs: RunInputs, manifest: Manifest) -> LakeLedger:
     """The ledger of the lake ``manifest`` was shuffled from (keyed by its fingerprint, its files recorded)."""
-    return source_ledger(config, manifest.fingerprint, manifest.source_files)
+    return source_ledger(inputs, manifest.fingerprint, manifest.source_files)
 
 
-def source_ledger(config: PipelineConfig, fingerprint: str, files: tuple[str, ...]) -> LakeLedger:
+def source_ledger(inputs: RunInputs, fingerprint: str, files: tuple[str, ...]) -> LakeLedger:
     """The ledger of the source lake with this fingerprint and these files, counting the config's privacy
     unit (a lake's first run fixes it: ``dpstream.privacy.UnitMismatchError`` for another)."""
+    config = inputs.config
     budget = config.budget
     return Ledger(budget.ledger_url, outage=config.storage.outage_policy()).lake(
         fingerprint,
-        LifetimeBudget(
-            budget.lifetime_epsilon, budget.delta, budget.relation, unit=config.privacy_unit().ledger_unit
-        ),
+        LifetimeBudget(budget.lifetime_epsilon, budget.delta, budget.relation, unit=inputs.unit.ledger_unit),
         files=files or None,
     )
 
@@ -212,17 +237,19 @@ def source_ledger(config: PipelineConfig, fingerprint: str, files: tuple[str, ..
 AUTO_BOUND_MECHANISM = "max_rows_per_user = 'auto': Gaussian histogram of rows per person (powers of two)"
 
 
-def bound_charge(config: PipelineConfig, fingerprint: str, files: tuple[str, ...], before_run: bool = False):
+def bound_charge(
+    inputs: RunInputs, fingerprint: str, files: tuple[str, ...], before_run: bool = False
+) -> Callable[[str, float], None]:
     """``charge(charge_id, mu)`` for a user-level shuffle's ``"auto"`` k: charged to the source lake's ledger
     and committed at once (the value is released as soon as it is computed; a shuffle that fails after it
     stays charged). ``before_run``: the shuffle of a run, which must fit beside it: refused, before
     anything is charged, unless μ_k and a run at budget.epsilon (its μ, an upper bound of the plan's) fit
     the lake's remaining budget together."""
-    unit = config.privacy_unit().ledger_unit
+    config, unit = inputs.config, inputs.unit.ledger_unit
     run_mu = mu_for_epsilon_delta(config.budget.epsilon, config.budget.delta) if before_run else 0.0
 
     def charge(charge_id: str, mu: float) -> None:
-        ledger = source_ledger(config, fingerprint, files)
+        ledger = source_ledger(inputs, fingerprint, files)
         if before_run:
             ledger.check(charge_id, compose_mu(mu, run_mu))
         ledger.claim(

@@ -11,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from dpstream.flows.config.pipeline import PipelineConfig
-    from dpstream.pipelines import LakeSummary, Manifest
+from dpstream.flows.assembly.inputs import RunInputs
+from dpstream.flows.assembly.planning import bound_charge, lake_preprocessing
+from dpstream.flows.config.file import config_folder
+from dpstream.flows.config.pipeline import PipelineConfig, delta_warning
+from dpstream.person_ids import id_rule
+from dpstream.pipelines import LakeSummary, Manifest, read_manifest, shuffle_once, validate_lake
+from dpstream.pipelines.shuffle.location import validation_cache
+from dpstream.pipelines.sources.protocol import pinned_spec
+from dpstream.privacy import Ledger
 
 __all__ = ["ValidatedLake", "validate", "shuffle", "shuffle_protected", "merged_ids_note"]
 
@@ -31,19 +37,11 @@ class ValidatedLake:
     warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N, person ids spelled several ways
 
 
-def validate(config: PipelineConfig, client: Any = None, generation: str | None = None) -> ValidatedLake:
+def validate(inputs: RunInputs, client: Any = None, generation: str | None = None) -> ValidatedLake:
     """Validate the lake for the config's model (labels included; one Dask task per file with ``client``)
     and refuse a layout that leaves no file to hold out, before anything is shuffled. ``generation``: a
     resumed run's shuffle generation, whose table version is validated again (not the table's latest)."""
-    from dpstream.flows.assembly.planning import lake_preprocessing
-    from dpstream.flows.config.pipeline import delta_warning
-    from dpstream.pipelines import validate_lake
-    from dpstream.pipelines.shuffle.once import read_manifest
-    from dpstream.pipelines.sources.protocol import pinned_spec
-    from dpstream.pipelines.validation.cache import validation_cache
-    from dpstream.privacy import Ledger
-
-    spec = config.lake_spec()
+    config, spec = inputs.config, inputs.lake
     if generation is not None:
         shuffled = read_manifest(config.lake.shuffled_url, config.lake.storage_options, generation)
         spec = pinned_spec(spec, shuffled.source_version)
@@ -63,12 +61,12 @@ def validate(config: PipelineConfig, client: Any = None, generation: str | None 
         ),
     )
     # A lake's ledger unit is fixed by its first run: refuse another before anything is shuffled.
-    Ledger(config.budget.ledger_url).check_unit(summary.fingerprint, config.privacy_unit().ledger_unit)
-    files, training_rows, held_out_rows = config.training_split(summary.num_rows)
+    Ledger(config.budget.ledger_url).check_unit(summary.fingerprint, inputs.unit.ledger_unit)
+    files, training_rows, held_out_rows = inputs.training_split(summary.num_rows)
     notes = (
         summary.stray_note(),
         delta_warning(config.budget.delta, summary.num_rows),
-        _row_level_note(config, record := lake_preprocessing(config)),
+        _row_level_note(config, record := lake_preprocessing(inputs)),
         _units_note(config, record, summary.version.version is not None),
         merged_ids_note(config, summary),
     )
@@ -81,8 +79,6 @@ def merged_ids_note(config: PipelineConfig, summary: LakeSummary) -> str | None:
     """A warning naming how many people the id rule merged (``LakeSummary.merged_ids``): ids spelled
     several ways (case, spaces, invisible characters) are one person each, bounded together, which the
     operator should know of (and may turn off for case: ``privacy.user_id_case_fold = false``)."""
-    from dpstream.person_ids import id_rule
-
     merged = summary.merged_ids
     if merged.people == 0:
         return None
@@ -138,13 +134,11 @@ def _row_level_note(config: PipelineConfig, record: dict[str, Any] | None) -> st
 def shuffle_protected(config_path: str | Path) -> tuple[str, ...]:
     """What a shuffle may not write into besides what its config names (checked at load): the config's
     own folder, which holds the config and the default ``runs/``."""
-    from dpstream.flows.config.pipeline import config_folder
-
     return (config_folder(config_path),)
 
 
 def shuffle(
-    config: PipelineConfig,
+    inputs: RunInputs,
     config_path: str | Path,
     validated: ValidatedLake,
     *,
@@ -158,10 +152,7 @@ def shuffle(
     config's layout and privacy unit (a user-level shuffle bounds each person's rows; its ``"auto"`` k is
     charged to the lake's ledger): the ``Manifest`` of the generation a run reads (``generation``: a
     resumed run's). ``before_run``: the shuffle a run waits on (the "auto" charge must leave room for it)."""
-    from dpstream.flows.assembly.planning import bound_charge
-    from dpstream.pipelines import shuffle_once
-
-    summary = validated.summary
+    config, summary = inputs.config, validated.summary
     return shuffle_once(
         summary.spec,  # the lake as validated: a table at the version validation pinned
         config.lake.shuffled_url,
@@ -173,8 +164,8 @@ def shuffle(
         reshuffle=reshuffle,
         worker_timeout=config.cluster.worker_timeout,
         generation=generation,
-        users=config.user_bounding(),
-        charge=bound_charge(config, summary.fingerprint, summary.file_identities, before_run)
+        users=inputs.users,
+        charge=bound_charge(inputs, summary.fingerprint, summary.file_identities, before_run)
         if config.is_user_level
         else None,
     )

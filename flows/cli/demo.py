@@ -7,6 +7,7 @@ evaluate, publish) and a non-private least-squares fit on the same training rows
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -15,8 +16,23 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.console import Console
 
-__all__ = ["make_synthetic_lake", "write_demo_config", "nonprivate_baseline", "prune_demo_runs", "run_demo"]
+from dpstream.flows.cli.interrupt import exit_on_interrupt
+from dpstream.flows.cli.log_file import log_to_file
+from dpstream.flows.cli.support import EXIT_OK
+from dpstream.flows.cli.terminal import result_console
+from dpstream.flows.prefect_api import command_owns_sigterm, prefect_api
+from dpstream.pipelines import Manifest, lake_blocks, read_manifest
+
+__all__ = [
+    "make_synthetic_lake",
+    "write_demo_config",
+    "nonprivate_baseline",
+    "prune_demo_runs",
+    "run_demo",
+    "run",
+]
 
 
 def make_synthetic_lake(root: str, rows: int, files: int, dim: int) -> np.ndarray:
@@ -65,10 +81,8 @@ mode = "auto"
     return path
 
 
-def nonprivate_baseline(training, holdout) -> tuple[float, np.ndarray]:
+def nonprivate_baseline(training: Manifest, holdout: Manifest) -> tuple[float, np.ndarray]:
     """Held-out RMSE of least squares fitted on the training rows (non-private, operator only)."""
-    from dpstream.pipelines.execution.executor import lake_blocks
-
     gram, moment = 0.0, 0.0
     for X, y in lake_blocks(training):
         X = X.astype(np.float64)
@@ -101,11 +115,41 @@ def prune_demo_runs(directory: str, keep: str) -> list[str]:
     return removed
 
 
+def run(args: argparse.Namespace) -> int:
+    """``dpstream demo``: the demo's train flow with its own Prefect API and its logs in a file."""
+    console = result_console()
+    if args.rows < 2 * args.files or args.files < 2:
+        raise ValueError("the demo needs at least 2 files and 2 rows per file (--rows, --files)")
+    log_to_file(args, "demo", "run")
+    with (
+        exit_on_interrupt("the demo stopped; run `dpstream demo` again to start a new one"),
+        prefect_api(args.log_file),
+        command_owns_sigterm(),
+    ):
+        run_demo(
+            console,
+            args.rows,
+            args.files,
+            args.dim,
+            args.epsilon,
+            args.directory,
+            show_progress=not args.quiet,
+        )
+    console.print(f"log {args.log_file}")
+    return EXIT_OK
+
+
 def run_demo(
-    console, rows: int, files: int, dim: int, epsilon: float, directory: str, show_progress: bool = True
+    console: Console,
+    rows: int,
+    files: int,
+    dim: int,
+    epsilon: float,
+    directory: str,
+    show_progress: bool = True,
 ) -> None:
+    # Imported once the log file captures Prefect's logs (dpstream.flows.cli.log_file.capture_logs).
     from dpstream.flows.flows import train_flow
-    from dpstream.pipelines import read_manifest
 
     root = os.path.abspath(os.path.join(directory, time.strftime("%Y%m%d-%H%M%S")))
     os.makedirs(root, exist_ok=True)

@@ -8,10 +8,11 @@ Dask workers, the temporary Prefect API, anything either started), prints one li
 Two phases:
 
 * A command that starts children runs its work inside ``exit_on_interrupt``: the first signal stops the
-  process tree and exits without unwinding. Prefect's engine would otherwise spend about a minute retrying
-  to report the crash to the API that is gone. Durability does not depend on that unwinding: checkpoints
-  and ledger entries are written atomically, a ledger reservation stays ``reserved`` until the run is
-  resumed with its run id, and a resumed run replays the same noise.
+  process tree (``dpstream.flows.cli.process_tree``) and exits without unwinding. Prefect's engine would
+  otherwise spend about a minute retrying to report the crash to the API that is gone. Durability does
+  not depend on that unwinding: checkpoints and ledger entries are written atomically, a ledger
+  reservation stays ``reserved`` until the run is resumed with its run id, and a resumed run replays the
+  same noise.
 * Before and after that block (imports, config loading, the result lines), and in the commands that clean
   up as they unwind (``predict``), ``unwind_on_signals`` turns each of the three signals into
   ``Interrupted``, a KeyboardInterrupt: the console script catches it and ends the same way, with one
@@ -29,6 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
+from dpstream.flows.cli.process_tree import no_new_children, stop_children
+
 __all__ = [
     "EXIT_INTERRUPTED",
     "SIGNALS",
@@ -40,12 +43,10 @@ __all__ = [
     "set_interrupt_message",
     "signal_of",
     "stop_and_exit",
-    "stop_children",
     "unwind_on_signals",
 ]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
-GRACE_SECONDS = 2.0  # for the kernel to reap the killed processes
 UNWIND_SECONDS = 20.0  # how long an unwinding command may take after a signal before the watchdog ends it
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -79,118 +80,6 @@ def interrupted_line(signum: int, message: str) -> str:
     return f"dpstream: interrupted ({signal.Signals(signum).name}); {message}\n"
 
 
-def start_resource_tracker(log_file: str | os.PathLike[str]) -> None:
-    """Start multiprocessing's resource tracker now, as this command's: it ignores SIGHUP as it already
-    ignores SIGINT and SIGTERM, and writes to ``log_file``. A hang-up sent to the whole process group
-    (a closed terminal, ``timeout -s HUP``) would otherwise kill it, every Dask process would relaunch one
-    and print a traceback, and the semaphores it tracks would leak; ``stop_children`` leaves it alive, so
-    once this process is gone it frees what the stopped processes held (its notes go to the log)."""
-    from multiprocessing import resource_tracker
-
-    with open(log_file, "ab") as log:
-        saved_stderr = os.dup(2)
-        hang_up = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an ignored signal stays ignored in the child
-        try:
-            os.dup2(log.fileno(), 2)  # the tracker is started with this process's stderr
-            resource_tracker.ensure_running()
-        finally:
-            os.dup2(saved_stderr, 2)
-            os.close(saved_stderr)
-            signal.signal(signal.SIGHUP, hang_up)
-
-
-def _tracker_pid() -> int | None:
-    try:
-        from multiprocessing import resource_tracker
-
-        return resource_tracker._resource_tracker._pid
-    except (ImportError, AttributeError):
-        return None
-
-
-def stop_children(rounds: int = 5, grace_seconds: float = GRACE_SECONDS) -> None:
-    """Stop every descendant of this process, with none left behind but the resource tracker, which
-    frees the stopped processes' semaphores and exits once this process is gone (``start_resource_tracker``).
-
-    A Dask nanny restarts a worker that dies while the nanny lives, so terminating a snapshot of the
-    tree can miss a process started meanwhile. The tree is first frozen (SIGSTOP, repeated until no new
-    descendant appears: a stopped process cannot start another), then killed."""
-    import psutil
-
-    frozen: dict[int, psutil.Process] = {}
-    tracker = _tracker_pid()
-    for _ in range(rounds):
-        try:
-            new = [
-                p
-                for p in psutil.Process().children(recursive=True) + _orphans_of_our_group()
-                if p.pid not in frozen and p.pid != tracker
-            ]
-        except psutil.Error:
-            break
-        if not new:
-            break
-        for process in new:
-            try:
-                process.suspend()
-                frozen[process.pid] = process
-            except psutil.Error:
-                pass
-    for process in frozen.values():
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(list(frozen.values()), timeout=grace_seconds)
-
-
-def _no_new_children() -> None:
-    """From now on this process starts no process: the process is about to exit, and a child started
-    after ``stop_children`` took its snapshot would outlive it or print a traceback as it finds its
-    parent gone. Dask's nanny restarts a worker it sees killed, multiprocessing relaunches its resource
-    tracker when it finds it killed, Prefect may start an API server: each is refused or does nothing."""
-    import multiprocessing.process
-    import subprocess
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("dpstream is exiting: no new process is started")
-
-    multiprocessing.process.BaseProcess.start = refuse  # type: ignore[method-assign]
-    subprocess.Popen._execute_child = refuse  # type: ignore[attr-defined]
-    try:
-        from multiprocessing import resource_tracker
-
-        tracker = resource_tracker._resource_tracker
-        tracker.ensure_running = lambda: None
-        tracker._send = lambda *args, **kwargs: None
-    except (ImportError, AttributeError):  # another Python: nothing to stop
-        pass
-
-
-def _orphans_of_our_group() -> list:
-    """Processes of this process group that lost their parent: a terminal's Ctrl-C reaches every process
-    of the group, and a Dask worker whose nanny died of it is re-parented to init (or a subreaper), out
-    of our tree. Searched only when this process leads its group, as the first process of a terminal
-    job does; members started by our shell (``dpstream train | tee log``) keep their parent and are left
-    alone."""
-    import psutil
-
-    group, me, my_parent = os.getpgid(0), os.getpid(), os.getppid()
-    if group != me:  # only a group this process leads (a terminal job) is ours to search
-        return []
-    descendants = {p.pid for p in psutil.Process().children(recursive=True)}
-    orphans = []
-    for process in psutil.process_iter(["pid", "ppid"]):
-        try:
-            # Adopted by init or by a subreaper: neither ours, nor a sibling started by our shell.
-            adopted = process.info["ppid"] not in (me, my_parent) and process.pid not in descendants
-            if adopted and process.pid != me and os.getpgid(process.pid) == group:
-                orphans.append(process)
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            pass
-    return orphans
-
-
 def stop_and_exit(
     signum: int,
     message: str | None,
@@ -210,7 +99,7 @@ def stop_and_exit(
         if before_exit is not None and message is not None:
             before_exit(message, "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
     finally:
-        _no_new_children()
+        no_new_children()
         stop_children()
         if message is not None:
             sys.stderr.write(interrupted_line(signum, message))

@@ -1,5 +1,5 @@
-"""What the ``dpstream`` command modules share: exit codes, COLUMN=VALUE parsing, the log file, and the
-error lines that name a file and its fix."""
+"""What the ``dpstream`` command modules share: exit codes, COLUMN=VALUE parsing, and the error lines that
+name a file and its fix. Light: the dispatcher (``dpstream.flows.cli.main``) reports every error with it."""
 
 from __future__ import annotations
 
@@ -7,15 +7,10 @@ import errno
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
-from dpstream.flows.cli.interrupt import start_resource_tracker
-from dpstream.flows.logs import capture_logs, new_log_file
-
-if TYPE_CHECKING:
-    from dpstream.flows.config.pipeline import PipelineConfig
+from dpstream.flows.logs import log_directory
 
 __all__ = [
     "EXIT_OK",
@@ -23,11 +18,9 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_BUDGET",
     "parse_pairs",
-    "log_to_file",
     "failure_line",
     "refuse",
     "run_places",
-    "stopped_run_message",
     "Place",
 ]
 
@@ -42,37 +35,6 @@ def parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
         key, value = item.split("=", 1)
         pairs[key] = value
     return pairs
-
-
-def log_to_file(args, command: str, name: str) -> None:
-    """Prefect's and Dask's logs go to a new file under the log folder (dpstream.flows.logs), named in the result
-    or error line; ``--verbose`` shows them on the terminal too. The log folder is a write location like
-    any other: refused inside a lake or a ledger (``dpstream.locations``)."""
-    from dpstream.flows.logs import log_directory
-    from dpstream.locations import check_write_location
-
-    check_write_location(
-        str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)", getattr(args, "protected", ())
-    )
-    args.log_file = new_log_file(command, name)
-    start_resource_tracker(args.log_file)
-    if not args.verbose:
-        send_worker_output_to(args.log_file)
-    capture_logs(args.log_file, verbose=args.verbose)
-
-
-def send_worker_output_to(path) -> None:
-    """The LocalCluster workers this command starts write their stderr to ``path`` (``dpstream.pipelines.execution.worker_log``):
-    the environment for processes started from here, Dask's config for the nannies' workers."""
-    import os
-
-    from dpstream.pipelines.execution.worker_log import ENVIRONMENT_VARIABLE
-
-    os.environ[ENVIRONMENT_VARIABLE] = str(path)
-    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = '["dpstream.pipelines.execution.worker_log"]'
-    import dask
-
-    dask.config.set({"distributed.worker.preload": ["dpstream.pipelines.execution.worker_log"]})
 
 
 # Errors another try cannot cure until someone acts: a full disk or quota, a location this user cannot
@@ -169,8 +131,6 @@ def run_places(output: str, operator: str) -> list[Place]:
 
 def _common_places() -> list[Place]:
     """The folders every command may write besides its config's: the logs, and Dask's scratch when set."""
-    from dpstream.flows.logs import log_directory
-
     places = [Place(str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)")]
     scratch = os.environ.get("DASK_TEMPORARY_DIRECTORY")
     if scratch:
@@ -203,81 +163,3 @@ def refuse(error: Exception, args) -> int:
 
 def _log_note(args) -> str:
     return f" (full log: {args.log_file})" if getattr(args, "log_file", None) else ""
-
-
-def stopped_run_message(
-    config: PipelineConfig, run_id: str, log_file: Path | str | None, resume: str, timeout: float = 3.0
-) -> Callable[[], str]:
-    """The line of a ``train`` run stopped by a signal, as a function asked at that moment: it says what
-    the ledger then holds for the run and what to do. The process exits without unwinding, so a run that
-    holds a claim no step has used gives it back first (``dpstream.unreleased``: its entry moves to
-    ``aborted/``, its checkpoint is deleted); a reservation a step used stays until the run is resumed
-    from its checkpoint. When the ledger cannot be read within ``timeout`` seconds (an object store out of
-    reach), the line says what holds either way."""
-    stopped = f"run {run_id} stopped (log: {log_file})"
-
-    def message() -> str:
-        status, saved = _within(timeout, lambda: _given_back_then_state(config, run_id))
-        if status is None and saved is not None:
-            return f"{stopped} before it charged the ledger: nothing is charged for it; start it again with: {resume}"
-        if status == "committed":
-            return (
-                f"{stopped} after it finished (its ledger entry is committed); its model is published again, "
-                f"charged nothing more, with: {resume}"
-            )
-        if status == "reserved" and saved is False:
-            return (
-                f"{stopped} after it reserved its charge but before its first checkpoint: the reservation stays "
-                "in the ledger, counted against the lake's budget, and this run id cannot resume; train again "
-                f"with a new --run-id (`dpstream budget show` lists the reservation)"
-            )
-        held = (
-            "its ledger charge stays reserved"
-            if status == "reserved"
-            else "a ledger charge it reserved stays reserved"
-        )
-        return (
-            f"{stopped}; {held}, counted against the lake's budget, until the run is resumed from its "
-            f"checkpoint (charged once) with: {resume}"
-        )
-
-    return message
-
-
-def _given_back_then_state(config: PipelineConfig, run_id: str) -> tuple[str | None, bool]:
-    from dpstream.unreleased import give_back_all
-
-    give_back_all("stopped by a signal before its first release")
-    return _run_state(config, run_id)
-
-
-def _run_state(config: PipelineConfig, run_id: str) -> tuple[str | None, bool]:
-    """(the status of ``run_id``'s ledger entry, or None without one; whether its checkpoint exists)."""
-    from dpstream.checkpoint import FILE_NAME
-    from dpstream.flows.assembly.locations import checkpoint_root
-    from dpstream.storage import open_url, read_json
-
-    fs, root = open_url(config.budget.ledger_url)
-    fs.invalidate_cache(root)
-    entries = fs.glob(f"{root.rstrip('/')}/*/runs/{run_id}.json")
-    status = read_json(fs, entries[0]).get("status") if entries else None
-    fs, root = open_url(checkpoint_root(config))
-    return status, bool(fs.exists(f"{root.rstrip('/')}/{run_id}/{FILE_NAME}"))
-
-
-def _within(timeout: float, question: Callable[[], tuple]) -> tuple:
-    """``question()``'s answer, or (None, None) when it fails or takes longer than ``timeout`` seconds."""
-    import threading
-
-    answer: list[tuple] = []
-
-    def ask() -> None:
-        try:
-            answer.append(question())
-        except Exception:  # noqa: BLE001 - an unreadable ledger leaves the line that holds either way
-            pass
-
-    thread = threading.Thread(target=ask, name="dpstream-ledger-state", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return answer[0] if answer else (None, None)

@@ -1,14 +1,14 @@
 """The ``[cluster]`` section of a pipeline config: where the run's Dask workers come from, and whether
-validation and the shuffle run on them (``ClusterConfig.prepare_on``)."""
+validation and the shuffle run on them (``ClusterConfig.prepare_on``). The assembly checks the cluster
+class and builds the cluster (``dpstream.flows.assembly.cluster``)."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
 
 __all__ = ["ClusterConfig", "AdaptConfig"]
 
@@ -29,7 +29,7 @@ class ClusterConfig(BaseModel):
     """Where the run's Dask workers come from, in the prefect-dask convention: a LocalCluster of
     ``n_workers`` (default), a running scheduler at ``address``, or the cluster manager ``class`` (an
     import path, e.g. "dask_kubernetes.operator.KubeCluster") built with ``kwargs`` and scaled by
-    ``adapt``; a cluster the run starts is closed when it ends (``dpstream.pipelines.execution.cluster.cluster_client``).
+    ``adapt``; a cluster the run starts is closed when it ends (``dpstream.flows.assembly.cluster.run_client``).
 
     ``prepare_on`` says where validation and the shuffle run: ``"workers"`` (one Dask task per file;
     the workers then read the source lake, every column of it, and write the shuffled lake) or
@@ -55,8 +55,6 @@ class ClusterConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> ClusterConfig:
-        from dpstream.pipelines.execution.cluster import check_cluster_class
-
         given = self.model_fields_set
         if self.cluster_class is None:
             stray = sorted({"kwargs", "adapt"} & given)
@@ -73,7 +71,6 @@ class ClusterConfig(BaseModel):
                 f"cluster.{local[0]} sets up the default LocalCluster and is ignored with cluster.class; put the "
                 "cluster manager's own settings in cluster.kwargs"
             )
-        check_cluster_class(self.cluster_class)
         return self
 
     @property
@@ -82,21 +79,3 @@ class ClusterConfig(BaseModel):
         if self.prepare_on is not None:
             return self.prepare_on == "workers"
         return self.address is None and self.cluster_class is None
-
-    def preparation_client(self):
-        """A context manager giving the client validation and the shuffle run on: the cluster's
-        (``client``) when they run on the workers, else None (they run in this process)."""
-        return self.client() if self.prepares_on_workers else contextlib.nullcontext(None)
-
-    def client(self):
-        """The run's client and cluster, as a context manager (``dpstream.pipelines.execution.cluster.cluster_client``)."""
-        from dpstream.pipelines.execution.cluster import cluster_client
-
-        return cluster_client(
-            self.address,
-            cluster_class=self.cluster_class,
-            cluster_kwargs=self.kwargs,
-            adapt=self.adapt.model_dump() if self.adapt else None,
-            n_workers=self.n_workers,
-            memory_limit=self.memory_limit,
-        )

@@ -2,8 +2,12 @@
 
 Unknown keys and bad values are rejected with the dotted path of the offending key
 (``algorithm.clip_norm: Input should be greater than 0``), before anything runs. Types are strict (a
-TOML boolean or string is never read as a number), budgets are at most ε = 100, and the config's
-locations are checked against each other (``dpstream.flows.assembly.locations``).
+TOML boolean or string is never read as a number) and budgets are at most ε = 100.
+
+This is the schema only: ``read_config`` reads and validates the file. What the config describes for the
+data plane (its lake, preprocessing, privacy unit, cluster) is built and checked once by the assembly,
+with the config's locations against each other: every entry point loads a config with
+``dpstream.flows.assembly.loading.load_inputs``.
 
 ```toml
 [lake]
@@ -41,18 +45,17 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError, model_validator
 
 from dpstream.flows.config.cluster import ClusterConfig
+from dpstream.flows.config.file import ConfigError, anchor_locations, config_folder, read_config_text
 from dpstream.flows.config.preprocess import PreprocessConfig
 from dpstream.flows.config.sections import (
     MAX_DELTA,
     AlgorithmConfig,
     BudgetConfig,
     CheckpointConfig,
-    ConfigError,
     LakeConfig,
     ModelConfig,
     PrivacyConfig,
@@ -60,9 +63,12 @@ from dpstream.flows.config.sections import (
     StorageConfig,
     _Section,
 )
+from dpstream.models.kinds.base import LabelContract
+from dpstream.pipeline_constants import AUTO_MU
+from dpstream.privacy import compose_mu, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import MAX_EPSILON
 
-__all__ = ["PipelineConfig", "ConfigError", "load_config", "delta_warning", "config_folder"]
+__all__ = ["PipelineConfig", "read_config", "delta_warning"]
 
 
 class PipelineConfig(_Section):
@@ -75,26 +81,8 @@ class PipelineConfig(_Section):
     checkpoint: CheckpointConfig | None = None
     storage: StorageConfig = StorageConfig()
     schedule: ScheduleConfig | None = None
-    # Public preprocessing of a lake in its own units, applied as rows are read (flows.preprocess_config).
+    # Public preprocessing of a lake in its own units, applied as rows are read (flows.assembly.inputs).
     preprocess: PreprocessConfig | None = None
-
-    def read_preprocessing(self):
-        """The ``ConvertSpec`` that ``[preprocess]`` applies as rows are read, or None without one."""
-        if self.preprocess is None:
-            return None
-        declared = self.model.declaration
-        return self.preprocess.spec(
-            list(self.lake.features), self.lake.label, self.model.classes, declared.classifies
-        )
-
-    @property
-    def model_features(self) -> tuple[str, ...] | str:
-        """The columns the model reads: ``lake.features``, or the columns ``[preprocess]`` makes of them
-        (one-hot groups, the intercept)."""
-        spec = self.read_preprocessing()
-        if spec is not None:
-            return tuple(spec.output_columns())
-        return self.lake.features if isinstance(self.lake.features, str) else tuple(self.lake.features)
 
     @model_validator(mode="after")
     def _algorithm_fits_kind(self) -> PipelineConfig:
@@ -125,7 +113,11 @@ class PipelineConfig(_Section):
                     "preprocess: the features are one vector column; [preprocess] prepares named columns, so list "
                     "them in lake.features (or remove [preprocess])"
                 )
-            self.read_preprocessing()  # a ValueError naming the key and the fix
+            # A ValueError naming the key and the fix; the data plane's own checks of the preprocessing
+            # run when the assembly builds it (dpstream.flows.assembly.inputs.preprocessing_spec).
+            self.preprocess.check_columns(
+                list(self.lake.features), self.lake.label, self.model.declaration.classifies
+            )
         return self
 
     @model_validator(mode="after")
@@ -134,9 +126,6 @@ class PipelineConfig(_Section):
         must fit the lifetime budget together, or the shuffle would spend μ_k for a run that is then refused."""
         if not self.is_user_level or self.privacy.max_rows_per_user != "auto":
             return self
-        from dpstream.pipelines.shuffle.users import AUTO_MU
-        from dpstream.privacy import compose_mu, epsilon_for_delta, mu_for_epsilon_delta
-
         budget = self.budget
         run_mu = mu_for_epsilon_delta(budget.epsilon, budget.delta)
         if compose_mu(run_mu, AUTO_MU) > mu_for_epsilon_delta(budget.lifetime_epsilon, budget.delta):
@@ -153,71 +142,10 @@ class PipelineConfig(_Section):
     def is_user_level(self) -> bool:
         return self.privacy.unit == "user"
 
-    def user_bounding(self):
-        """The shuffle's contribution bounding (``dpstream.pipelines.UserBounding``), None for the row unit."""
-        if not self.is_user_level:
-            return None
-        from dpstream.pipelines.shuffle.users import UserBounding
-
-        return UserBounding(self.privacy.user_column, self.privacy.max_rows_per_user, self.budget.relation)
-
-    def privacy_unit(self, max_rows_per_user: int | None = None):
-        """The run's ``PrivacyUnit``: the row under budget.relation, or the person of ``privacy.user_column``
-        with the k the shuffle applied (``max_rows_per_user``, from its manifest)."""
-        from dpstream.privacy import PrivacyUnit
-
-        if not self.is_user_level:
-            return PrivacyUnit.row(self.budget.relation)
-        return PrivacyUnit.user(self.privacy.user_column, max_rows_per_user, self.budget.relation)
-
     @property
-    def label_contract(self):
-        """The label values the lake must hold for this model (``dpstream.models.kinds.LabelContract``)."""
+    def label_contract(self) -> LabelContract:
+        """The label values the lake must hold for this model (``dpstream.models.kinds.base.LabelContract``)."""
         return self.model.declaration.label_contract(self.model.classes)
-
-    def rows_per_file(self, num_rows: int) -> int:
-        """The shuffle's rows per file: ``lake.rows_per_file``, or the automatic layout for ``num_rows``."""
-        from dpstream.pipelines.shuffle.once import automatic_rows_per_file
-
-        return (
-            self.lake.rows_per_file
-            if self.lake.rows_per_file is not None
-            else automatic_rows_per_file(num_rows)
-        )
-
-    def training_split(self, num_rows: int) -> tuple[int, int, int]:
-        """(files, training rows, held-out rows); ``ConfigError`` when no file can be held out."""
-        from dpstream.pipelines.shuffle.once import layout
-
-        rows_per_file = self.rows_per_file(num_rows)
-        files, training, held_out = layout(num_rows, rows_per_file)
-        if files < 2:
-            fix = (
-                f"set lake.rows_per_file to at most {num_rows // 2} (e.g. {max(1, math.ceil(num_rows / 5))} holds out 20 %)"
-                if num_rows >= 2
-                else "a lake needs at least 2 rows: one to train on and one to hold out"
-            )
-            raise ConfigError(
-                f"lake.rows_per_file: {num_rows:,} rows at {rows_per_file:,} rows per file make one shuffled "
-                f"file, but training holds out the last file for evaluation; {fix}"
-            )
-        return files, training, held_out
-
-    def lake_spec(self):
-        """The lake this pipeline reads, as the data plane's ``LakeSpec``."""
-        from dpstream.pipelines import LakeSpec
-
-        lake = self.lake
-        return LakeSpec(
-            lake.url,
-            self.model_features,
-            lake.label,
-            dict(lake.storage_options),
-            user_column=self.privacy.user_column,
-            source=lake.source_spec(),
-            preprocess=self.read_preprocessing(),
-            user_id_case_fold=self.privacy.user_id_case_fold,
-        )
 
 
 def delta_warning(delta: float, num_rows: int) -> str | None:
@@ -273,75 +201,21 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-# Locations a config names; a relative local path is taken relative to the config file's folder, so a
-# pipeline directory can be moved or checked in (as with prefect.yaml).
-LOCATION_KEYS = (("lake", "url"), ("lake", "shuffled_url"), ("budget", "ledger_url"), ("checkpoint", "url"))
-
-
-def is_remote(path: str | Path) -> bool:
-    """True for a URL of another filesystem (s3://, gs://, ...); a plain path or file:// is local."""
-    text = str(path)
-    return "://" in text and not text.startswith("file://")
-
-
-def config_folder(path: str | Path) -> str:
-    """The folder a config's relative locations (and its default ``runs/``) are anchored to: the file's
-    folder on disk, or its URL's parent (``s3://bucket/jobs/pipeline.toml`` → ``s3://bucket/jobs``)."""
-    if is_remote(path):
-        return str(path).rsplit("/", 1)[0]
-    return str(Path(str(path).removeprefix("file://")).resolve().parent)
-
-
-def _anchor_locations(document: dict[str, Any], folder: str) -> None:
-    for section, key in LOCATION_KEYS:
-        value = document.get(section, {}).get(key) if isinstance(document.get(section), dict) else None
-        if isinstance(value, str) and value and "://" not in value and not Path(value).is_absolute():
-            document[section][key] = f"{folder}/{value}" if is_remote(folder) else str(Path(folder) / value)
-
-
-def _read_config_text(path: str | Path) -> str:
-    """The config file's text, from disk or any fsspec URL (credentials and endpoint from the
-    environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL for S3)."""
-    if not is_remote(path):
-        return Path(str(path).removeprefix("file://")).read_text(encoding="utf-8")
-    from dpstream.storage import open_url
-
-    try:
-        fs, location = open_url(str(path))
-        with fs.open(location, "rb") as handle:
-            return handle.read().decode("utf-8")
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        raise ConfigError(
-            f"{path}: cannot read the config ({type(error).__name__}: {error}); check the URL, the credentials "
-            "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY) and the endpoint (AWS_ENDPOINT_URL)"
-        ) from None
-
-
-def load_config(path: str | Path) -> PipelineConfig:
-    """Read and validate a pipeline config; ``ConfigError`` names the file and each offending key.
-
-    Relative local paths in ``lake.url``, ``lake.shuffled_url``, ``budget.ledger_url`` and
+def read_config(path: str | Path) -> PipelineConfig:
+    """Read a pipeline config and validate it against the schema; ``ConfigError`` names the file and each
+    offending key. Relative local paths in ``lake.url``, ``lake.shuffled_url``, ``budget.ledger_url`` and
     ``checkpoint.url`` are relative to the config file's folder (``config_folder``); ``path`` may be a
     URL such as s3://bucket/jobs/pipeline.toml."""
     try:
-        document = tomllib.loads(_read_config_text(path))
+        document = tomllib.loads(read_config_text(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file; pass the pipeline's TOML config") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
-    _anchor_locations(document, config_folder(path))
+    anchor_locations(document, config_folder(path))
     try:
-        config = PipelineConfig.model_validate(document)
+        return PipelineConfig.model_validate(document)
     except ValidationError as error:
         raise ConfigError(f"{path}: {_describe(error)}") from None
-    from dpstream.flows.assembly.locations import check_config_locations
-
-    try:  # before anything runs: a shuffle there could overwrite or delete the lake or the project
-        check_config_locations(config, config_folder(path))
-    except ConfigError as error:
-        raise ConfigError(f"{path}: {error}") from None
-    return config

@@ -15,7 +15,8 @@ It is what ``dpstream convert`` does to a CSV, without writing a second lake: th
 Iceberg version, a Parquet folder) stays the data the ledger charges, and every row is kept (a missing
 value needs a public constant, an unknown category or class is refused), so the rows trained on are the
 validated rows. ``lake.features`` and ``lake.label`` name the table's columns; the model's features are
-the columns the preprocessing presents (``ConvertSpec.output_columns``), recorded with the preprocessing
+the columns the preprocessing presents (``ConvertSpec.output_columns``, built by
+``dpstream.flows.assembly.inputs.preprocessing_spec``), recorded with the preprocessing
 in the shuffle's manifest and in model.json, so ``dpstream predict`` prepares a table's new rows alike.
 A classifier's label is coded by ``model.classes`` when they are given, else read as 0/1 (or −1/+1).
 """
@@ -26,9 +27,6 @@ import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.preprocessing.spec import ConvertSpec
 
 __all__ = ["PreprocessConfig"]
 
@@ -60,16 +58,12 @@ class PreprocessConfig(BaseModel):
                 raise ValueError(f"{column}: list its public categories, each once (got {values!r})")
         return categories
 
-    def spec(
-        self,
-        features: list[str],
-        label: str,
-        classes: list[str] | None,
-        classifies: bool,
-    ) -> ConvertSpec:
-        """The ``ConvertSpec`` (``on_read``) for a lake whose ``features`` and ``label`` columns this section
-        prepares; ``ValueError`` naming the key and the fix for a column without a public scale or a
-        key naming no column."""
+    def check_columns(self, features: list[str], label: str, classifies: bool) -> None:
+        """Refuse (``ValueError`` naming the key and the fix) a key naming no column of ``features`` or
+        ``label``, a label given a category list (a classifier's classes are ``model.classes``), a category
+        column given a range, an imputed or scaled classifier label, and a column named like the intercept.
+        The data plane checks the rest when the assembly builds the preprocessing
+        (``dpstream.flows.assembly.inputs.preprocessing_spec``)."""
         known = {*features, label}
         for key, columns in (
             ("bounds", self.bounds),
@@ -101,46 +95,8 @@ class PreprocessConfig(BaseModel):
                     + ("of a classifier is a class, not a number" if classifies else "is never imputed")
                     + "; remove it here"
                 )
-        # A classifier's label without public classes is read as 0/1 or −1/+1 (the label contract checks it).
-        unscaled = [*self.unscaled, *([label] if classifies and classes is None else [])]
-        numeric = tuple(column for column in features if column not in self.categories)
-        spec_arguments = dict(
-            columns=numeric,
-            label=label,
-            missing="impute",
-            impute_values={column: float(value) for column, value in self.impute.items()},
-            categorical={column: tuple(values) for column, values in self.categories.items()},
-            bounds={column: (float(low), float(high)) for column, (low, high) in self.bounds.items()},
-            scale_range=(-1.0, 1.0),
-            unscaled=tuple(dict.fromkeys(unscaled)),
-            label_classes=tuple(classes) if classifies and classes is not None else (),
-            intercept=self.intercept,
-            on_read=True,
-        )
         if self.intercept and "intercept" in known:
             raise ValueError(
                 "preprocess.intercept: lake.features or lake.label has a column named 'intercept', the name of the "
                 "constant feature; set preprocess.intercept = false or rename the column"
             )
-        try:
-            spec = ConvertSpec(**spec_arguments)
-        except LakeError as error:
-            raise ValueError(f"preprocess: {error}") from None
-        names = [*spec.output_columns(), label]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(
-                f"preprocess.categories: the model's columns would repeat {', '.join(map(repr, repeated))} (a one-hot "
-                "column is named COLUMN=VALUE): list each category once, as one type, and rename a clashing column"
-            )
-        missing = spec.unbounded_columns()
-        if missing:
-            template = ", ".join(f"{column} = [LOW, HIGH]" for column in missing)
-            raise ValueError(
-                f"preprocess.bounds: no public range for {', '.join(map(repr, missing))}: the algorithms' clip norms and "
-                f"steps assume every column on about [-1, 1], and one column in its own units (dollars, years) gives a "
-                f"model worse than the mean. Add {template} under [preprocess.bounds] (public ranges: documentation, "
-                "domain knowledge, never measured on the data), or list a column already on that scale (an "
-                "indicator) in preprocess.unscaled"
-            )
-        return spec

@@ -3,7 +3,7 @@ pydantic models, one per TOML table."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -11,14 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.algorithms.registry import AUTO, declared
 from dpstream.checkpoint import DEFAULT_EVERY_STEPS
-from dpstream.models import KANModel
+from dpstream.models import KANModel, Model, build_model, model_kind
+from dpstream.models.kinds.base import ModelKind
 from dpstream.noise import dpsgd_noise_names
 from dpstream.outages import DEFAULT_OUTAGE_SECONDS, OutagePolicy
 from dpstream.validation import MAX_EPSILON
-
-
-class ConfigError(ValueError):
-    """The config file is unreadable or invalid; the message names the key path and the fix."""
 
 
 class _Section(BaseModel):
@@ -57,19 +54,9 @@ class LakeConfig(_Section):
             raise ValueError("version: an Iceberg table is pinned with lake.snapshot_id, not lake.version")
         if self.snapshot_id is not None and self.format in ("delta", "parquet"):
             raise ValueError(f"snapshot_id pins an Iceberg snapshot; a {self.format} source has none")
-        self.source_spec()  # the data plane's checks: one version pin, an ISO-8601 as_of, Iceberg-only settings
+        # The data plane's own checks (one version pin, an ISO-8601 as_of, Iceberg-only settings) run when
+        # the assembly builds the source (dpstream.flows.assembly.inputs.source_spec).
         return self
-
-    def source_spec(self):
-        from dpstream.pipelines.lake.files import SourceSpec
-
-        pinned = self.version if self.version is not None else self.snapshot_id
-        as_of = self.as_of
-        if isinstance(as_of, date) and not isinstance(as_of, datetime):  # a TOML date: its midnight, UTC
-            as_of = datetime(as_of.year, as_of.month, as_of.day, tzinfo=UTC)
-        as_of = as_of.isoformat() if isinstance(as_of, datetime) else as_of
-        pinned_by = "snapshot_id" if self.snapshot_id is not None else "version"
-        return SourceSpec(self.format, pinned, as_of, self.table, tuple(self.catalog.items()), pinned_by)
 
     @field_validator("features")
     @classmethod
@@ -115,8 +102,6 @@ class ModelConfig(_Section):
     @field_validator("kind")
     @classmethod
     def _declared_kind(cls, kind: str) -> str:
-        from dpstream.models import model_kind
-
         model_kind(kind)  # a ValueError naming the declared kinds
         return kind
 
@@ -136,16 +121,12 @@ class ModelConfig(_Section):
         return self
 
     @property
-    def declaration(self):
+    def declaration(self) -> ModelKind:
         """The kind's declaration (``dpstream.models.kinds``): task, label contract, metric, output."""
-        from dpstream.models import model_kind
-
         return model_kind(self.kind)
 
-    def build(self):
+    def build(self) -> Model:
         """The ``dpstream.models`` model this section describes (``dpstream.models.build_model``)."""
-        from dpstream.models import build_model
-
         return build_model(**self.model_dump())
 
 
@@ -156,7 +137,7 @@ class AlgorithmConfig(_Section):
     # group counts 1, a mapped column max(a², b²) of scale_range: dpstream.flows.assembly.planning.schema_row_norm_bound), else
     # sqrt(#features), the bound for features on the public scale [-1, 1].
     # The defaults are the builder's (dpstream.algorithms.builder.AlgorithmSpec); noise, clip_norm and
-    # learning_rate left out are the model kind's (dpstream.models.kinds.TrainingDefaults: independent
+    # learning_rate left out are the model kind's (dpstream.models.kinds.base.TrainingDefaults: independent
     # noise, 1.0 and the stable step for linear / logistic, the KAN's tuned ones), as in the estimators.
     name: str = AlgorithmSpec.name  # "auto" or a declared algorithm (dpstream.algorithms.registry)
     noise: str | None = AlgorithmSpec.noise  # a DP-SGD noise process (dpstream.noise.registry)

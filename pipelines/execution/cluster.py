@@ -12,6 +12,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from distributed import Client
+
 from dpstream.pipelines.execution.kube import is_kube_cluster, kube_cluster_kwargs
 
 __all__ = ["connect", "cluster_client", "import_cluster_class", "check_cluster_class"]
@@ -33,8 +35,6 @@ def connect(
     Scripts that start a LocalCluster must guard their top-level code with
     ``if __name__ == "__main__":`` — workers are spawned and re-import the main module.
     """
-    from distributed import Client
-
     if address:
         return Client(address, timeout=60)
     # A client given no address starts its own LocalCluster and shuts it down on close().
@@ -99,7 +99,7 @@ def cluster_client(
     run. ``address`` attaches to a running scheduler (left running); ``cluster_class`` builds that
     cluster manager with ``cluster_kwargs`` and, with ``adapt`` ({minimum, maximum}), lets it scale;
     otherwise a LocalCluster of ``n_workers`` (``connect``). The work submitted to it waits at most
-    ``cluster.worker_timeout`` seconds while it has no worker (``dpstream.pipelines.execution.waiting``). A
+    ``cluster.worker_timeout`` seconds while it has no worker (``dpstream.pipelines.waiting``). A
     KubeCluster's pods are made to pass Pod Security ``restricted`` (``dpstream.pipelines.execution.kube``)."""
     if cluster_class is None:
         client = connect(address, n_workers=n_workers, memory_limit=memory_limit)
@@ -108,8 +108,6 @@ def cluster_client(
         finally:
             client.close()
         return
-    from distributed import Client
-
     manager = import_cluster_class(cluster_class)
     kwargs = dict(cluster_kwargs or {})
     if is_kube_cluster(manager):

@@ -3,23 +3,23 @@
 The unit of work is a *block*: one Parquet row group of the shuffled lake (65,536 rows, written by
 shuffle-once and listed in the manifest). For step t the coordinator sends the algorithm's request;
 the executor cuts the step's row span at block boundaries, sends each worker one call with its pieces
-(``pieces_stats``, run by the worker's step server, ``dpstream.pipelines.execution.step_servers``, or as a task
-where it has none; one round trip per worker whatever the number of row groups; the parameters travel
-with the request) and merges the results in piece order, starting from zero
-statistics — the same fold the in-memory executor performs over the same blocks, so the result is
-bit-for-bit identical whatever the number of workers.
+(``dpstream.pipelines.execution.worker_stats.pieces_stats``, run by the worker's step server,
+``dpstream.pipelines.execution.step_servers``, or as a task where it has none; one round trip per
+worker whatever the number of row groups; the parameters travel with the request) and merges the
+results in piece order, starting from zero statistics — the same fold the in-memory executor performs
+over the same blocks, so the result is bit-for-bit identical whatever the number of workers.
 
 Each block is pinned to one worker (block index modulo the workers present, so neighbouring blocks of
 one step land on different workers), whose process keeps the last 4 decoded blocks and the parsed
-footers of its last 8 files (``dpstream.pipelines.lake.files.read_block``): consecutive steps read consecutive slices
+footers of its last 8 files (``dpstream.pipelines.lake.blocks.read_block``): consecutive steps read consecutive slices
 of the same blocks, so each block is read and decoded once, and a worker never holds more than a few
 blocks. After its share of a step, each worker decodes its blocks of the next step (the coordinator's
-``_prefetch_blocks``) on a background thread (``prefetch_in_background``).
+``_prefetch_blocks``) on a background thread (``worker_stats.prefetch_in_background``).
 
 Blocks are read only from the generation the manifest names, and each part is checked against its
-size and content identity when a worker first opens it (``dpstream.pipelines.lake.files.read_block``).
+size and content identity when a worker first opens it (``dpstream.pipelines.lake.blocks.read_block``).
 The workers are looked up every few seconds: a share whose worker left is run as a task on another
-(``dpstream.pipelines.execution.waiting``), and a cluster left without workers for ``worker_timeout`` seconds stops the run
+(``dpstream.pipelines.waiting``), and a cluster left without workers for ``worker_timeout`` seconds stops the run
 instead of hanging it.
 """
 
@@ -27,118 +27,25 @@ from __future__ import annotations
 
 import bisect
 import math
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from distributed import fire_and_forget
 
 from dpstream.algorithms.base import StepSpan
 from dpstream.models import BatchStats, Model, StatsRequest
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
 from dpstream.pipelines.execution.step_servers import StepServers, servers_suit
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
-from dpstream.pipelines.lake.files import LakeSpec, LruCache, PartCheck, read_block
+from dpstream.pipelines.execution.worker_stats import pieces_stats, warm_blocks
+from dpstream.pipelines.lake.blocks import PartCheck, read_block
 from dpstream.pipelines.shuffle.manifest import Manifest
+from dpstream.pipelines.waiting import gather_within, live_workers
 
-__all__ = ["DaskExecutor", "slice_stats", "pieces_stats", "warm_blocks", "lake_blocks", "with_user_offset"]
+__all__ = ["DaskExecutor", "lake_blocks", "with_user_offset"]
 
-# Per worker process, keyed by the shuffle's identity (``Manifest.row_order``) as well as the path: a
-# long-lived worker must never serve a block of an earlier shuffle written at the same path.
-_BLOCKS = LruCache(4)
-PREFETCH_BLOCKS = 2  # per worker and step: half the cache
+PREFETCH_BLOCKS = 2  # per worker and step: half of its cache (``worker_stats``)
 WORKERS_REFRESH_SECONDS = 5.0
-
-
-def _block_arrays(
-    path: str, group: int, spec: LakeSpec, lake: str = "", check: PartCheck | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    return _BLOCKS.get(
-        (lake, path, group), lambda: read_block(spec.filesystem()[0], path, spec, group, lake, check)
-    )
-
-
-def slice_stats(
-    path: str,
-    group: int,
-    spec: LakeSpec,
-    start: int,
-    stop: int,
-    model: Model,
-    request: StatsRequest,
-    role: str,
-    lake: str = "",
-    check: PartCheck | None = None,
-) -> BatchStats:
-    """Statistics of rows [start, stop) of one block of the shuffled lake (runs on a worker), or of a
-    user-level shuffle's people [start, stop) of the block (``spec.user_column``: each person's rows
-    combined, ``Model.block_stats(users=...)``); ``lake`` is the shuffle's identity (``Manifest.row_order``)
-    that keys the worker's caches, ``check`` what the part must be (its size and content identity in the
-    manifest)."""
-    X, y, *people = _block_arrays(path, group, spec, lake, check)
-    if not people:
-        return model.block_stats(X[start:stop], y[start:stop], request, role=role)
-    (users,) = people
-    first = int(users[0]) if users.size else 0  # a block's codes are consecutive: whole people, in order
-    lo, hi = np.searchsorted(users, [first + start, first + stop], side="left")
-    return model.block_stats(X[lo:hi], y[lo:hi], request, role=role, users=users[lo:hi])
-
-
-def warm_blocks(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str = "") -> int:
-    """Read and decode (path, row group, check) blocks into this worker's cache; returns how many (runs on
-    a worker)."""
-    for path, group, check in blocks:
-        _block_arrays(path, group, spec, lake, check)
-    return len(blocks)
-
-
-_PREFETCHER: ThreadPoolExecutor | None = None  # per worker process, started by its first prefetch
-_PREFETCH_LOCK = threading.Lock()
-_PREFETCHING: Future | None = None  # the last prefetch handed to it
-
-
-def _warm_quietly(blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str) -> None:
-    try:
-        warm_blocks(blocks, spec, lake)
-    except Exception:  # noqa: BLE001 - the step that needs the block reads it again and reports the error
-        pass
-
-
-def prefetch_in_background(
-    blocks: list[tuple[str, int, PartCheck | None]], spec: LakeSpec, lake: str
-) -> None:
-    """Decode ``blocks`` into this worker's cache on its one background prefetch thread (runs on a worker),
-    in place of a prefetch handed to it earlier that has not started (an older step's blocks)."""
-    global _PREFETCHER, _PREFETCHING
-    with _PREFETCH_LOCK:
-        if _PREFETCHER is None:
-            _PREFETCHER = ThreadPoolExecutor(1, thread_name_prefix="dpstream-prefetch")
-        if _PREFETCHING is not None:
-            _PREFETCHING.cancel()
-        _PREFETCHING = _PREFETCHER.submit(_warm_quietly, blocks, spec, lake)
-
-
-def pieces_stats(
-    pieces: list[tuple[str, int, int, int, str, PartCheck | None]],
-    spec: LakeSpec,
-    model: Model,
-    request: StatsRequest,
-    lake: str = "",
-    prefetch: list[tuple[str, int, PartCheck | None]] | None = None,
-) -> list[BatchStats]:
-    """``slice_stats`` for each (path, row group, first row, end row, role, check) piece, in the given
-    order (one worker's share of a step, one task); then, on one background thread of this worker
-    process, the decoding of the ``prefetch`` blocks (the next step's) into its cache, while the result
-    travels and the coordinator applies the step. A block the next task asks for while it is being
-    decoded is waited for, not decoded twice (``LruCache``); a failed prefetch is dropped, and the task
-    that needs the block reads it again and reports the error."""
-    stats = [
-        slice_stats(path, group, spec, lo, hi, model, request, role, lake, check)
-        for path, group, lo, hi, role, check in pieces
-    ]
-    if prefetch:
-        prefetch_in_background(prefetch, spec, lake)
-    return stats
 
 
 def lake_blocks(manifest: Manifest, storage_options: dict[str, Any] | None = None):
@@ -254,8 +161,6 @@ class DaskExecutor:
         """The prefetch of a worker with no piece of this step, by its server, or by a low-priority task
         (the others decode theirs at the end of their share of the step, with no call of its own: on 2
         cores the scheduler's and the client's cost per task was a third of the step's time)."""
-        from distributed import fire_and_forget
-
         if self.servers is not None and self.servers.warm(self.workers[worker], blocks):
             return
         fire_and_forget(

@@ -21,6 +21,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+import dask.config
+import yaml
+
 __all__ = [
     "RUNTIME_UID",
     "WORKER_SERVICE_ACCOUNT",
@@ -98,8 +101,6 @@ def _target_namespace(kwargs: Mapping[str, Any]) -> str | None:
     """The namespace KubeCluster will create the cluster in: its argument, the dask config, or (left
     out) the namespace of the pod this runs in; None where none of these says (e.g. a laptop's
     kubeconfig, whose current namespace KubeCluster asks the API for)."""
-    import dask.config
-
     namespace = dask.config.get("kubernetes.namespace", override_with=kwargs.get("namespace"))
     if namespace is None and os.path.exists(_IN_CLUSTER_NAMESPACE):
         with open(_IN_CLUSTER_NAMESPACE) as namespace_file:
@@ -116,8 +117,6 @@ def kube_cluster_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     ``custom_cluster_spec``; every argument given still passes through (KubeCluster keeps ``image``,
     ``env``, ... for ``add_worker_group`` and ``jupyter`` for its link). The pods run as the
     ``dpstream-worker`` account in the ``dpstream`` namespace, elsewhere as the namespace's default."""
-    import dask.config
-    import yaml
     from dask_kubernetes.operator import make_cluster_spec
 
     passed = dict(kwargs)

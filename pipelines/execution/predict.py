@@ -30,15 +30,20 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dpstream.export import ModelDocument
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
-from dpstream.pipelines.lake.files import STREAM_BUFFER_BYTES, LakeError, LakeSpec, SourceSpec, native_open
+from dpstream.locations import Protected, check_write_location
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.files import STREAM_BUFFER_BYTES, native_open
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.memory import release_after, sum_is_finite
 from dpstream.pipelines.preprocessing.range_map import map_rows_into
-from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec, convert_rows
+from dpstream.pipelines.preprocessing.rows import convert_rows
+from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec
 from dpstream.pipelines.shuffle.scatter_gather import column_compression
 from dpstream.pipelines.sources.protocol import (
     SourceVersion,
@@ -48,6 +53,9 @@ from dpstream.pipelines.sources.protocol import (
     pin,
     table_schema,
 )
+from dpstream.pipelines.sources.spec import SourceSpec
+from dpstream.pipelines.sources.table_options import delta_storage_options
+from dpstream.pipelines.waiting import gather_within
 from dpstream.storage import open_url, url_of, write_json_atomic
 
 __all__ = ["predict_lake", "check_predictions_location", "PredictSummary", "PREDICT_RECORD"]
@@ -101,8 +109,6 @@ def check_predictions_location(
 ) -> None:
     """Refuse (``LakeError``) predictions written into the scored lake, or into any data location (a lake,
     a shuffled lake, a ledger, a Delta table: ``dpstream.locations``), where they would join that data."""
-    from dpstream.locations import Protected, check_write_location
-
     try:
         check_write_location(
             out_url,
@@ -127,8 +133,6 @@ def score_file(
     """Score one input file into ``target_url`` batch by batch; returns its row count (a Dask task).
     ``listed``: the file as a table version lists it (its deleted rows are skipped, its partition
     columns added)."""
-    import numpy as np
-
     in_fs, in_path = open_url(source, source_options)
     out_fs, out_path = open_url(target_url, target_options)
     listed = listed or TableFile(in_path)
@@ -159,17 +163,7 @@ def score_file(
                 if batch.num_rows <= batch_rows
                 else np.empty((batch.num_rows, len(features)))
             )
-            # Straight into X where it can (bit for bit what convert_rows then the fill give), else those.
-            if direct is None or not map_rows_into(
-                [batch.column(name).to_numpy(zero_copy_only=False) for name in on_read.columns],
-                direct,
-                on_read.scale_range,
-                X,
-            ):
-                inputs = batch
-                if on_read is not None:
-                    inputs = convert_rows(batch, on_read, rows, in_path.rsplit("/", 1)[-1], with_label=False)
-                _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
+            _prepare_into(X, batch, features, on_read, direct, rows, in_path)
             if not sum_is_finite(X) and not np.all(np.isfinite(X)):
                 row = rows + int(np.argmax(~np.all(np.isfinite(X), axis=1)))
                 raise LakeError(
@@ -178,19 +172,7 @@ def score_file(
             scored = model.predict(X)
             table = pa.table({**{name: units(name, batch.column(name)) for name in keep}, **scored})
             if writer is None:
-                # Dictionary pages only for kept text columns (labels, segments): predictions and ids are
-                # nearly all distinct, and encoding them as dictionaries first cost 6.8 ms of 23 per batch.
-                textual = [
-                    f.name
-                    for f in table.schema
-                    if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-                ]
-                # Snappy only where it shrinks a column: predictions do not compress, and Snappy's pass
-                # over them made scoring a file of 1,000,000 rows × 16 take 1.15-1.17× as long (one
-                # process, two interleaved runs of 7).
-                writer = pq.ParquetWriter(
-                    sink, table.schema, compression=column_compression(table), use_dictionary=textual or False
-                )
+                writer = _predictions_writer(sink, table)
             writer.write_table(table)
             rows += batch.num_rows
         if writer is None:  # an empty file still gets its (empty) output
@@ -200,12 +182,47 @@ def score_file(
     return rows
 
 
+def _prepare_into(
+    X: np.ndarray,
+    batch: pa.RecordBatch,
+    features: list[str],
+    on_read: ConvertSpec | None,
+    direct: list[tuple[float, float] | None] | None,
+    offset: int,
+    path: str,
+) -> None:
+    """The model's features of ``batch`` (its rows start at row ``offset`` of ``path``) into ``X``: prepared
+    straight into X where the preparation on read allows (``_direct_bounds``: bit for bit what
+    ``convert_rows`` then ``_fill_rows`` give), else through those."""
+    if direct is not None and map_rows_into(
+        [batch.column(name).to_numpy(zero_copy_only=False) for name in on_read.columns],
+        direct,
+        on_read.scale_range,
+        X,
+    ):
+        return
+    inputs = batch
+    if on_read is not None:
+        inputs = convert_rows(batch, on_read, offset, path.rsplit("/", 1)[-1], with_label=False)
+    _fill_rows(X, [inputs.column(name).to_numpy(zero_copy_only=False) for name in features])
+
+
+def _predictions_writer(sink: Any, table: pa.Table) -> pq.ParquetWriter:
+    """The Parquet writer of an output file whose first batch is ``table``."""
+    # Dictionary pages only for kept text columns (labels, segments): predictions and ids are nearly all
+    # distinct, and encoding them as dictionaries first cost 6.8 ms of 23 per batch.
+    textual = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+    # Snappy only where it shrinks a column: predictions do not compress, and Snappy's pass over them made
+    # scoring a file of 1,000,000 rows × 16 take 1.15-1.17× as long (one process, two interleaved runs of 7).
+    return pq.ParquetWriter(
+        sink, table.schema, compression=column_compression(table), use_dictionary=textual or False
+    )
+
+
 def _fill_rows(X: Any, columns: list[Any]) -> None:
     """X[:, j] = columns[j] for every column, cast as an assignment casts (``np.stack`` into X: 1.2 ms for
     65,536 rows × 16 float32 columns, against 1.9 for the same copy 4,096 rows at a time and 4.6 a whole
     column at a time, which crosses every cache line of the row-major X once per column)."""
-    import numpy as np
-
     np.stack(columns, axis=1, out=X, casting="unsafe")
 
 
@@ -267,11 +284,7 @@ def predict_lake(
     if out_format not in ("parquet", "delta"):
         raise LakeError(f"--format must be parquet or delta, got {out_format!r}")
     check_predictions_location(out_url, lake_url, options)
-    clashes = [name for name in keep if name in model.output_columns()]
-    if clashes:
-        raise LakeError(
-            f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
-        )
+    _check_kept_columns(model, keep)
     spec = LakeSpec(lake_url, model.features, model.label, options, source=source or SourceSpec())
     pinned = pin(spec)
     fs, listed = pinned.fs, pinned.files
@@ -295,19 +308,7 @@ def predict_lake(
         else:
             futures = [client.submit(release_after, score_file, *args, pure=False) for args in arguments]
             counts = gather_within(client, futures, worker_timeout=worker_timeout)
-        final, moved = [], []
-        try:
-            for part in parts:
-                destination = f"{root}/{part.rsplit('/', 1)[-1]}"
-                out_fs.mv(part, destination)
-                moved.append(destination)
-                final.append(url_of(out_fs, destination))
-            if out_format == "delta":
-                _commit_delta(out_url, options)
-        except BaseException:
-            for destination in moved:  # ours alone (the folder was empty): a failed commit leaves nothing
-                out_fs.rm(destination)
-            raise
+        final = _publish(out_fs, root, parts, out_url, options, out_format)
         write_json_atomic(
             out_fs,
             f"{root}/{PREDICT_RECORD}",
@@ -331,12 +332,40 @@ def predict_lake(
             out_fs.rm(root, recursive=True)
 
 
+def _check_kept_columns(model: ModelDocument, keep: tuple[str, ...]) -> None:
+    """Refuse a kept column named like one of the model's output columns."""
+    clashes = [name for name in keep if name in model.output_columns()]
+    if clashes:
+        raise LakeError(
+            f"--keep names {clashes[0]!r}, which is an output column; rename it in the lake or drop it"
+        )
+
+
+def _publish(
+    out_fs: Any, root: str, parts: list[str], out_url: str, options: dict[str, Any], out_format: str
+) -> list[str]:
+    """Move the finished ``parts`` from the staging folder into ``root`` (with ``out_format="delta"``, then
+    make them a Delta table: ``_commit_delta``); returns their URLs. A failure removes the parts it moved."""
+    final, moved = [], []
+    try:
+        for part in parts:
+            destination = f"{root}/{part.rsplit('/', 1)[-1]}"
+            out_fs.mv(part, destination)
+            moved.append(destination)
+            final.append(url_of(out_fs, destination))
+        if out_format == "delta":
+            _commit_delta(out_url, options)
+    except BaseException:
+        for destination in moved:  # ours alone (the folder was empty): a failed commit leaves nothing
+            out_fs.rm(destination)
+        raise
+    return final
+
+
 def _commit_delta(out_url: str, options: dict[str, Any]) -> None:
     """Make the folder of finished parts a Delta table: one commit (version 0) adds every part, so a reader
     sees no table, or all of it. The parts' footers give the statistics."""
     from deltalake import convert_to_deltalake
-
-    from dpstream.pipelines.sources.table_options import delta_storage_options
 
     convert_to_deltalake(
         out_url, mode="error", storage_options=delta_storage_options(out_url, options), name="predictions"

@@ -8,11 +8,11 @@ workers took 12.7 ms with a task each, against 1.7 ms with a call to an actor ea
 
 A ``StepServer`` lives on one worker and holds what every step shares (the lake's spec, the model, the
 shuffle's identity); a step sends it only its pieces and the request, and the call runs
-``executor.pieces_stats`` in the worker's process (same caches, same background prefetch).
+``worker_stats.pieces_stats`` in the worker's process (same caches, same background prefetch).
 
 Actors have no fault tolerance of their own, so ``StepServers`` never lets one decide a step's outcome:
 a call whose worker has left, whose connection failed, or which raised for any reason is dropped, and
-the executor runs that worker's share again as an ordinary task (``pipelines.waiting``: re-pinned when
+the executor runs that worker's share again as an ordinary task (``dpstream.pipelines.waiting``: re-pinned when
 its worker is gone, a bounded wait when there is none). The statistics are a pure function of the
 blocks and the request, so the step's result is identical bit for bit whichever path served it, and a
 data error (a changed part, a corrupt block) is raised by that task as before. The servers are invisible
@@ -26,10 +26,13 @@ import time
 from typing import Any
 
 import numpy as np
+from distributed import Actor
 
 from dpstream.models import BatchStats, Model, StatsRequest
-from dpstream.pipelines.execution.waiting import POLL_SECONDS, live_workers
-from dpstream.pipelines.lake.files import LakeSpec, PartCheck
+from dpstream.pipelines.execution.worker_stats import pieces_stats, prefetch_in_background
+from dpstream.pipelines.lake.blocks import PartCheck
+from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.waiting import POLL_SECONDS, live_workers
 
 __all__ = ["StepServer", "StepServers", "servers_suit"]
 
@@ -59,16 +62,12 @@ class StepServer:
         request: StatsRequest,
         prefetch: list[tuple[str, int, PartCheck | None]] | None,
     ) -> list[BatchStats]:
-        """``executor.pieces_stats`` of this worker's pieces of a step, then its prefetch of ``prefetch``."""
-        from dpstream.pipelines.execution.executor import pieces_stats
-
+        """``worker_stats.pieces_stats`` of this worker's pieces of a step, then its prefetch of ``prefetch``."""
         return pieces_stats(pieces, self.spec, self.model, request, self.lake, prefetch)
 
     def warm(self, blocks: list[tuple[str, int, PartCheck | None]]) -> None:
         """Decode ``blocks`` into this worker's cache on its background prefetch thread (the actor's own
         thread stays free for the next step's call); a failure is left to the step that reads them."""
-        from dpstream.pipelines.execution.executor import prefetch_in_background
-
         prefetch_in_background(blocks, self.spec, self.lake)
 
     def ping(self) -> None:
@@ -92,8 +91,6 @@ class StepServers:
         if worker is None or worker in self._refused:
             return None
         if worker not in self._servers:
-            from distributed import Actor  # imported on use: the CLI starts without Dask
-
             if worker not in live_workers(self.client):  # gone since the executor looked: no 30 s wait
                 return None
             future = self.client.submit(

@@ -33,10 +33,13 @@ import numpy as np
 
 from dpstream.algorithms.base import Plan
 from dpstream.models import Model, StatsRequest
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
 from dpstream.pipelines.execution.executor import with_user_offset
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT, gather_within, live_workers
-from dpstream.pipelines.lake.files import LakeSpec, PartCheck, read_block
+from dpstream.pipelines.execution.step_servers import StepServers, servers_suit
+from dpstream.pipelines.lake.blocks import PartCheck, read_block
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.shuffle.manifest import Manifest
+from dpstream.pipelines.waiting import gather_within, live_workers
 
 __all__ = ["prefetched_blocks", "choose_mode", "load_block", "DECODE_THREADS"]
 
@@ -130,8 +133,6 @@ def choose_mode(
 def _server_round_trip(client: Any, model: Model, samples: int) -> float | None:
     """The round trip of a call to a worker's step server (scatter-gather's path), or None, also where no
     worker is up yet (the probe task then brings an adaptive cluster's first worker)."""
-    from dpstream.pipelines.execution.step_servers import StepServers, servers_suit
-
     workers = live_workers(client)
     if not workers or not servers_suit(client):
         return None

@@ -14,9 +14,9 @@ from dpstream.checkpoint import CheckpointPolicy
 from dpstream.coordinator import FitResult, InMemoryExecutor, execute
 from dpstream.models import Model
 from dpstream.noise import NoiseKey
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
 from dpstream.pipelines.execution.executor import DaskExecutor
 from dpstream.pipelines.execution.streaming import choose_mode, prefetched_blocks
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT
 from dpstream.pipelines.shuffle.manifest import Manifest, verify_parts
 from dpstream.privacy import LakeLedger
 from dpstream.run_plan import RunPlan

@@ -1,2 +1,2 @@
-"""Lake files: listing, content identity and fingerprints, verified footers, and reading row ranges into
-aligned arrays."""
+"""Lakes: their description (``spec``: LakeSpec), their files (``files``: listing, stamps, content identity
+and fingerprints) and reading row ranges (``blocks``: verified footers, aligned arrays, the footer cache)."""

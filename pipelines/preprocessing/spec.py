@@ -2,8 +2,9 @@
 categories one-hot encoded, numeric columns clipped to public bounds and mapped onto ``scale_range``,
 a class label coded by its position in a public list, a constant intercept column.
 
-``ConvertSpec`` describes it and ``convert_rows`` applies it to one batch. Two callers: ``dpstream convert``
-writes a CSV's rows converted into a new Parquet lake (``dpstream.pipelines.preprocessing.convert``), and a lake read
+``ConvertSpec`` describes it and ``convert_rows`` (``dpstream.pipelines.preprocessing.rows``) applies it to one
+batch. Two callers: ``dpstream convert`` writes a CSV's rows converted into a new Parquet lake
+(``dpstream.pipelines.conversion.convert``), and a lake read
 with ``[preprocess]`` in the config (a Delta or Iceberg table, a Parquet folder in its own units) has its
 live rows converted as they are read (``ConvertSpec.for_reading``, ``LakeSpec.present``), so the table
 itself stays the data the ledger charges. Nothing here reads a value that is released: every constant is
@@ -18,17 +19,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.memory import pool_astype, pool_empty, sum_is_finite
-from dpstream.pipelines.preprocessing.range_map import map_range
 
 if TYPE_CHECKING:
-    from dpstream.pipelines.preprocessing.bounds import PrivateBoundsRequest
+    from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
-__all__ = ["ConvertSpec", "convert_rows", "require_columns", "prepared_feature_type", "INTERCEPT_COLUMN"]
+__all__ = ["ConvertSpec", "INTERCEPT_COLUMN"]
 
 INTERCEPT_COLUMN = "intercept"
 
@@ -56,7 +53,7 @@ class ConvertSpec:
     # ruins the model without an error. ``dpstream convert`` sets it.
     require_bounds: bool = False
     # Columns whose bounds are estimated privately from a sample of rows left out of the lake
-    # (dpstream.pipelines.preprocessing.bounds); the record then holds the released bounds and their guarantee.
+    # (dpstream.pipelines.preprocessing.private_bounds); the record then holds the released bounds and their guarantee.
     private_bounds: PrivateBoundsRequest | None = None
     # A categorical label's public class list: each label is written as its position 0..K−1 (the lake's
     # label contract for a K-class model); another value is refused, or its row dropped with
@@ -75,6 +72,12 @@ class ConvertSpec:
     on_read: bool = False
 
     def __post_init__(self) -> None:
+        self._check_policies()
+        self._check_column_roles()
+        self._check_scale()
+
+    def _check_policies(self) -> None:
+        """Refuse policies that contradict each other or the way the spec is applied."""
         if self.on_read and (
             self.missing != "impute" or self.unknown_category != "error" or self.private_bounds is not None
         ):
@@ -97,6 +100,9 @@ class ConvertSpec:
             raise LakeError(f"unknown_category must be 'error' or 'drop', got {self.unknown_category!r}")
         if not self.columns and not self.categorical:
             raise LakeError("select at least one feature column (columns) or categorical column")
+
+    def _check_column_roles(self) -> None:
+        """Refuse a column named in a role it cannot take, or in two roles that exclude each other."""
         for column, (low, high) in self.bounds.items():
             if column not in self.columns and column != self.label:
                 raise LakeError(
@@ -139,6 +145,10 @@ class ConvertSpec:
             raise LakeError(
                 f"the CSV already has a column {INTERCEPT_COLUMN!r}; rename it or leave out the intercept"
             )
+
+    def _check_scale(self) -> None:
+        """Refuse a numeric column with no public scale (with ``require_bounds``), an empty or infinite
+        ``scale_range``, and a categorical column without its public categories."""
         missing = self.unbounded_columns()
         if self.require_bounds and missing:
             template = " ".join(f"{column}=LOW,HIGH" for column in missing)
@@ -254,252 +264,3 @@ class ConvertSpec:
                 target_high - target_low
             )
         return values
-
-
-def convert_rows(
-    batch: pa.RecordBatch | pa.Table,
-    spec: ConvertSpec,
-    offset: int,
-    source: str,
-    positions: np.ndarray | None = None,
-    *,
-    with_label: bool = True,
-) -> pa.Table:
-    """The batch's rows converted by ``spec``; ``positions`` are the CSV data rows of a filtered batch
-    (errors name them), else the rows are ``offset``, ``offset + 1``, ... (with the row's line in the CSV
-    file, unless ``spec.on_read``: rows of a Parquet file, whose errors name the config's keys).
-    ``with_label=False``: rows to score, which have no label (neither read nor written)."""
-    csv_lines = not spec.on_read
-
-    def row_of(row: int) -> str:
-        """A data row as a user finds it: 0-based among the data rows (and its line in a CSV file)."""
-        data_row = int(positions[row]) if positions is not None else offset + row
-        return f"{data_row} (line {data_row + 2} of the file)" if csv_lines else str(data_row)
-
-    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-    label = [spec.label] if with_label else []
-    require_columns(
-        source, [*spec.columns, *spec.categorical, *label, *spec.passthrough], table.column_names, csv_lines
-    )
-    keep = np.ones(table.num_rows, dtype=bool)
-    numeric: dict[str, np.ndarray] = {}
-    # Features stored in float32 (or narrower) are prepared in float32: the mapped value is within one
-    # float32 rounding of the exact one, as the stored value itself was, and the prepared lake (shuffle
-    # pieces, parts, every decode of training) is half the bytes. Wider sources stay float64.
-    feature_dtype = prepared_feature_type(
-        [table.column(name).type for name in spec.columns]
-    ).to_pandas_dtype()
-    if spec.on_read:
-        _refuse_missing(table, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of)
-    if spec.label_classes and with_label:
-        numeric[spec.label], known = _class_positions(
-            table.column(spec.label), spec.label_classes, codes=spec.on_read
-        )
-        _drop_or_refuse(
-            known,
-            keep,
-            spec,
-            lambda row: (
-                f"{source}: row {row_of(row)} of the label {spec.label!r} is "
-                f"{table.column(spec.label)[row].as_py()!r}, not one of the public classes "
-                f"{list(spec.label_classes)}; "
-                + (
-                    "add it to model.classes"
-                    if spec.on_read
-                    else "add it to --label-classes or pass --unknown-category drop"
-                )
-            ),
-        )
-    for column in list(spec.columns) + ([] if spec.label_classes else label):
-        values = table.column(column)
-        if not (
-            pa.types.is_integer(values.type)
-            or pa.types.is_floating(values.type)
-            or pa.types.is_decimal(values.type)
-            or pa.types.is_null(values.type)
-        ):
-            raise LakeError(
-                f"{source}: column {column!r} is not numeric (type {values.type}, e.g. {values[0].as_py()!r}); "
-                "drop it from the selection or encode it as categorical"
-            )
-        if pa.types.is_float32(values.type) or pa.types.is_float64(values.type):
-            # As stored (nulls as NaN): the range map widens each value itself, and a float64 copy of the
-            # column first was a pass of its own over every batch validation, the shuffle and scoring read.
-            array = values.to_numpy(zero_copy_only=False)
-        else:
-            array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
-        if not sum_is_finite(array):
-            infinite = np.isinf(array)
-            if spec.on_read and infinite.any():
-                row = int(np.argmax(infinite))
-                raise LakeError(
-                    f"{source}: row {row_of(row)} of column {column!r} is {array[row]}: no range makes it a value; fix or "
-                    "delete the row through the table"
-                )
-            nulls = np.isnan(array)
-            if nulls.any():
-                if column == spec.label and spec.on_read:
-                    raise LakeError(
-                        f"{source}: row {row_of(int(np.argmax(nulls)))} of the label {column!r} is missing: a row "
-                        "without a label cannot be trained on; delete it through the table (or fill in its label)"
-                    )
-                if spec.missing == "drop" or column == spec.label:
-                    keep &= ~nulls
-                elif column in spec.impute_values:
-                    # A NumPy float64, not a Python float: beside a float32 column a Python float is a
-                    # weak scalar, rounded to float32 before the map (0.1 would become 0.10000000149).
-                    array = np.where(nulls, np.float64(spec.impute_values[column]), array)
-                else:
-                    raise LakeError(
-                        f"{source}: column {column!r} has a missing value at row {row_of(int(np.argmax(nulls)))} and "
-                        + (
-                            f"no imputation constant; give a public one in preprocess.impute ({column} = VALUE)"
-                            if spec.on_read
-                            else "no imputation constant; pass --impute COLUMN=VALUE (a public value) or --missing drop"
-                        )
-                    )
-        # Each feature in its stored width at once: a whole file's float64 copies would otherwise be
-        # held together (a 1,000,000-row file of 16 float32 features: 128 MB beside its 64).
-        width = np.float64 if column == spec.label else feature_dtype
-        if column in spec.bounds:
-            array = map_range(array, spec.bounds[column], spec.scale_range, width)
-        numeric[column] = pool_astype(array, width)
-    onehot: dict[str, np.ndarray] = {}
-    for column, categories in spec.categorical.items():
-        values = table.column(column)
-        codes = _category_positions(values, categories)
-        known = codes >= 0
-        _drop_or_refuse(
-            known,
-            keep,
-            spec,
-            lambda row, column=column, values=values, categories=categories: (
-                f"{source}: row {row_of(row)} of "
-                f"column {column!r} has category {values[row].as_py()!r} not in the public list {list(categories)}"
-                + (
-                    " (the column holds numbers and the list text: write the values without quotes)"
-                    if not isinstance(values[row].as_py(), str)
-                    and all(isinstance(value, str) for value in categories)
-                    else ""
-                )
-                + (
-                    # Scoring: the list is the trained model's, so adding to it means training again.
-                    "; the model knows only these categories: score rows whose value is among them, or "
-                    f"train again with it added to preprocess.categories.{column}"
-                    if not with_label and spec.on_read
-                    else "; add it "
-                    + (
-                        f"to preprocess.categories.{column}"
-                        if spec.on_read
-                        else "to the list or pass --unknown-category drop"
-                    )
-                )
-            ),
-        )
-        for index, value in enumerate(categories):
-            onehot[f"{column}={value}"] = (codes == index).astype(feature_dtype)
-    every_row = bool(keep.all())
-    columns = {name: numeric[name] if every_row else numeric[name][keep] for name in spec.columns}
-    columns.update({name: array if every_row else array[keep] for name, array in onehot.items()})
-    if spec.intercept:
-        intercept = pool_empty(int(keep.sum()), feature_dtype)
-        intercept.fill(1)
-        columns[INTERCEPT_COLUMN] = intercept
-    if with_label:
-        columns[spec.label] = numeric[spec.label] if every_row else numeric[spec.label][keep]
-    table_out = pa.table(columns)
-    if spec.label_classes and with_label:
-        table_out = table_out.set_column(
-            table_out.schema.get_field_index(spec.label),
-            spec.label,
-            pa.array(columns[spec.label], pa.int64()),
-        )
-    for column in spec.passthrough:
-        table_out = table_out.append_column(column, table.column(column).filter(pa.array(keep)))
-    return table_out
-
-
-def prepared_feature_type(column_types: list[pa.DataType]) -> pa.DataType:
-    """The type ``convert_rows`` gives the features prepared from raw numeric columns of these types:
-    float32 when every one fits (``_fits_float32``), else float64."""
-    return pa.float32() if all(_fits_float32(column_type) for column_type in column_types) else pa.float64()
-
-
-def _fits_float32(column_type: pa.DataType) -> bool:
-    """Whether every value of a column of this type is a float32 (floats of at most 32 bits, integers of
-    at most 16)."""
-    if pa.types.is_floating(column_type):
-        return column_type.bit_width <= 32
-    return pa.types.is_integer(column_type) and column_type.bit_width <= 16
-
-
-def _drop_or_refuse(known: np.ndarray, keep: np.ndarray, spec: ConvertSpec, message: Any) -> None:
-    """A value outside its public list: its row dropped (``unknown_category="drop"``, in place in ``keep``)
-    or a ``LakeError`` with ``message(row)`` for the first one."""
-    if known.all():
-        return
-    if spec.unknown_category != "drop":
-        raise LakeError(message(int(np.argmax(~known))))
-    keep &= known
-
-
-def _category_positions(values: pa.ChunkedArray | pa.Array, categories: tuple[Any, ...]) -> np.ndarray:
-    """Each value's position in ``categories``, −1 where it is in none (or null). A text column against a list
-    of text, or an integer column against integers, is matched in Arrow (``index_in``): the shuffle's hot
-    path, with no Python object per value; anything else value by value as Python compares them."""
-    kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
-    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
-    if (text and all(isinstance(value, str) for value in categories)) or (
-        pa.types.is_integer(kind) and all(type(value) is int for value in categories)
-    ):
-        value_set = pa.array(list(categories), type=pa.string() if text else pa.int64())
-        if not text:
-            values = pc.cast(values, pa.int64())
-        elif pa.types.is_dictionary(values.type):
-            values = pc.cast(values, pa.string())
-        found = pc.index_in(values, value_set=value_set)
-        return pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    python = np.asarray(values.to_pylist(), dtype=object)
-    positions = np.full(len(python), -1, dtype=np.int64)
-    for index, value in enumerate(categories):
-        positions[(positions < 0) & (python == value)] = index
-    return positions
-
-
-def _refuse_missing(table: pa.Table, columns: list[str], source: str, row_of: Any) -> None:
-    """A null in a column coded by a public list (a category, a class label) has no code and no constant to
-    impute it with: refused, naming its row."""
-    for column in columns:
-        nulls = table.column(column).is_null().to_numpy(zero_copy_only=False)
-        if nulls.any():
-            raise LakeError(
-                f"{source}: row {row_of(int(np.argmax(nulls)))} of column {column!r} is missing (null); fill it in or "
-                "delete the row through the table"
-            )
-
-
-def _class_positions(
-    values: pa.ChunkedArray | pa.Array, classes: tuple[str, ...], codes: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """(each label's position in ``classes``, −1 where unknown or missing; which are known). Labels are
-    compared as text, so a CSV column of 0/1 numbers and the class list "0,1" agree; with ``codes`` (a
-    table read with [preprocess]) an integer column already holds the positions 0..K−1 of ``classes``."""
-    if codes and pa.types.is_integer(values.type):
-        positions = pc.fill_null(values, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        known = (positions >= 0) & (positions < len(classes))
-        return np.where(known, positions, -1), known
-    text = pc.cast(values, pa.string()) if not pa.types.is_string(values.type) else values
-    positions = pc.index_in(text, value_set=pa.array(list(classes), pa.string())).to_numpy(
-        zero_copy_only=False
-    )
-    positions = np.where(np.isnan(positions.astype(np.float64)), -1, positions).astype(np.int64)
-    return positions, positions >= 0
-
-
-def require_columns(source: str, needed: list[str], present: list[str], csv: bool = True) -> None:
-    missing = [column for column in needed if column not in present]
-    if missing:
-        where = "the CSV" if csv else "the file"
-        raise LakeError(
-            f"{source}: column {missing[0]!r} is not in {where} (columns: {', '.join(present)}); fix the column selection"
-        )

@@ -32,7 +32,7 @@ import secrets
 import time
 from typing import Any
 
-from dpstream.pipelines.lake.files import LakeError
+from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.shuffle.manifest import GENERATION_NAME, PART_NAME, Manifest
 from dpstream.pipelines.validation.cache import CACHE_FOLDER
 from dpstream.storage import check_exclusive_create, open_url, read_json, write_json_atomic

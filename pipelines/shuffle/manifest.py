@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import base64
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
-from dpstream.pipelines.lake.files import (
-    LakeError,
-    LakeSpec,
-    PartCheck,
-    footer_bytes,
-    footer_identity,
-    read_verified_footer,
-    shown_part,
-)
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.blocks import PartCheck, footer_bytes, footer_identity, read_verified_footer
+from dpstream.pipelines.lake.files import shown_part
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.shuffle.unit import ShuffleUnit
 from dpstream.pipelines.shuffle.unit import count as _count
 from dpstream.pipelines.sources.protocol import SourceVersion
@@ -272,41 +268,43 @@ class Manifest:
             )
         except (KeyError, TypeError, ValueError) as error:
             raise bad(f"{type(error).__name__}: {error}") from None
-        if not GENERATION_NAME.match(manifest.generation):
-            raise bad(f"generation {manifest.generation!r} is not a generation folder name")
-        names = [part.name for part in parts]
-        for part in parts:
+        reason = manifest._inconsistency()
+        if reason is not None:
+            raise bad(reason)
+        return manifest
+
+    def _inconsistency(self) -> str | None:
+        """Why the manifest's records disagree with one another (a generation or part name of another form,
+        a part without a content identity or listed twice, row groups, people or row counts that do not add
+        up), or None."""
+        if not GENERATION_NAME.match(self.generation):
+            return f"generation {self.generation!r} is not a generation folder name"
+        for part in self.parts:
             if not PART_NAME.match(part.name):
-                raise bad(f"part name {part.name!r} is not part-NNNNN.parquet")
+                return f"part name {part.name!r} is not part-NNNNN.parquet"
             if not _IDENTITY.match(part.identity):
-                raise bad(f"{part.name} has no content identity")
+                return f"{part.name} has no content identity"
             if sum(part.row_groups) != part.rows or part.rows == 0:
-                raise bad(f"{part.name}'s row groups hold {sum(part.row_groups)} rows, not {part.rows}")
+                return f"{part.name}'s row groups hold {sum(part.row_groups)} rows, not {part.rows}"
+        names = [part.name for part in self.parts]
         repeated = sorted({name for name in names if names.count(name) > 1})
-        identities = [part.identity for part in parts]
+        identities = [part.identity for part in self.parts]
         if repeated or len(set(identities)) != len(identities):
-            raise bad(f"a part is listed twice ({', '.join(repeated) or 'the same content under two names'})")
-        if user_level and len(parts) > manifest.unit.outputs:
-            raise bad(f"{len(parts)} parts for a layout of {manifest.unit.outputs} outputs")
-        for part in parts if user_level else ():
+            return f"a part is listed twice ({', '.join(repeated) or 'the same content under two names'})"
+        user_level = self.is_user_level
+        if user_level and len(self.parts) > self.unit.outputs:
+            return f"{len(self.parts)} parts for a layout of {self.unit.outputs} outputs"
+        for part in self.parts if user_level else ():
             if (
                 len(part.users) != len(part.row_groups)
                 or min(part.users, default=0) < 1
                 or any(users > rows for users, rows in zip(part.users, part.row_groups, strict=True))
             ):
-                raise bad(
-                    f"{part.name} lists people {list(part.users)} for row groups {list(part.row_groups)}"
-                )
+                return f"{part.name} lists people {list(part.users)} for row groups {list(part.row_groups)}"
         # Contribution bounding keeps at most every row of the source; a row shuffle keeps each exactly once.
-        if (
-            (manifest.num_rows > manifest.source_rows)
-            if user_level
-            else (manifest.num_rows != manifest.source_rows)
-        ):
-            raise bad(
-                f"its parts hold {manifest.num_rows:,} rows but the source held {manifest.source_rows:,}"
-            )
-        return manifest
+        if (self.num_rows > self.source_rows) if user_level else (self.num_rows != self.source_rows):
+            return f"its parts hold {self.num_rows:,} rows but the source held {self.source_rows:,}"
+        return None
 
 
 def verify_parts(manifest: Manifest, storage_options: dict[str, Any] | None = None) -> None:
@@ -314,8 +312,6 @@ def verify_parts(manifest: Manifest, storage_options: dict[str, Any] | None = No
     charges anything; ``LakeError`` names the first bad part in training order (missing, changed, foreign,
     truncated). The footers are read by ``VERIFY_THREADS`` threads: on object storage each is two small
     ranged GETs, and a lake of many parts should not wait for them one by one."""
-    from concurrent.futures import ThreadPoolExecutor
-
     arguments = list(zip(manifest.paths(storage_options), manifest.parts, strict=True))
     with ThreadPoolExecutor(VERIFY_THREADS) as pool:
         futures = [

@@ -1,15 +1,8 @@
 """Shuffle once: a uniform random permutation of the whole lake into M balanced Parquet files.
 
-Two bounded-memory passes, each task holding one file:
-
-1. *Scatter*: output file j gets exactly c_j = ⌊N/M⌋ or ⌈N/M⌉ rows. Input file i sends n_ij rows to
-   output j, with (n_i1..n_iM) drawn from the multivariate hypergeometric distribution over the
-   capacities left after files 1..i−1; the rows of file i are permuted and cut into those slices,
-   written as one scratch file (``dpstream.pipelines.shuffle.scatter_gather``).
-2. *Gather*: output j concatenates its slice of every scratch file and permutes them.
-
-Assigning rows to output slots this way and permuting within files yields a uniformly random
-permutation with exactly balanced files. Under the user privacy unit (``users=``) the two passes route
+Two bounded-memory passes, each task holding one file: a *scatter* that permutes each source file and
+cuts it into a slice per output, and a *gather* that concatenates and permutes each output's slices
+(``dpstream.pipelines.shuffle.rows``). Under the user privacy unit (``users=``) the two passes route
 and bound people instead (``dpstream.pipelines.shuffle.users``): at most k rows per person, a person's
 rows in one row group, person codes in place of ids. The randomness comes from OS entropy and is not stored: the
 shuffle serves utility (i.i.d. batches), and privacy holds for any order.
@@ -28,7 +21,7 @@ recorded source files are not the validated source's is refused, as is one whose
 another id rule); anything else is refused with the fix (``reshuffle=True`` shuffles a new generation).
 The output location must be new, empty, or hold dpstream shuffles; an output that equals, contains or
 lies inside the source lake (or another protected location, such as the folder of the pipeline config)
-is refused before anything is written.
+is refused before anything is written (``dpstream.pipelines.shuffle.location``).
 """
 
 from __future__ import annotations
@@ -41,42 +34,28 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT
-from dpstream.pipelines.lake.files import (
-    LakeError,
-    LakeFile,
-    LakeSpec,
-)
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.shuffle.generations import SCRATCH, GenerationStore
-from dpstream.pipelines.shuffle.manifest import USER_CODE_COLUMN, Manifest, Part, verify_parts
+from dpstream.pipelines.shuffle.location import check_output_location
+from dpstream.pipelines.shuffle.manifest import USER_CODE_COLUMN, Manifest, verify_parts
 from dpstream.pipelines.shuffle.reuse import layout
 from dpstream.pipelines.shuffle.reuse import reading as _reading
 from dpstream.pipelines.shuffle.reuse import refusal as _refusal
-from dpstream.pipelines.shuffle.scatter_gather import (
-    Slices,
-    output_slices,
-    read_slices,
-    read_validated,
-    release_slices,
-    run_tasks,
-    scatter_arguments,
-    write_part,
-    write_scratch,
-    written_part,
-)
+from dpstream.pipelines.shuffle.rows import shuffle_rows
+from dpstream.pipelines.shuffle.scatter_gather import ROW_GROUP_ROWS, run_tasks
 from dpstream.pipelines.shuffle.users import UserBounding, shuffle_users
 from dpstream.pipelines.validation.validate import LakeSummary, validate_lake
-from dpstream.storage import open_url, overlap, url_of
+from dpstream.storage import url_of
 
 __all__ = [
     "Manifest",
     "shuffle_once",
     "read_manifest",
     "prune_shuffles",
-    "check_output_location",
     "layout",
     "automatic_rows_per_file",
 ]
@@ -120,88 +99,6 @@ def prune_shuffles(
     return store.prune(pinned, now)
 
 
-ROW_GROUP_ROWS = 65_536
-
-
-def _scatter(
-    source: str,
-    file: LakeFile,
-    spec: LakeSpec,
-    width: int,
-    folder_url: str,
-    out_options: dict,
-    index: int,
-    counts: np.ndarray,
-    seed: int,
-) -> np.ndarray:
-    """Permute source file ``index`` and write its scratch file, a slice per output, under the generation
-    folder; returns where each slice ends (``write_scratch``).
-    The file is read only if it is still the one validated (``file.stamp``: a file swapped after
-    validation is refused, never shuffled into a generation). On a local disk or S3 the stamp pins the
-    bytes read, so its values are not scanned again (16-30 ms a 200,000-row file, measured); on other
-    filesystems they are."""
-    table, _ = read_validated(source, file, spec, width)
-    table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    return write_scratch(folder_url, out_options, index, table, counts)
-
-
-def _gather(
-    folder_url: str, out_options: dict, target: int, seed: int, expected_rows: int, slices: Slices
-) -> Part:
-    """Concatenate and permute output ``target``'s slices of the scratch files into its part, then free
-    them; refuses a part that would not hold exactly ``expected_rows`` rows."""
-    fs, root = open_url(folder_url, out_options)
-    path = f"{root}/part-{target:05d}.parquet"
-    if fs.exists(path):
-        # A retried task (its worker died after writing the part, before or while freeing its slices):
-        # the part was written atomically, so it is whole; its row count is checked like a new one's.
-        part = written_part(fs, path)
-        if part.rows == expected_rows:
-            release_slices(fs, root, slices)
-            return part
-    table = read_slices(fs, root, slices)
-    if table is None or table.num_rows != expected_rows:
-        raise LakeError(
-            f"part-{target:05d}.parquet would hold {0 if table is None else table.num_rows:,} rows, not the "
-            f"{expected_rows:,} its layout "
-            "assigned: a scatter slice is missing or repeated (another process wrote into this shuffle's folder?). "
-            "Nothing was committed; shuffle again"
-        )
-    table = table.take(np.random.default_rng(seed).permutation(table.num_rows))
-    try:
-        part = write_part(fs, path, table, ROW_GROUP_ROWS)
-    except FileExistsError:  # a second run of this task (Dask ran it twice) wrote it first: the same rows
-        part = written_part(fs, path)
-        if part.rows != expected_rows:
-            raise
-    release_slices(fs, root, slices)
-    return part
-
-
-def check_output_location(out_url: str, source_url: str, protected: tuple[str, ...] = ()) -> None:
-    """Refuse an output that equals, contains or lies inside the source lake, or equals or contains a
-    protected location (the pipeline config's folder): shuffling there could overwrite or delete them."""
-    relation = overlap(out_url, source_url)
-    if relation is not None:
-        where = {
-            "equal": "is the source lake",
-            "inside": "lies inside the source lake",
-            "contains": "contains the source lake",
-        }[relation]
-        raise LakeError(
-            f"lake.shuffled_url {out_url} {where} {source_url}; the source is never written to: "
-            "point lake.shuffled_url at a new folder outside the lake"
-        )
-    for folder in protected:
-        relation = overlap(out_url, folder)
-        if relation in ("equal", "contains"):
-            raise LakeError(
-                f"lake.shuffled_url {out_url} {'is' if relation == 'equal' else 'contains'} the folder {folder} "
-                "(the pipeline config's folder); point lake.shuffled_url at a new folder of its own, e.g. "
-                "'shuffled' beside the config"
-            )
-
-
 def shuffle_once(
     spec: LakeSpec,
     out_url: str,
@@ -227,7 +124,7 @@ def shuffle_once(
     lake's ledger under ``charge_id`` (once per generation: ``max-rows`` and the generation's name).
 
     ``out_url`` must not overlap the source lake, nor equal or contain any ``protected`` location
-    (``check_output_location``); a non-empty ``out_url`` must hold dpstream shuffles only.
+    (``location.check_output_location``); a non-empty ``out_url`` must hold dpstream shuffles only.
 
     ``on_progress(phase, rows)`` is called as each input file is scattered (``"scatter"``) and each
     output file gathered (``"gather"``), with that file's rows; each phase moves ``num_rows`` rows.
@@ -240,27 +137,14 @@ def shuffle_once(
     committed generation and never shuffles: ``LakeError`` when it is gone or holds another version of
     the source.
     """
-    if rows_per_file is not None and rows_per_file < 1:
-        raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
-    if (users.user_column if users is not None else None) != spec.user_column:
-        raise LakeError(
-            f"the lake is read with user_column={spec.user_column!r} but bounded by "
-            f"{users.user_column if users is not None else None!r}: give both the same id column (or neither)"
-        )
+    _check_request(spec, rows_per_file, users)
     out_options = out_storage_options if out_storage_options is not None else spec.storage_options
     check_output_location(out_url, spec.url, protected)
     store = GenerationStore(out_url, out_options)
     store.check_usable(clear_legacy=reshuffle)
     summary = summary or validate_lake(spec, client=client, worker_timeout=worker_timeout)
     if generation is not None:
-        pinned = store.find(generation)
-        reason = _refusal(pinned, spec, summary, None, users, resuming=True)
-        if reason is not None:
-            raise LakeError(
-                f"the run resumes on shuffle generation {generation} of {out_url}, which {reason}: it cannot "
-                "resume (its remaining steps must read that shuffle of the same rows). Start a new run id"
-            )
-        return _reading(pinned, spec)
+        return _resumed(store, generation, spec, summary, users)
     current = store.current()
     if current is not None and not reshuffle:
         reason = _refusal(current, spec, summary, rows_per_file, users)
@@ -294,6 +178,33 @@ def shuffle_once(
         raise
 
 
+def _check_request(spec: LakeSpec, rows_per_file: int | None, users: UserBounding | None) -> None:
+    """Refuse a layout of fewer than one row per file, and a user bounding whose id column is not the one
+    the lake is read with."""
+    if rows_per_file is not None and rows_per_file < 1:
+        raise LakeError(f"rows_per_file must be a positive integer, got {rows_per_file!r}")
+    if (users.user_column if users is not None else None) != spec.user_column:
+        raise LakeError(
+            f"the lake is read with user_column={spec.user_column!r} but bounded by "
+            f"{users.user_column if users is not None else None!r}: give both the same id column (or neither)"
+        )
+
+
+def _resumed(
+    store: GenerationStore, generation: str, spec: LakeSpec, summary: LakeSummary, users: UserBounding | None
+) -> Manifest:
+    """The committed generation a resumed run pinned, read with ``spec``'s columns; ``LakeError`` when it is
+    gone or does not hold the validated source's rows as this run reads them."""
+    pinned = store.find(generation)
+    reason = _refusal(pinned, spec, summary, None, users, resuming=True)
+    if reason is not None:
+        raise LakeError(
+            f"the run resumes on shuffle generation {generation} of {store.url}, which {reason}: it cannot "
+            "resume (its remaining steps must read that shuffle of the same rows). Start a new run id"
+        )
+    return _reading(pinned, spec)
+
+
 def _shuffle_into(
     store: GenerationStore,
     generation: str,
@@ -320,7 +231,7 @@ def _shuffle_into(
 
     if users is None:
         parts, unit = (
-            _shuffle_rows(folder_url, store.storage_options, spec, summary, outputs, run, report),
+            shuffle_rows(folder_url, store.storage_options, spec, summary, outputs, run, report),
             None,
         )
     else:
@@ -367,46 +278,6 @@ def _shuffle_into(
         source_version=summary.version,
         preprocessing=None if spec.preprocess is None else spec.preprocess.record(),
     )
-
-
-def _shuffle_rows(
-    folder_url: str,
-    out_options: dict,
-    spec: LakeSpec,
-    summary: LakeSummary,
-    outputs: int,
-    run: Callable[[Callable, list[tuple], Callable[[int, Any], None]], list],
-    report: Callable[[str, int], None],
-) -> list[Part]:
-    """The row shuffle's two passes (module docstring) into ``outputs`` exactly balanced parts."""
-    num_rows = summary.num_rows
-    capacity = np.full(outputs, num_rows // outputs, dtype=np.int64)
-    capacity[: num_rows % outputs] += 1
-    entropy = np.random.SeedSequence(secrets.randbits(128))
-    allocation_rng, *seeds = entropy.spawn(1 + len(summary.files) + outputs)
-    allocator = np.random.default_rng(allocation_rng)
-    remaining, counts = capacity.copy(), []
-    for file in summary.files:
-        drawn = allocator.multivariate_hypergeometric(remaining, file.rows)
-        remaining -= drawn
-        counts.append(drawn)
-    scatter_args = scatter_arguments(
-        spec, summary, folder_url, out_options, lambda i: (counts[i], int(seeds[i].generate_state(1)[0]))
-    )
-    ends = run(_scatter, scatter_args, lambda index, _: report("scatter", summary.files[index].rows))
-    slices = output_slices(ends)
-    gather_args = [
-        (
-            folder_url,
-            out_options,
-            j,
-            int(seeds[len(summary.files) + j].generate_state(1)[0]),
-            int(capacity[j]),
-            slices[j],
-        )
-        for j in range(outputs)
-    ]
-    return run(_gather, gather_args, lambda _, part: report("gather", part.rows))
 
 
 def _commit(

@@ -21,7 +21,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from dpstream.person_ids import AS_STORED, id_rule
-from dpstream.pipelines.lake.files import LakeError, LakeSpec
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.shuffle.generations import COMMITS
 from dpstream.pipelines.shuffle.manifest import Manifest
 

@@ -26,21 +26,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.execution.waiting import completed_within
-from dpstream.pipelines.lake.files import (
-    LakeError,
-    LakeFile,
-    LakeSpec,
-    footer_bytes,
-    footer_identity,
-    open_unchanged,
-    pins_reads,
-)
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.blocks import footer_bytes, footer_identity
+from dpstream.pipelines.lake.files import LakeFile, open_unchanged, pins_reads
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.shuffle.generations import SCRATCH
 from dpstream.pipelines.shuffle.manifest import Part
-from dpstream.pipelines.sources.protocol import deleted_positions, live_table, stored_columns
-from dpstream.pipelines.validation.validate import check_user_ids, check_values
+from dpstream.pipelines.sources.deletes import deleted_positions
+from dpstream.pipelines.sources.protocol import live_table, stored_columns
+from dpstream.pipelines.validation.persons import check_user_ids
+from dpstream.pipelines.validation.values import check_values
+from dpstream.pipelines.waiting import completed_within
 from dpstream.storage import is_local, open_url, punch_hole, write_atomic
 
 __all__ = [
@@ -49,6 +46,7 @@ __all__ = [
     "output_slices",
     "read_slices",
     "release_slices",
+    "ROW_GROUP_ROWS",
     "write_part",
     "column_compression",
     "written_part",
@@ -179,6 +177,7 @@ def release_slices(fs: Any, root: str, slices: Slices) -> None:
 
 
 _WARNED = False
+ROW_GROUP_ROWS = 65_536  # a part's row groups hold at most this many rows (``write_part``): a block
 
 
 def write_part(

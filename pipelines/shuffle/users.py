@@ -1,6 +1,7 @@
 """Contribution bounding in the shuffle: the user privacy unit on a lake (``[privacy] unit = "user"``).
 
-The shuffle (``dpstream.pipelines.shuffle.once``) runs its two passes with three changes:
+The shuffle (``dpstream.pipelines.shuffle.once``) runs the row shuffle's two passes
+(``dpstream.pipelines.shuffle.rows``) with three changes:
 
 1. *Scatter* routes every row by a **keyed hash of its person's id** (a text id normalised first, so
    ``HEAVY`` and `` heavy`` are one person: ``dpstream.person_ids``; the rule is recorded in
@@ -45,7 +46,10 @@ import pyarrow.parquet as pq
 
 from dpstream.models.users import bound_contributions
 from dpstream.person_ids import id_rule, normalised_uniques
-from dpstream.pipelines.lake.files import LakeError, LakeFile, LakeSpec
+from dpstream.pipeline_constants import AUTO_MU
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.files import LakeFile
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.shuffle.manifest import USER_CODE_COLUMN, Part, ShuffleUnit
 from dpstream.pipelines.shuffle.scatter_gather import (
     Slices,
@@ -71,16 +75,11 @@ __all__ = [
     "gather_users",
     "user_row_groups",
     "shuffle_users",
-    "AUTO_MU",
     "AUTO_QUANTILE",
     "HashKey",
 ]
 
 _HASH_COLUMN = "__dpstream_user_hash"  # scratch files only
-# μ of the "auto" bound's release: 0.01 of μ² (a lifetime ε = 4 at δ = 1e-5 is μ ≈ 1.0). Noise std
-# √2/0.1 ≈ 14 people per bin: k lands on the true quantile's power of two for most draws from about 500
-# people (measured on Zipf and constant panels; `tests/pipelines/test_user_shuffle.py`).
-AUTO_MU = 0.1
 AUTO_QUANTILE = 0.9  # k keeps every row of about 90 % of the people
 BINS = 17  # k ≤ 2^16 rows: a person of more keeps 65,536 of them (fewer bins, less noise in the sum)
 

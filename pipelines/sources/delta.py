@@ -11,15 +11,16 @@ from urllib.parse import unquote
 import numpy as np
 import pyarrow as pa
 
+from dpstream.locations import register_data_marker
 from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.lake.files import LakeSpec
+from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.sources.deletes import encode_positions
 from dpstream.pipelines.sources.formats import SourceFormat, register
 from dpstream.pipelines.sources.protocol import (
     PinnedSource,
     SourceVersion,
     TableFile,
     as_of_datetime,
-    encode_positions,
     iso_time,
 )
 from dpstream.pipelines.sources.table_options import delta_storage_options
@@ -206,4 +207,14 @@ def _path(fs: Any, uri: str) -> str:
     return fs._strip_protocol(uri)
 
 
-register(SourceFormat("delta", detect=lambda fs, root: fs.isdir(f"{root}/_delta_log"), open=DeltaSource))
+register(
+    SourceFormat(
+        "delta",
+        detect=lambda fs, root: fs.isdir(f"{root}/_delta_log"),
+        open=DeltaSource,
+        described="a Delta Lake table (_delta_log/)",
+        marker="_delta_log",
+    )
+)
+# A folder holding a Delta log is a table: no run writes inside it (dpstream.locations.data_marker).
+register_data_marker("_delta_log", "a Delta table")

@@ -9,19 +9,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dpstream.pipelines.errors import LakeError
-from dpstream.pipelines.lake.files import LakeSpec
+from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.sources.deletes import encode_positions
 from dpstream.pipelines.sources.formats import SourceFormat, register
 from dpstream.pipelines.sources.protocol import (
     PinnedSource,
     SourceVersion,
     TableFile,
     as_of_datetime,
-    encode_positions,
     iso_time,
 )
 from dpstream.pipelines.sources.table_options import iceberg_properties
+from dpstream.storage import location
 
 __all__ = ["IcebergSource"]
 
@@ -135,9 +138,6 @@ _EQUALITY_REFUSAL = (
 
 def _iceberg_deletes(fs: Any, positional: dict[str, set[str]]) -> dict[str, np.ndarray]:
     """{data file URI: deleted positions} from the positional delete files (columns file_path, pos)."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     found: dict[str, list[np.ndarray]] = {}
     for delete_uri, data_uris in sorted(positional.items()):
         with fs.open(fs._strip_protocol(delete_uri), "rb") as handle:
@@ -175,8 +175,6 @@ def _newest_metadata(spec: LakeSpec) -> str:
 
 
 def _check_location(table: Any, url: str, name: str) -> None:
-    from dpstream.storage import location
-
     if location(table.location()) != location(url):
         raise LakeError(
             f"lake.table {name!r} lives at {table.location()}, not at lake.url {url}: set lake.url to the table's "
@@ -188,4 +186,13 @@ def _holds_iceberg(fs: Any, root: str) -> bool:
     return bool(fs.isdir(f"{root}/metadata") and fs.glob(f"{root}/metadata/*.metadata.json"))
 
 
-register(SourceFormat("iceberg", detect=_holds_iceberg, open=IcebergSource))
+register(
+    SourceFormat(
+        "iceberg",
+        detect=_holds_iceberg,
+        open=IcebergSource,
+        described="an Apache Iceberg table (metadata/*.metadata.json)",
+        marker="metadata",
+        marker_files="*.metadata.json",
+    )
+)

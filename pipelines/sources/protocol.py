@@ -5,10 +5,10 @@ that version's live files (``TableFile``: the path, the rows the format's metada
 it deletes inside the file, and the values of partition columns the file does not store). Three
 implementations:
 
-* ``ParquetFolder``: every ``*.parquet`` under the URL (``lake.list_lake``); it has no versions.
-* ``DeltaSource`` (``delta_source``): a Delta Lake table at one version, through ``deltalake`` (the version's add actions;
+* ``ParquetFolder``: every ``*.parquet`` under the URL (``lake.files.list_lake``); it has no versions.
+* ``DeltaSource`` (``sources.delta``): a Delta Lake table at one version, through ``deltalake`` (the version's add actions;
   deletion vectors from ``DeltaTable.deletion_vectors``; partition values from the log).
-* ``IcebergSource`` (``iceberg_source``): an Apache Iceberg table at one snapshot, through ``pyiceberg`` (a catalog from the
+* ``IcebergSource`` (``sources.iceberg``): an Apache Iceberg table at one snapshot, through ``pyiceberg`` (a catalog from the
   config, or the newest ``metadata/*.metadata.json`` under the URL; ``scan(snapshot_id=...).plan_files``;
   positional delete files applied; equality deletes and deletion-vector (Puffin) deletes refused).
 
@@ -22,7 +22,6 @@ the same version again (``LakeSpec.pinned``), and into the ledger entry, model.j
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -33,7 +32,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.lake.files import LakeError, LakeSpec, list_lake
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.files import list_lake
+from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.sources.deletes import deleted_positions
 from dpstream.pipelines.sources.formats import AUTO, PARQUET, declared_formats, source_format
 from dpstream.storage import is_local
 
@@ -47,7 +49,6 @@ __all__ = [
     "detect_format",
     "live_table",
     "stored_columns",
-    "deleted_positions",
     "check_field_ids",
 ]
 
@@ -130,35 +131,6 @@ class Source(Protocol):
     """A lake's data at one version: ``pin`` resolves the version asked for and lists its files."""
 
     def pin(self) -> PinnedSource: ...
-
-
-def encode_positions(positions: np.ndarray) -> bytes:
-    """Deleted positions as they travel with a file (sorted little-endian int64, compressed by Arrow's
-    zstd codec only when it shrinks them)."""
-    if positions.size == 0:
-        return b""
-    raw = np.unique(positions.astype(np.int64)).astype("<i8").tobytes()
-    packed = pa.compress(raw, codec="zstd", asbytes=True)
-    return b"Z" + len(raw).to_bytes(8, "little") + packed if len(packed) < len(raw) else b"R" + raw
-
-
-def deleted_positions(encoded: bytes) -> np.ndarray:
-    """The sorted row positions a file's ``deleted`` field deletes."""
-    if not encoded:
-        return np.zeros(0, np.int64)
-    if encoded[:1] == b"Z":
-        size = int.from_bytes(encoded[1:9], "little")
-        raw = pa.decompress(encoded[9:], decompressed_size=size, codec="zstd", asbytes=True)
-    else:
-        raw = encoded[1:]
-    return np.frombuffer(raw, dtype="<i8").astype(np.int64)
-
-
-def deletes_digest(encoded: bytes, constants: tuple[tuple[str, Any, pa.DataType], ...]) -> str:
-    """What a version does to a file beyond its bytes: its deleted positions and partition values."""
-    digest = hashlib.sha256(deleted_positions(encoded).astype("<i8").tobytes())
-    digest.update(repr(sorted(constants)).encode())
-    return digest.hexdigest()[:24]
 
 
 def stored_columns(columns: list[str], constants: tuple[tuple[str, Any, pa.DataType], ...]) -> list[str]:

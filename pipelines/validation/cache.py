@@ -18,8 +18,8 @@ credentials. Only strong stamps are trusted (``ValidationCache.strong``). Files
 of table versions with deletes, partition values or field ids are always checked again (their check
 depends on the version's metadata, not only on the file). A lost or unreadable cache only costs a
 full validation; writes are atomic, and two validations racing keep one writer's entries. Nothing is
-recorded where a shuffle could not write (``validation_cache``): a ``shuffled_url`` inside the source
-lake or holding files a shuffle did not write.
+recorded where a shuffle could not write (``dpstream.pipelines.shuffle.location.validation_cache``): a
+``shuffled_url`` inside the source lake or holding files a shuffle did not write.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from dpstream.pipelines.lake.files import LakeFile, LakeSpec, file_stamp
+from dpstream import __version__
+from dpstream.pipelines.lake.files import LakeFile, file_stamp
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.storage import open_url, read_json, write_json_atomic
 
-__all__ = ["ValidationCache", "CACHE_FOLDER", "validation_cache"]
+__all__ = ["ValidationCache", "CACHE_FOLDER"]
 
 CACHE_FOLDER = "_validated"
 # Part of every key: bump it whenever what a file's check finds can change (``validate.check_file``,
@@ -43,8 +45,6 @@ VALIDATION_RULES = 2  # 2: a file's check records its rows' digest and the ids t
 
 
 def _setting_key(spec: LakeSpec, labels: Any) -> str:
-    from dpstream import __version__
-
     setting = (
         VALIDATION_RULES,
         __version__,
@@ -92,7 +92,7 @@ class ValidationCache:
     def merged(self, fingerprint: str) -> tuple[int, int] | None:
         """The (people, spellings) the id rule merged in the lake of ``fingerprint`` (its files' content
         identities: ``lake.fingerprint``) as recorded, else None. Counting them reads every file's ids again
-        (``person_checks.count_merged_ids``); the count is a function of the lake's content and this
+        (``persons.count_merged_ids``); the count is a function of the lake's content and this
         setting (the key holds the id rule), so it is kept like the files' checks."""
         record = self._document().get("merged")
         if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
@@ -199,26 +199,3 @@ class ValidationCache:
             "digest": digest,
             "respelled": respelled,
         }
-
-
-def validation_cache(
-    shuffled_url: str,
-    spec: LakeSpec,
-    labels: Any,
-    storage_options: dict | None = None,
-    deferred: bool = False,
-) -> ValidationCache | None:
-    """The cache under ``shuffled_url``, or None where a shuffle would refuse to write (inside or around
-    the source lake, a folder holding other files): validation never writes where the shuffle may not."""
-    from dpstream.pipelines.lake.files import LakeError
-    from dpstream.pipelines.shuffle.generations import holds_only_shuffles
-    from dpstream.pipelines.shuffle.once import check_output_location
-
-    try:
-        check_output_location(shuffled_url, spec.url)
-        fs, root = open_url(shuffled_url, storage_options or {})
-        if not holds_only_shuffles(fs, root):  # nothing is created to find out
-            return None
-    except (LakeError, ValueError, OSError):
-        return None
-    return ValidationCache(shuffled_url, spec, labels, storage_options, deferred)

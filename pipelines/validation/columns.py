@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from dpstream.pipelines.lake.files import LakeError, LakeSpec
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.preprocessing.spec import ConvertSpec
+from dpstream.pipelines.validation.values import file_name
 
 __all__ = ["feature_width", "raw_width"]
-
-
-def _name(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
 
 
 def raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
@@ -32,7 +30,7 @@ def raw_width(schema: pa.Schema, preprocess: ConvertSpec, path: str) -> int:
                 if column == preprocess.label
                 else "list its public values in preprocess.categories (one-hot), or leave it out of lake.features"
             )
-            raise LakeError(f"{_name(path)}: column {column!r} has non-numeric type {kind}; {fix}")
+            raise LakeError(f"{file_name(path)}: column {column!r} has non-numeric type {kind}; {fix}")
     return len(preprocess.output_columns())
 
 
@@ -43,12 +41,12 @@ def feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
         copies = len(schema.get_all_field_indices(column))
         if copies > 1:
             raise LakeError(
-                f"{_name(path)}: column {column!r} appears {copies} times in the file's schema, so which one to read "
+                f"{file_name(path)}: column {column!r} appears {copies} times in the file's schema, so which one to read "
                 "is ambiguous; rewrite the file with distinct column names"
             )
         if copies == 0:
             raise LakeError(
-                f"{_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
+                f"{file_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
                 "fix the feature/label names in the config"
             )
     if spec.preprocess is not None:
@@ -56,26 +54,26 @@ def feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
     label_type = schema.field(spec.label).type
     if not (pa.types.is_integer(label_type) or pa.types.is_floating(label_type)):
         raise LakeError(
-            f"{_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number"
+            f"{file_name(path)}: label column {spec.label!r} has non-numeric type {label_type}; convert it to a number"
         )
     if isinstance(spec.features, str):
         feature_type = schema.field(spec.features).type
         if not pa.types.is_fixed_size_list(feature_type) and not pa.types.is_list(feature_type):
             raise LakeError(
-                f"{_name(path)}: feature column {spec.features!r} has type {feature_type}, not a list of numbers; "
+                f"{file_name(path)}: feature column {spec.features!r} has type {feature_type}, not a list of numbers; "
                 "use one fixed-size-list column or a list of numeric columns"
             )
         value_type = feature_type.value_type
         if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
             raise LakeError(
-                f"{_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers"
+                f"{file_name(path)}: feature column {spec.features!r} holds {value_type}, not numbers"
             )
         return feature_type.list_size if pa.types.is_fixed_size_list(feature_type) else -1
     for column in spec.features:
         column_type = schema.field(column).type
         if not (pa.types.is_integer(column_type) or pa.types.is_floating(column_type)):
             raise LakeError(
-                f"{_name(path)}: feature column {column!r} has non-numeric type {column_type}; drop it from the "
+                f"{file_name(path)}: feature column {column!r} has non-numeric type {column_type}; drop it from the "
                 "features or convert it (e.g. one-hot encode with `dpstream convert`)"
             )
     return len(spec.features)

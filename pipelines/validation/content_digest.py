@@ -32,7 +32,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dpstream.pipelines.lake.files import LakeError, LakeFile
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.files import LakeFile
 
 __all__ = ["RowsDigest", "column_hashes", "refuse_copies", "MIN_COPY_ROWS"]
 

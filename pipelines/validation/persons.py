@@ -20,10 +20,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpstream.person_ids import is_text, missing_ids, normalise_ids
-from dpstream.pipelines.execution.waiting import gather_within
-from dpstream.pipelines.lake.files import STREAM_BUFFER_BYTES, LakeError, LakeSpec, native_open
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.lake.files import STREAM_BUFFER_BYTES, native_open
+from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.sources.protocol import TableFile, live_batches
+from dpstream.pipelines.validation.values import file_name
+from dpstream.pipelines.waiting import gather_within
 from dpstream.storage import open_url
 
 if TYPE_CHECKING:
@@ -41,10 +44,6 @@ __all__ = [
 _BATCH_ROWS = 262_144
 
 
-def _name(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
-
-
 def check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
     """The user unit's id column is present once, of a type whose values name a person exactly."""
     column = spec.user_column
@@ -54,7 +53,7 @@ def check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
             "appears twice" if copies > 1 else f"is missing (columns present: {', '.join(schema.names)})"
         )
         raise LakeError(
-            f"{_name(path)}: privacy.user_column {column!r} {present}; name the column that identifies a person"
+            f"{file_name(path)}: privacy.user_column {column!r} {present}; name the column that identifies a person"
         )
     kind = schema.field(column).type
     if pa.types.is_dictionary(kind):
@@ -67,7 +66,7 @@ def check_user_column(schema: pa.Schema, spec: LakeSpec, path: str) -> None:
         or pa.types.is_fixed_size_binary(kind)
     ):
         raise LakeError(
-            f"{_name(path)}: privacy.user_column {column!r} has type {kind}; a person's id must be an integer or a "
+            f"{file_name(path)}: privacy.user_column {column!r} has type {kind}; a person's id must be an integer or a "
             "string (a float or a timestamp can name two people alike after rounding): cast it when writing the lake"
         )
 
@@ -91,7 +90,7 @@ def check_user_ids(values: Any, spec: LakeSpec, path: str, offset: int = 0) -> i
     if missing.any():
         row = offset + int(np.flatnonzero(missing)[0])
         raise LakeError(
-            f"{_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null or empty): an "
+            f"{file_name(path)}: row {row} of privacy.user_column {spec.user_column!r} is missing (null or empty): an "
             "id of only spaces or invisible characters names no one either. Every row needs its person's id (drop "
             "the row, or give it the id it belongs to)"
         )

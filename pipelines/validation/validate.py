@@ -14,22 +14,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dpstream.pipelines.execution.waiting import DEFAULT_WORKER_TIMEOUT, gather_within
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
+from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.lake.files import (
     STREAM_BUFFER_BYTES,
-    LakeError,
     LakeFile,
-    LakeSpec,
     file_identity,
     file_stamp,
     fingerprint,
     native_open,
 )
-from dpstream.pipelines.memory import release_after, sum_is_finite
-from dpstream.pipelines.preprocessing.spec import prepared_feature_type
+from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.memory import release_after
+from dpstream.pipelines.preprocessing.rows import prepared_feature_type
 from dpstream.pipelines.sources.protocol import (
     SourceVersion,
     TableFile,
@@ -43,18 +42,16 @@ from dpstream.pipelines.validation.cache import ValidationCache
 from dpstream.pipelines.validation.columns import feature_width
 from dpstream.pipelines.validation.content_digest import RowsDigest, refuse_copies
 from dpstream.pipelines.validation.persons import MergedIds, check_user_column, check_user_ids, merged_ids
+from dpstream.pipelines.validation.values import check_class_labels, check_values, file_name
+from dpstream.pipelines.waiting import gather_within
 from dpstream.storage import open_url
 
 if TYPE_CHECKING:
-    from dpstream.models.kinds import LabelContract
+    from dpstream.models.kinds.base import LabelContract
 
-__all__ = ["LakeSummary", "FileCheck", "check_file", "check_values", "check_user_ids", "validate_lake"]
+__all__ = ["LakeSummary", "FileCheck", "check_file", "presented_schema", "validate_lake"]
 
 SCAN_BATCH_ROWS = 65_536
-# A classifier's label contract (dpstream.models.kinds.LabelContract: two classes coded {0, 1} or
-# {−1, +1}, or the positions 0..K−1 of a public class list) is fixed in advance, so checking a lake
-# against it releases nothing beyond the refusal to the operator.
-_SHOWN_VALUES = 8
 
 
 @dataclass(frozen=True)
@@ -66,14 +63,14 @@ class LakeSummary:
     fingerprint: str
     stray_files: tuple[str, ...] = ()  # visible files without the .parquet suffix: not read, reported
     version: SourceVersion = SourceVersion()  # the table version validated (a Parquet folder has none)
-    # The user unit: the people whose id was stored in more than one spelling (``person_checks``).
+    # The user unit: the people whose id was stored in more than one spelling (``validation.persons``).
     merged_ids: MergedIds = MergedIds()
 
     def stray_note(self) -> str | None:
         """One line naming the files validation did not read, or None."""
         if not self.stray_files:
             return None
-        names = [_name(path) for path in self.stray_files]
+        names = [file_name(path) for path in self.stray_files]
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         return (
             f"{len(names)} file(s) in {self.spec.url} are not Parquet and are not read: {shown}; convert them "
@@ -92,10 +89,6 @@ class LakeSummary:
         return tuple(sorted({f.identity for f in self.files} | set(lineage)))
 
 
-def _name(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
-
-
 def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
     """The schema of the rows ``spec`` presents from files of the raw ``schema`` (itself, without
     preprocessing): float32 features where every raw numeric feature is a float32 or narrower, else
@@ -110,71 +103,6 @@ def presented_schema(schema: pa.Schema, spec: LakeSpec) -> pa.Schema:
     if spec.user_column is not None:
         fields.append(schema.field(spec.user_column))
     return pa.schema(fields)
-
-
-def _check_class_labels(
-    values: np.ndarray, seen: set[float], path: str, spec: LakeSpec, labels: LabelContract
-) -> None:
-    """Add the label values of a batch to ``seen``; refuse as soon as they fit none of the contract's
-    public label sets."""
-    seen.update(float(v) for v in np.unique(values)[: _SHOWN_VALUES + 1])
-    if not any(seen <= allowed for allowed in labels.allowed()):
-        shown = sorted(seen)[:_SHOWN_VALUES]
-        more = ", ..." if len(seen) > _SHOWN_VALUES else ""
-        raise LakeError(
-            f"{_name(path)}: label column {spec.label!r} holds the values {{{', '.join(f'{v:g}' for v in shown)}{more}}}, "
-            f"but this classifier needs {labels.describe()}; list the classes in model.classes (in the order of "
-            "their codes), recode the label column (`dpstream convert --label-classes A,B,C`), or use "
-            "model.kind = 'linear' for a continuous target"
-        )
-
-
-def check_values(
-    batch: pa.RecordBatch | pa.Table,
-    spec: LakeSpec,
-    path: str,
-    offset: int = 0,
-    width: int = -1,
-    labels_seen: set[float] | None = None,
-    labels: LabelContract | None = None,
-) -> int:
-    """Check the used columns of one batch of rows that start at row ``offset`` of ``path``: no null, NaN or
-    inf, every vector of the same length, and (``labels_seen`` given) the classifier's label contract ``labels``.
-    Returns the vector width (``width`` when known, else the first row's)."""
-    for column in spec.columns:
-        values = batch.column(column)
-        if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
-            lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
-            expected = width if width > 0 else int(lengths[0])
-            wrong = np.flatnonzero(lengths != expected)
-            if wrong.size:
-                row = offset + int(wrong[0])
-                raise LakeError(
-                    f"{_name(path)}: row {row} of column {column!r} has a vector of length "
-                    f"{int(lengths[wrong[0]])}, expected {expected}; every feature vector must have the same length"
-                )
-            width = expected
-            values = pc.list_flatten(values)
-            stride = expected
-        else:
-            stride = 1
-        if values.null_count:
-            row = offset + int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0]) // stride
-            raise LakeError(
-                f"{_name(path)}: row {row} of column {column!r} is missing (null); drop or impute it"
-            )
-        numbers = values.to_numpy(zero_copy_only=False)
-        if numbers.dtype.kind == "f" and not sum_is_finite(numbers):
-            bad = np.flatnonzero(~np.isfinite(numbers))
-            if bad.size:
-                row = offset + int(bad[0]) // stride
-                raise LakeError(
-                    f"{_name(path)}: row {row} of column {column!r} is {numbers[bad[0]]}; remove or impute "
-                    "non-finite values before training"
-                )
-        if labels_seen is not None and labels is not None and column == spec.label:
-            _check_class_labels(numbers, labels_seen, path, spec, labels)
-    return width
 
 
 def _scan(
@@ -206,9 +134,9 @@ def _scan(
 @dataclass(frozen=True)
 class FileCheck:
     """What checking one file found (``check_file``): its ``LakeFile``, schema, vector width and
-    label values (at most ``_SHOWN_VALUES`` + 1 of them), or the message of its first problem; the digest
+    label values (at most ``values.SHOWN_VALUES`` + 1 of them), or the message of its first problem; the digest
     of its rows (``content_digest``) and, under the user unit, non-zero when some stored id is not in its
-    normal form (``person_checks.check_user_ids``: the distinct ones, counted per batch)."""
+    normal form (``persons.check_user_ids``: the distinct ones, counted per batch)."""
 
     file: LakeFile | None = None
     schema: pa.Schema | None = None
@@ -237,21 +165,21 @@ def check_file(
                 schema, rows = plain_schema(parquet.schema_arrow), parquet.metadata.num_rows
         except PermissionError as error:
             raise LakeError(
-                f"{_name(path)} cannot be read here: {error}. Grant read access to whoever validates the lake (with "
+                f"{file_name(path)} cannot be read here: {error}. Grant read access to whoever validates the lake (with "
                 "[cluster] prepare_on = 'workers', the Dask workers' role; 'flow' validates in the flow's process)"
             ) from None
         except (pa.ArrowInvalid, OSError) as error:
             raise LakeError(
-                f"{_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
+                f"{file_name(path)} is corrupt or truncated ({error}); restore it from its source or remove it from the lake"
             ) from None
         if listed.rows is not None and rows != listed.rows:
             raise LakeError(
-                f"{_name(path)} holds {rows:,} rows, but the table's metadata records {listed.rows:,} for it: it is "
+                f"{file_name(path)} holds {rows:,} rows, but the table's metadata records {listed.rows:,} for it: it is "
                 "not the file the table's version lists (replaced outside the table); repair the table"
             )
         if rows == 0 and listed.rows is None:
-            raise LakeError(f"{_name(path)} is an empty file (0 rows); remove it from the lake")
-        check_field_ids(schema, listed, spec.read_columns, _name(path))
+            raise LakeError(f"{file_name(path)} is an empty file (0 rows); remove it from the lake")
+        check_field_ids(schema, listed, spec.read_columns, file_name(path))
         schema = table_schema(schema, listed, spec.read_columns)
         width = feature_width(schema, spec, path)
         if spec.user_column is not None:
@@ -263,7 +191,7 @@ def check_file(
         file = LakeFile(path, live, int(fs.size(path)), identity, stamp, listed.deleted, listed.constants)
         if file_stamp(fs, path) != stamp:
             raise LakeError(
-                f"{_name(path)} changed while it was being validated; run again once nothing writes to the lake"
+                f"{file_name(path)} changed while it was being validated; run again once nothing writes to the lake"
             )
     except LakeError as error:
         return FileCheck(error=str(error))
@@ -343,8 +271,8 @@ def validate_lake(
     its public label sets ({0, 1} or {−1, +1} for two classes, 0..K−1 for K). Two files with the
     same content identity, or the same rows however encoded (``content_digest``), are refused (their
     records would be used twice). Under the user unit, the people whose id is stored in more than one
-    spelling are counted (``LakeSummary.merged_ids``; ``person_checks``). On a cluster left without
-    workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.execution.waiting.NoWorkersError``).
+    spelling are counted (``LakeSummary.merged_ids``; ``validation.persons``). On a cluster left without
+    workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``).
     ``cache`` (``ValidationCache``): files unchanged since their check was recorded are not read again."""
     pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
@@ -353,7 +281,7 @@ def validate_lake(
         found = (
             " (it is a table's log or metadata folder: point lake.url at the table, the folder that holds it)"
             if inside
-            else f" (it holds {len(stray)} other file(s), e.g. {_name(stray[0])}: convert CSV with `dpstream convert`)"
+            else f" (it holds {len(stray)} other file(s), e.g. {file_name(stray[0])}: convert CSV with `dpstream convert`)"
             if stray
             else ""
         )
@@ -405,13 +333,13 @@ def _compare_files(
             before, now = first.schema.field(column).type, check.schema.field(column).type
             if before != now:
                 raise LakeError(
-                    f"schema drift: column {column!r} is {now} in {_name(path)} but {before} in "
-                    f"{_name(paths[0])}; rewrite the files with one schema"
+                    f"schema drift: column {column!r} is {now} in {file_name(path)} but {before} in "
+                    f"{file_name(paths[0])}; rewrite the files with one schema"
                 )
         if check.width != first.width:
             raise LakeError(
-                f"{_name(path)}: row 0 of column {spec.features!r} has a vector of length {check.width}, expected "
+                f"{file_name(path)}: row 0 of column {spec.features!r} has a vector of length {check.width}, expected "
                 f"{first.width}; every feature vector must have the same length"
             )
         if labels is not None and labels.allowed():
-            _check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
+            check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)

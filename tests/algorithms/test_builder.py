@@ -5,6 +5,7 @@ import pytest
 from dpstream.algorithms import DPSGD, AdaSSP
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
 from dpstream.estimators import DPLinearRegression
+from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.planning import build_algorithm as build_for_config
 from dpstream.flows.config.pipeline import PipelineConfig
 from dpstream.models import KANModel, LinearRegressionModel, LogisticRegressionModel, model_kind
@@ -51,7 +52,7 @@ def test_config_and_estimator_build_the_same_algorithm(settings):
         **{k: v for k, v in settings.items() if k != "name"},
     )
     from_estimator = estimator._build_algorithm(LinearRegressionModel(), ROWS, DIM, estimator.epsilon)
-    assert build_for_config(config(**settings), ROWS, DIM) == from_estimator
+    assert build_for_config(RunInputs.of(config(**settings)), ROWS, DIM) == from_estimator
 
 
 def test_defaults_resolved_in_one_place():
@@ -94,11 +95,13 @@ def test_a_parameter_the_algorithm_ignores_is_refused():
     ):
         DPLinearRegression(algorithm="dpsgd", noise="nu", correlation=0.3).fit(*_data())
     with pytest.raises(ValueError, match=r"^stat_bound is not used by algorithm 'dpsgd'"):
-        build_for_config(config(name="dpsgd", stat_bound=10.0), ROWS, DIM)
+        build_for_config(RunInputs.of(config(name="dpsgd", stat_bound=10.0)), ROWS, DIM)
     # Set to its default value, a parameter counts as not given; used ones pass.
     assert DPLinearRegression(clip_norm=1.0).fit(*_data()).algorithm_ == "ssp"
     assert (
-        build_for_config(config(name="dpsgd", noise="lambda", correlation=0.3), ROWS, DIM).noise.correlation
+        build_for_config(
+            RunInputs.of(config(name="dpsgd", noise="lambda", correlation=0.3)), ROWS, DIM
+        ).noise.correlation
         == 0.3
     )
     with pytest.raises(ValueError, match="given names colour, which are not hyperparameters"):

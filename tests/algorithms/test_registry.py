@@ -1,16 +1,30 @@
 """An algorithm is one module plus one registry entry: a toy algorithm registered here is built by the
-builder, accepted by the pipeline config and named in refusals, without touching any other code."""
+builder, accepted by the pipeline config and named in refusals, checkpointed, trained under the user
+unit and audited, without touching any other code; once withdrawn, none of it is accepted."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import pytest
 
 from dpstream.algorithms import DPSGD
 from dpstream.algorithms.builder import AlgorithmSpec, build_algorithm
-from dpstream.algorithms.registry import AlgorithmDeclaration, algorithm_names, register, unregister
-from dpstream.flows.config.pipeline import ConfigError, load_config
-from dpstream.models import LinearRegressionModel
+from dpstream.algorithms.registry import (
+    AlgorithmDeclaration,
+    UserLevel,
+    algorithm_names,
+    register,
+    unregister,
+)
+from dpstream.algorithms.user_level import check_user_level, user_level_algorithms, user_level_unsupported
+from dpstream.audit import audit_choices, audited_algorithms
+from dpstream.flows.assembly.loading import load_config
+from dpstream.flows.config.file import ConfigError
+from dpstream.models import LinearRegressionModel, MultinomialLogisticModel
 from dpstream.noise import make_noise_process
+from dpstream.state_codec import StateFormatError, decode, encode
 
 
 def _plain_sgd(spec, model, num_rows: int, learning_rate: float) -> DPSGD:
@@ -26,11 +40,32 @@ def _plain_sgd(spec, model, num_rows: int, learning_rate: float) -> DPSGD:
     )
 
 
+@dataclass(frozen=True)
+class PlainState:
+    """The toy's own checkpointed state type."""
+
+    step: int
+    params: np.ndarray
+
+
+def _audited_plain_sgd(epsilon: float, delta: float, relation: str, noise: None) -> DPSGD:
+    return DPSGD(epsilon, delta, clip_norm=1.0, learning_rate=0.5, batch_size=100, relation=relation)
+
+
+TOY = AlgorithmDeclaration(
+    "plain-sgd",
+    uses=("clip_norm", "learning_rate", "batch_size"),
+    build=_plain_sgd,
+    title="plain DP-SGD",
+    state_types=(PlainState,),
+    user_level=UserLevel(),
+    audited=_audited_plain_sgd,
+)
+
+
 @pytest.fixture()
 def toy():
-    register(
-        AlgorithmDeclaration("plain-sgd", uses=("clip_norm", "learning_rate", "batch_size"), build=_plain_sgd)
-    )
+    register(TOY)
     try:
         yield "plain-sgd"
     finally:
@@ -81,3 +116,34 @@ def test_a_name_is_declared_once():
         register(AlgorithmDeclaration("dpsgd", uses=(), build=_plain_sgd))
     with pytest.raises(ValueError, match="already declared"):
         register(AlgorithmDeclaration("auto", uses=(), build=_plain_sgd))
+
+
+def test_a_registered_algorithm_is_checkpointed_trained_per_person_and_audited(toy):
+    state = PlainState(3, np.arange(4.0))
+    tree, arrays = encode({"state": state})
+    restored = decode(tree, arrays)["state"]
+    assert restored.step == 3 and restored.params.tobytes() == state.params.tobytes()
+    # Trained under the user unit on a model that combines a person's gradient, and named in the refusal.
+    assert toy in user_level_algorithms()
+    check_user_level(toy, LinearRegressionModel())
+    with pytest.raises(ValueError, match=r"^user-level DP \(groups.*plain DP-SGD \('plain-sgd'\)"):
+        check_user_level(toy, MultinomialLogisticModel(num_classes=3))
+    assert audit_choices()[-1] == toy
+    audited = audited_algorithms(1.0, 1e-5)[toy]
+    assert isinstance(audited, DPSGD) and audited.batch_size == 100
+
+
+def test_a_withdrawn_algorithm_is_no_longer_accepted():
+    register(TOY)
+    try:
+        tree, arrays = encode(PlainState(0, np.zeros(2)))
+    finally:
+        unregister(TOY.name)
+    with pytest.raises(StateFormatError, match="does not know"):  # only declared types are rebuilt
+        decode(tree, arrays)
+    with pytest.raises(StateFormatError, match="not a declared state type"):
+        encode(PlainState(0, np.zeros(2)))
+    assert TOY.name not in audit_choices() and TOY.name not in user_level_algorithms()
+    assert "plain-sgd" not in user_level_unsupported()
+    with pytest.raises(ValueError, match=r"^user-level DP \(groups"):
+        check_user_level(TOY.name, LinearRegressionModel())

@@ -227,7 +227,7 @@ def test_moments_request_needs_bounds_and_gradient_stats_are_refused():
 
 def test_the_solve_projects_the_noisy_matrix_onto_psd_and_floors_it():
     """Negative eigenvalues of the noisy XᵀX are set to 0 before the ridge; the sum is floored at σ_G."""
-    from dpstream.algorithms.ssp import _ridge_solve
+    from dpstream.algorithms.ssp_solve import ridge_solve as _ridge_solve
 
     rotation = np.linalg.qr(np.random.default_rng(7).standard_normal((3, 3)))[0]
     matrix = rotation @ np.diag([-5.0, 0.1, 4.0]) @ rotation.T

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from dpstream.flows.cli.main import _refuse
 from dpstream.flows.cli.support import EXIT_BAD_INPUT, EXIT_OTHER, Place, run_places
+from dpstream.flows.cli.support import refuse as _refuse
 from tests.flows.test_release_safety import write_config
 from tests.pipelines.conftest import local_put, write_lake
 

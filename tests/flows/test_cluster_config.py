@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from dpstream.flows.config.pipeline import ClusterConfig
+from dpstream.flows.assembly.cluster import check_cluster, preparation_client, run_client
+from dpstream.flows.config.cluster import ClusterConfig
 from tests.flows import cluster_probe
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import local_put, write_lake
@@ -16,7 +17,9 @@ LOCAL = {"n_workers": 1, "threads_per_worker": 1, "processes": True, "dashboard_
 
 
 def section(text: str) -> ClusterConfig:
-    return ClusterConfig(**tomllib.loads(text)["cluster"])
+    config = ClusterConfig(**tomllib.loads(text)["cluster"])
+    check_cluster(config)  # the class, checked as the config loads
+    return config
 
 
 def test_a_cluster_class_section_parses_and_bad_ones_name_the_fix():
@@ -43,7 +46,7 @@ def test_spec_cluster_from_a_config_runs_work_and_is_closed():
         '[cluster.kwargs.scheduler]\ncls = "distributed.Scheduler"\noptions = { dashboard_address = ":0" }\n'
         '[cluster.kwargs.workers.w0]\ncls = "distributed.Nanny"\noptions = { nthreads = 1 }\n'
     )
-    with config.client() as client:
+    with run_client(config) as client:
         assert client.submit(sum, [1, 2, 3]).result() == 6
         assert len(client.scheduler_info()["workers"]) == 1
         cluster = client.cluster
@@ -58,7 +61,7 @@ def test_where_validation_and_the_shuffle_run():
     ).prepares_on_workers  # workers may read only the shuffle
     assert section(f'[cluster]\nclass = "{PROBE}"\nprepare_on = "workers"').prepares_on_workers
     assert not section('[cluster]\nprepare_on = "flow"').prepares_on_workers
-    with section('[cluster]\nprepare_on = "flow"').preparation_client() as client:
+    with preparation_client(section('[cluster]\nprepare_on = "flow"')) as client:
         assert client is None  # no cluster started
     with pytest.raises(ValueError, match="prepare_on"):
         section('[cluster]\nprepare_on = "driver"')

@@ -2,7 +2,8 @@
 
 import pytest
 
-from dpstream.flows.config.pipeline import ConfigError, load_config
+from dpstream.flows.assembly.loading import load_config, load_inputs
+from dpstream.flows.config.file import ConfigError
 
 GOOD = """
 [lake]
@@ -314,7 +315,7 @@ def test_types_are_strict_and_absurd_budgets_are_refused(tmp_path, edit, match):
 
 
 def test_training_split_exists_for_every_lake_that_validates(tmp_path):
-    config = load_config(write(tmp_path, GOOD))  # GOOD sets no rows_per_file: the automatic layout
+    config = load_inputs(write(tmp_path, GOOD))  # GOOD sets no rows_per_file: the automatic layout
     assert config.rows_per_file(1000) == 200 and config.training_split(1000) == (5, 800, 200)
     assert config.rows_per_file(10**7) == 250_000 and config.training_split(10**7) == (
         40,
@@ -324,7 +325,7 @@ def test_training_split_exists_for_every_lake_that_validates(tmp_path):
     assert config.training_split(2) == (2, 1, 1)
     with pytest.raises(ConfigError, match="a lake needs at least 2 rows"):
         config.training_split(1)
-    explicit = load_config(write(tmp_path, GOOD.replace('label = "y"', 'label = "y"\nrows_per_file = 1000')))
+    explicit = load_inputs(write(tmp_path, GOOD.replace('label = "y"', 'label = "y"\nrows_per_file = 1000')))
     with pytest.raises(
         ConfigError,
         match=r"lake.rows_per_file: 1,000 rows at 1,000 rows per file make one shuffled file.*at most 500",
@@ -350,17 +351,18 @@ def test_the_whole_checkpoint_section_reaches_the_policy(tmp_path):
 
 
 def test_the_privacy_unit_section(tmp_path):
-    config = load_config(write(tmp_path, GOOD + '\n[privacy]\nunit = "user"\nuser_column = "customer"\n'))
+    inputs = load_inputs(write(tmp_path, GOOD + '\n[privacy]\nunit = "user"\nuser_column = "customer"\n'))
+    config = inputs.config
     assert config.is_user_level and config.privacy.max_rows_per_user == "auto"
     assert (
-        config.privacy_unit(8)
+        inputs.bounded_unit(8)
         .describe()
         .startswith("one user: every row of one value of 'customer' (at most 8")
     )
-    assert config.privacy_unit().ledger_unit == "user:customer"
-    assert config.lake_spec().user_column == "customer" and config.user_bounding().is_auto
-    rows = load_config(write(tmp_path, GOOD))
-    assert rows.privacy_unit().ledger_unit == "row" and rows.user_bounding() is None
+    assert inputs.unit.ledger_unit == "user:customer"
+    assert inputs.lake.user_column == "customer" and inputs.users.is_auto
+    rows = load_inputs(write(tmp_path, GOOD))
+    assert rows.unit.ledger_unit == "row" and rows.users is None
 
 
 def test_the_storage_outage_window_reaches_the_checkpoints_and_the_ledger(tmp_path):
@@ -370,8 +372,8 @@ def test_the_storage_outage_window_reaches_the_checkpoints_and_the_ledger(tmp_pa
     ledger = tmp_path / "ledger"
     text = GOOD.replace('"/data/ledger"', f'"{ledger}"')
     assert load_config(write(tmp_path, text)).storage.outage_seconds == DEFAULT_OUTAGE_SECONDS == 600
-    config = load_config(write(tmp_path, text + "\n[storage]\noutage_seconds = 42\n"))
-    assert checkpoint_policy(config, str(tmp_path / "ckpt")).outage.window_seconds == 42
-    assert source_ledger(config, "lake-1", ("md5:1",)).outage.window_seconds == 42
+    inputs = load_inputs(write(tmp_path, text + "\n[storage]\noutage_seconds = 42\n"))
+    assert checkpoint_policy(inputs.config, str(tmp_path / "ckpt")).outage.window_seconds == 42
+    assert source_ledger(inputs, "lake-1", ("md5:1",)).outage.window_seconds == 42
     with pytest.raises(ConfigError, match="storage.outage_seconds"):
         load_config(write(tmp_path, text + "\n[storage]\noutage_seconds = -1\n"))

@@ -97,7 +97,7 @@ def interrupted_line(tmp_path: Path, status: str | None, checkpoint: bool, ledge
     none, the ledger at ``ledger`` (default: a folder of ``tmp_path``)."""
     from types import SimpleNamespace
 
-    from dpstream.flows.cli.support import stopped_run_message
+    from dpstream.flows.cli.run_state import stopped_run_message
 
     root = tmp_path / "ledger"
     if status is not None:

@@ -24,14 +24,16 @@ def _calls(path: Path) -> set[str]:
 
 
 def test_only_prepare_calls_the_data_plane_validation_and_shuffle():
+    flows = ROOT / "flows"
     callers = {
-        path.name
-        for path in (ROOT / "flows").glob("*.py")
+        path.relative_to(flows).as_posix()
+        for path in flows.rglob("*.py")
         if {"validate_lake", "shuffle_once"} & _calls(path)
     }
-    assert callers == {"prepare.py"}
-    for entry_point in ("cli.py", "flows.py"):
-        assert {"validate", "shuffle"} <= _calls(ROOT / "flows" / entry_point), entry_point
+    assert callers == {"assembly/prepare.py"}
+    for entry_point in ("cli/shuffle.py", "flows.py"):
+        assert {"validate", "shuffle"} <= _calls(flows / entry_point), entry_point
+    assert "validate" in _calls(flows / "cli" / "validate.py")
 
 
 def test_validate_and_shuffle_commands_warn_as_the_flow_does(tmp_path):

@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dpstream.flows.config.pipeline import load_config
+from dpstream.flows.assembly.inputs import RunInputs
+from dpstream.flows.assembly.loading import load_config, load_inputs
 
 TOML = """
 [lake]
@@ -119,7 +120,7 @@ def test_validate_reads_the_raw_columns_and_presents_the_prepared_rows(tmp_path,
     from dpstream.pipelines import validate_lake
 
     config = load_config(str(write_config(tmp_path, table)))
-    spec = config.lake_spec()
+    spec = RunInputs.of(config).lake
     assert spec.features == (
         "income",
         "age",
@@ -150,10 +151,10 @@ def test_a_value_the_preprocessing_cannot_prepare_is_refused_naming_the_row_and_
     files_before = sorted(DeltaTable(table).file_uris())
     with pytest.raises(ValueError, match=r"column 'income' has a missing value at row 4 and no imputation constant; "
                        r"give a public one in preprocess.impute \(income = VALUE\)"):  # fmt: skip
-        validate_lake(config.lake_spec())
+        validate_lake(RunInputs.of(config).lake)
     path = write_config(tmp_path, table)
     path.write_text(path.read_text() + "\n[preprocess.impute]\nincome = 50000\n")
-    assert validate_lake(load_config(str(path)).lake_spec()).num_rows == 2010  # imputed, every row kept
+    assert validate_lake(load_inputs(str(path)).lake).num_rows == 2010  # imputed, every row kept
 
     unknown = people(5, seed=2).to_pydict()
     unknown["region"][2] = "middle"
@@ -162,13 +163,13 @@ def test_a_value_the_preprocessing_cannot_prepare_is_refused_naming_the_row_and_
         r"row 2 of column 'region' has category 'middle'.*add it to preprocess.categories.region"
     )
     with pytest.raises(ValueError, match=unknown_message):
-        validate_lake(load_config(str(path)).lake_spec())
+        validate_lake(load_inputs(str(path)).lake)
     no_label = people(5, seed=3).to_pydict()
     no_label["price"][1] = None
     DeltaTable(table).delete("region = 'middle'")  # version 3
     write_deltalake(table, pa.table(no_label), mode="append")  # version 4
     with pytest.raises(ValueError, match=r"row 1 of the label 'price' is missing: a row without a label"):
-        validate_lake(load_config(str(path)).lake_spec())
+        validate_lake(load_inputs(str(path)).lake)
     assert DeltaTable(table).version() == 4 and set(files_before) <= set(DeltaTable(table).file_uris())
 
 
@@ -182,7 +183,7 @@ def test_a_string_label_is_coded_by_model_classes(tmp_path, table):
         'features = ["income", "age", "region"]', 'features = ["income", "age", "region", "price"]'
     )
     path.write_text(base.replace("[preprocess.bounds]", "[preprocess.bounds]\nprice = [0, 1000000]"))
-    spec = load_config(str(path)).lake_spec()
+    spec = load_inputs(str(path)).lake
     summary = validate_lake(spec, labels=load_config(str(path)).label_contract)
     codes = spec.present(DeltaTable(table).to_pyarrow_table(), "sales").column("tier").to_numpy()
     assert summary.schema.field("tier").type == pa.int64() and set(codes) == {0, 1}
@@ -191,7 +192,7 @@ def test_a_string_label_is_coded_by_model_classes(tmp_path, table):
         r"label 'tier' is 'high', not one of the public classes \['low', 'mid'\]; add it to model.classes"
     )
     with pytest.raises(ValueError, match=refused):
-        validate_lake(load_config(str(path)).lake_spec(), labels=load_config(str(path)).label_contract)
+        validate_lake(load_inputs(str(path)).lake, labels=load_config(str(path)).label_contract)
 
 
 def test_columns_with_no_place_in_the_preprocessing_are_refused_when_the_config_loads(tmp_path, table):
@@ -235,7 +236,7 @@ def test_a_lake_written_by_convert_is_not_prepared_twice(tmp_path, table):
 
     (Path(table) / "_convert.json").write_text(json.dumps({"format": "dpstream-convert/1"}))
     with pytest.raises(ValueError, match=r"written by `dpstream convert` .*remove \[preprocess\]"):
-        validate(load_config(str(write_config(tmp_path, table))))
+        validate(load_inputs(str(write_config(tmp_path, table))))
 
 
 def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_codes(tmp_path):
@@ -245,14 +246,14 @@ def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_co
     rows["income"][3] = float("inf")
     write_deltalake(str(tmp_path / "inf"), pa.table(rows))
     with pytest.raises(ValueError, match=r"row 3 of column 'income' is inf: no range makes it a value"):
-        validate_lake(load_config(str(write_config(tmp_path, str(tmp_path / "inf")))).lake_spec())
+        validate_lake(load_inputs(str(write_config(tmp_path, str(tmp_path / "inf")))).lake)
     rows = people(20).to_pydict()
     rows["region"][5] = None
     write_deltalake(str(tmp_path / "null"), pa.table(rows))
     with pytest.raises(
         ValueError, match=r"row 5 of column 'region' is missing \(null\); fill it in or delete"
     ):
-        validate_lake(load_config(str(write_config(tmp_path, str(tmp_path / "null")))).lake_spec())
+        validate_lake(load_inputs(str(write_config(tmp_path, str(tmp_path / "null")))).lake)
     rows = people(40).to_pydict()
     rows["tier"] = [index % 3 for index in range(40)]  # a label already coded 0..K−1
     rows["customer"] = [f"c{index % 7}" for index in range(40)]  # deltalake stores string_view
@@ -264,7 +265,7 @@ def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_co
         path.read_text().replace("[budget]", '[privacy]\nunit = "user"\nuser_column = "customer"\n\n[budget]')
     )
     config = load_config(str(path))
-    summary = validate_lake(config.lake_spec(), labels=config.label_contract)
+    summary = validate_lake(RunInputs.of(config).lake, labels=config.label_contract)
     assert summary.num_rows == 40 and summary.schema.field("customer").type == pa.string()
 
 
@@ -302,4 +303,4 @@ def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_
     # Other public ranges are another preprocessing: the shuffle of these rows is not reused for it.
     config_path.write_text(config_path.read_text().replace("carat = [0.2, 5.01]", "carat = [0.0, 6.0]"))
     with pytest.raises(ValueError, match=r"preprocessed otherwise \(\[preprocess\] changed"):
-        shuffle_once(load_config(str(config_path)).lake_spec(), config.lake.shuffled_url)
+        shuffle_once(load_inputs(str(config_path)).lake, config.lake.shuffled_url)

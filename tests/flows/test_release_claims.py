@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dpstream.flows.assembly.locations import RELEASE_CLAIM, RunLocations, claim_run_folders
-from dpstream.flows.config.pipeline import ConfigError
+from dpstream.flows.config.file import ConfigError
 from tests.flows.test_release_safety import dpstream
 from tests.pipelines.conftest import DIM, local_put, make_table
 

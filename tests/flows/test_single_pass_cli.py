@@ -121,17 +121,18 @@ def wait_for_step(folder: Path, run_id: str, step: int, process, timeout: float 
 def replay(config_path: Path, run_id: str, generation: str):
     """The run's model recomputed in process from its checkpoint's key on the given generation, from the
     run plan the flow builds (``plan_run``)."""
+    from dpstream.flows.assembly.loading import load_inputs
     from dpstream.flows.assembly.planning import plan_run
-    from dpstream.flows.config.pipeline import load_config
-    from dpstream.pipelines.preprocessing.convert import read_convert_record
+    from dpstream.pipelines.conversion.convert import read_convert_record
 
-    config = load_config(config_path)
+    inputs = load_inputs(config_path)
+    config = inputs.config
     store = CheckpointStore(CheckpointPolicy(config.checkpoint.url))
     key = store.load(run_id).key
     manifest = read_manifest(config.lake.shuffled_url, generation=generation)
     training, _ = manifest.split_last_file()
     record = read_convert_record(config.lake.url, config.lake.storage_options)
-    plan = plan_run(config, training, None, record)
+    plan = plan_run(inputs, training, None, record)
     return execute(
         plan,
         InMemoryExecutor(plan.model, lake_blocks(training)),

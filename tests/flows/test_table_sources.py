@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from dpstream.flows.config.pipeline import load_config
+from dpstream.flows.assembly.loading import load_config, load_inputs
 from dpstream.privacy import Ledger
 from tests.flows.test_flows import write_config
 from tests.pipelines.conftest import make_table
@@ -37,7 +37,7 @@ def test_a_run_on_a_delta_table_records_its_version_and_a_resume_reads_it_again(
     config_path = write_config(tmp_path, table)
     units = [
         w
-        for w in validate(load_config(str(config_path))).warnings
+        for w in validate(load_inputs(str(config_path))).warnings
         if "not written by `dpstream convert`" in w
     ]
     assert units and "add [preprocess] to the config" in units[0]  # raw units: warned
@@ -48,13 +48,14 @@ def test_a_run_on_a_delta_table_records_its_version_and_a_resume_reads_it_again(
     assert model["source"]["table_id"] == identity
     report = (tmp_path / "out" / "privacy_report.md").read_text()
     assert "data: Delta Lake table version 4" in report and "14,000 live rows" in report
-    config = load_config(str(config_path))
+    inputs = load_inputs(str(config_path))
+    config = inputs.config
     entry = Ledger(config.budget.ledger_url).lake(model["lake_fingerprint"]).entry("delta-1")
     assert entry.data_version == f"{model['lake_fingerprint']}@delta-4/{result['generation']}"
 
     write_deltalake(table, make_table(3000, 9, start_id=90_000), mode="append")  # version 5 lands meanwhile
-    assert validate(config).summary.version.version == 5
-    resumed = validate(config, generation=result["generation"])  # what a resume of delta-1 validates
+    assert validate(inputs).summary.version.version == 5
+    resumed = validate(inputs, generation=result["generation"])  # what a resume of delta-1 validates
     assert resumed.summary.version.version == 4 and resumed.summary.num_rows == 14_000
     assert resumed.summary.fingerprint == model["lake_fingerprint"]
 
@@ -75,11 +76,11 @@ def test_table_settings_are_checked_when_the_config_loads(tmp_path, table):
     path.write_text(
         base.replace("[lake]\n", "[lake]\nas_of = 2026-01-01\n", 1)
     )  # a TOML date: its midnight, UTC
-    assert load_config(str(path)).lake_spec().source.as_of == "2026-01-01T00:00:00+00:00"
+    assert load_inputs(str(path)).lake.source.as_of == "2026-01-01T00:00:00+00:00"
     path.write_text(base.replace("[lake]\n", "[lake]\nversion = 1\n", 1))
     from dpstream.pipelines import validate_lake
 
-    assert validate_lake(load_config(str(path)).lake_spec()).num_rows == 10_000  # two appends, no deletes yet
+    assert validate_lake(load_inputs(str(path)).lake).num_rows == 10_000  # two appends, no deletes yet
 
 
 def test_predict_scores_the_live_rows_into_a_new_delta_table(tmp_path, table):

@@ -143,13 +143,14 @@ def test_convert_per_person_then_train_per_person(tmp_path):
 
 
 def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
+    from dpstream.flows.assembly.loading import load_config, load_inputs
     from dpstream.flows.assembly.planning import bound_charge, source_ledger
-    from dpstream.flows.config.pipeline import ConfigError, load_config
-    from dpstream.pipelines.shuffle.users import AUTO_MU
+    from dpstream.flows.config.file import ConfigError
+    from dpstream.pipeline_constants import AUTO_MU
     from dpstream.privacy import BudgetExceededError, mu_for_epsilon_delta
 
     config_path = write_config(tmp_path)
-    config = load_config(config_path)
+    config = load_inputs(config_path)
     ledger = source_ledger(config, "lake-1", ("md5:a",))
     # Spend all but room for one run at ε = 2 alone: μ_k beside it does not fit.
     lifetime, run = (mu_for_epsilon_delta(e, 1e-6) for e in (4.0, 2.0))
@@ -171,16 +172,16 @@ def test_the_auto_bound_is_charged_only_where_the_run_fits_beside_it(tmp_path):
 
 
 def test_a_carried_id_is_never_a_feature_and_a_row_config_on_people_warns(tmp_path):
+    from dpstream.flows.assembly.loading import load_config, load_inputs
     from dpstream.flows.assembly.planning import check_bounds_unit
     from dpstream.flows.assembly.prepare import _row_level_note
-    from dpstream.flows.config.pipeline import load_config
 
     config = load_config(write_config(tmp_path, unit="row"))
     record = {"passthrough": ["x1"], "user_column": "x1"}
     with pytest.raises(
         ValueError, match="lake.features lists 'x1', which `dpstream convert` carried into the lake"
     ):
-        check_bounds_unit(config, record)
+        check_bounds_unit(load_inputs(write_config(tmp_path, unit="row")), record)
     note = _row_level_note(config, {"passthrough": ["customer"], "user_column": "customer"})
     assert "converted with --user customer" in note and 'user_column = "customer"' in note
     assert _row_level_note(load_config(write_config(tmp_path)), {"user_column": "customer"}) is None

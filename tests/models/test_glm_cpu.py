@@ -7,7 +7,10 @@ import pytest
 from scipy.special import expit
 
 from dpstream.models import LinearRegressionModel, LogisticRegressionModel, StatsRequest
-from dpstream.models.glm_cpu import CHUNK_ROWS, LOSS_KINDS, block_statistics
+from dpstream.models.glm_cpu import CHUNK_ROWS, block_statistics
+
+# The loss each model's kernels compute, by the model's name (the test's ``loss`` parameter).
+KERNEL_LOSS = {model.name: model.loss_kind for model in (LinearRegressionModel, LogisticRegressionModel)}
 
 
 def reference(X, y, params, clip_norms, loss, previous=None, weight=1.0, previous_weight=0.0):
@@ -48,7 +51,7 @@ def test_kernels_match_the_equations(order, loss, srgd):
     X, y, params, previous = data(2 * CHUNK_ROWS + 123, 17, loss, order)
     clip_norms = np.array([0.05, 0.2, 1.0, 4.0, np.inf])
     extra = dict(previous=previous, weight=3.0, previous_weight=2.0) if srgd else {}
-    sums, loss_sum, clipped, values = block_statistics(X, y, params, clip_norms, LOSS_KINDS[loss], **extra)
+    sums, loss_sum, clipped, values = block_statistics(X, y, params, clip_norms, KERNEL_LOSS[loss], **extra)
     expected, expected_loss, expected_clipped, norms, _ = reference(X, y, params, clip_norms, loss, **extra)
     assert values is None
     # float32 sums over 4,096-row chunks: error ≲ chunk · ulp · |term|, far below this tolerance.
@@ -65,7 +68,7 @@ def test_kernels_match_the_equations(order, loss, srgd):
 def test_dp_stat_values(order, statistic):
     X, y, params, _ = data(5000, 9, "linear", order)
     kind = 0 if statistic == "gradient_norm" else 1
-    sums, _, clipped, values = block_statistics(X, y, params, np.array([1.0]), 0, statistic_kind=kind)
+    sums, _, clipped, values = block_statistics(X, y, params, np.array([1.0]), "squared", statistic_kind=kind)
     _, _, _, norms, residuals = reference(X, y, params, [1.0], "linear")
     expected = norms if statistic == "gradient_norm" else residuals
     # float32 margins: an absolute error of a few ulp of |m|, relative only away from zero.
@@ -80,18 +83,20 @@ def test_each_row_contributes_at_most_the_clip_norm(order):
     X[::7] *= 1e6  # rows far outside any ball
     clip_norms = np.array([1e-3, 0.5, 2.0])
     for i in range(X.shape[0]):
-        sums, *_ = block_statistics(X[i : i + 1], y[i : i + 1], params, clip_norms, 1)
+        sums, *_ = block_statistics(X[i : i + 1], y[i : i + 1], params, clip_norms, "logistic")
         assert np.all(np.linalg.norm(sums, axis=1) <= clip_norms * (1 + 1e-12))
 
 
 def test_layouts_and_views_agree_and_repeat_bit_for_bit():
     X, y, params, _ = data(CHUNK_ROWS + 77, 12, "linear", "F")
-    first = block_statistics(X[10:], y[10:], params, np.array([0.5, 1.0]), 0)
-    again = block_statistics(X[10:], y[10:], params, np.array([0.5, 1.0]), 0)
+    first = block_statistics(X[10:], y[10:], params, np.array([0.5, 1.0]), "squared")
+    again = block_statistics(X[10:], y[10:], params, np.array([0.5, 1.0]), "squared")
     assert first[0].tobytes() == again[0].tobytes()  # a retried step releases identical values
-    row_major = block_statistics(np.ascontiguousarray(X[10:]), y[10:], params, np.array([0.5, 1.0]), 0)
+    row_major = block_statistics(
+        np.ascontiguousarray(X[10:]), y[10:], params, np.array([0.5, 1.0]), "squared"
+    )
     np.testing.assert_allclose(row_major[0], first[0], rtol=1e-5, atol=1e-5)
-    strided = block_statistics(X[10:, ::2], y[10:], params[::2], np.array([1.0]), 0)  # neither layout
+    strided = block_statistics(X[10:, ::2], y[10:], params[::2], np.array([1.0]), "squared")  # neither layout
     expected, *_ = reference(X[10:, ::2], y[10:], params[::2], [1.0], "linear")
     np.testing.assert_allclose(strided[0], expected, rtol=1e-4, atol=1e-4)
 

@@ -1,6 +1,6 @@
 """The train command's one-line summary of the held-out metric beside its baseline (``kinds.summarise``)."""
 
-from dpstream.models.kinds import summarise
+from dpstream.models.kinds.base import summarise
 
 RMSE, MEAN = "held-out RMSE (non-private, operator only)", "held-out RMSE of the label mean (baseline)"
 ACCURACY = "held-out accuracy (non-private, operator only)"

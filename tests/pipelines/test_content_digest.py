@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.pipelines import LakeError, validate_lake
-from dpstream.pipelines import validate as validate_module
-from dpstream.pipelines.validation.cache import validation_cache
+from dpstream.pipelines.shuffle.location import validation_cache
+from dpstream.pipelines.validation import validate as validate_module
 from dpstream.pipelines.validation.content_digest import RowsDigest, column_hashes
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake

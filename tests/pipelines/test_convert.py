@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.pipelines import LakeError, LakeSpec, validate_lake
-from dpstream.pipelines.preprocessing.convert import ConvertSpec, csv_to_parquet, read_convert_record
+from dpstream.pipelines.conversion.convert import csv_to_parquet, read_convert_record
+from dpstream.pipelines.preprocessing.spec import ConvertSpec
 from examples.california import SPEC as CALIFORNIA
 from examples.data import CALIFORNIA_HOUSING as HOUSING
 
@@ -202,7 +203,7 @@ def test_private_bounds_leave_their_sample_out_of_the_lake(tmp_path):
     import pandas as pd
 
     from dpstream.bounds import default_edges
-    from dpstream.pipelines.preprocessing.bounds import PrivateBoundsRequest
+    from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
     out = str(tmp_path / "lake")
     request = PrivateBoundsRequest(
@@ -240,7 +241,7 @@ def test_private_bounds_leave_their_sample_out_of_the_lake(tmp_path):
 
 
 def test_private_bounds_refusals_write_nothing(tmp_path):
-    from dpstream.pipelines.preprocessing.bounds import PrivateBoundsRequest
+    from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
     out = tmp_path / "lake"
     with pytest.raises(LakeError, match="neither a selected numeric feature column nor the label"):
@@ -316,7 +317,8 @@ def person_csv(path: Path, people: int = 4000, seed: int = 0) -> dict[str, int]:
 def test_private_bounds_per_person_leave_whole_people_out(tmp_path):
     """`convert --user`: the private bounds' sample is every 10th person by a public partition of ids (all
     their rows); the lake holds every other person whole; the record states the unit."""
-    from dpstream.pipelines.preprocessing.bounds import PrivateBoundsRequest, person_sample_mask
+    from dpstream.pipelines.conversion.sample import person_sample_mask
+    from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
     rows = person_csv(tmp_path / "panel.csv")
     request = PrivateBoundsRequest(
@@ -350,7 +352,7 @@ def test_private_bounds_per_person_leave_whole_people_out(tmp_path):
 
 
 def test_a_row_without_its_person_is_refused(tmp_path):
-    from dpstream.pipelines.preprocessing.bounds import PrivateBoundsRequest
+    from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
     person_csv(tmp_path / "panel.csv", people=50)
     text = (tmp_path / "panel.csv").read_text().splitlines()
@@ -423,7 +425,7 @@ def test_float32_columns_are_mapped_as_stored_with_nulls_imputed_and_infinities_
     import numpy as np
     import pyarrow as pa
 
-    from dpstream.pipelines.preprocessing.spec import convert_rows
+    from dpstream.pipelines.preprocessing.rows import convert_rows
 
     rng = np.random.default_rng(5)
     spread = rng.normal(50, 80, 10_000).astype(np.float32)
@@ -484,7 +486,7 @@ def test_rows_mapped_straight_into_the_matrix_are_convert_rows_then_the_fill_bit
     import pyarrow as pa
 
     from dpstream.pipelines.preprocessing.range_map import map_rows_into
-    from dpstream.pipelines.preprocessing.spec import convert_rows
+    from dpstream.pipelines.preprocessing.rows import convert_rows
 
     rng = np.random.default_rng(11)
     rows = 5_000
@@ -526,7 +528,7 @@ def test_an_unknown_category_met_while_scoring_says_the_model_must_be_trained_ag
     preprocess.categories.race", which cannot help a model already trained."""
     import pyarrow as pa
 
-    from dpstream.pipelines.preprocessing.spec import convert_rows
+    from dpstream.pipelines.preprocessing.rows import convert_rows
 
     spec = ConvertSpec(
         ("age",),

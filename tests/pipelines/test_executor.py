@@ -218,7 +218,7 @@ def test_connect_owns_its_local_cluster():
 
 
 def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
-    import dpstream.pipelines.shuffle.once as shuffle_module
+    import dpstream.pipelines.shuffle.rows as shuffle_module
 
     monkeypatch.setattr(shuffle_module, "ROW_GROUP_ROWS", 1000)
     manifest = shuffle_once(
@@ -253,7 +253,7 @@ def test_many_row_groups_per_file(lake, tmp_path, dask_client, monkeypatch):
 
 def _count_block_reads() -> None:
     """In a worker: count the blocks this process reads and decodes (``executor.read_block``)."""
-    from dpstream.pipelines.execution import executor
+    from dpstream.pipelines.execution import worker_stats as executor
 
     original = executor.read_block
 
@@ -267,7 +267,7 @@ def _count_block_reads() -> None:
 def _block_reads() -> int:
     """In a worker: the blocks read since ``_count_block_reads``, which it then undoes (the workers
     outlive this test)."""
-    from dpstream.pipelines.execution import executor
+    from dpstream.pipelines.execution import worker_stats as executor
 
     executor.read_block = executor.UNCOUNTED
     return executor.BLOCK_READS
@@ -298,7 +298,7 @@ def test_a_block_is_loaded_once_however_many_threads_ask():
     import threading
     import time
 
-    from dpstream.pipelines.lake.files import LruCache
+    from dpstream.pipelines.lake.blocks import LruCache
 
     cache, loads, release = LruCache(2), [], threading.Event()
 
@@ -441,7 +441,7 @@ def test_a_reshuffle_never_changes_what_a_pinned_generation_reads(lake, tmp_path
     """A reshuffle writes a new generation under new paths: a run pinned to the first one reads the same rows
     after it (a fresh read, not a cached one, checked against the part's identity), never the new ones."""
     from dpstream.models import StatsRequest
-    from dpstream.pipelines.execution.executor import slice_stats
+    from dpstream.pipelines.execution.worker_stats import slice_stats
 
     model, request = LinearRegressionModel(), StatsRequest(params=np.zeros(DIM))
     first = shuffle_once(lake, str(tmp_path / "s"), rows_per_file=3500)

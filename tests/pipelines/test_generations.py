@@ -123,7 +123,7 @@ def test_verification_names_the_part_and_a_flipped_data_byte_fails_its_page_chec
 
 @pytest.mark.parametrize("storage", ["local", "s3"])
 def test_a_part_replaced_while_a_run_reads_it_stops_the_run(lake, tmp_path, storage, request):
-    from dpstream.pipelines.lake.files import read_block
+    from dpstream.pipelines.lake.blocks import read_block
 
     options = {}
     if storage == "local":

@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpstream.person_ids import AS_STORED, id_rule, missing_ids, normalise_id, normalise_ids
-from dpstream.pipelines import LakeError, LakeSpec, UserBounding, person_checks, shuffle_once, validate_lake
+from dpstream.pipelines import LakeError, LakeSpec, UserBounding, shuffle_once, validate_lake
+from dpstream.pipelines.conversion.sample import person_sample_mask
 from dpstream.pipelines.execution.executor import lake_blocks
-from dpstream.pipelines.preprocessing.bounds import person_sample_mask
 from dpstream.pipelines.shuffle.users import keyed_hashes
+from dpstream.pipelines.validation import persons as person_checks
 from dpstream.pipelines.validation.persons import MergedIds
 
 from .conftest import DIM
@@ -176,7 +177,7 @@ def test_a_lake_spelled_one_way_merges_nothing(tmp_path, monkeypatch):
 
 
 def test_the_cache_keeps_the_count_for_the_lakes_content(spelled, tmp_path, monkeypatch):
-    from dpstream.pipelines.validation.cache import validation_cache
+    from dpstream.pipelines.shuffle.location import validation_cache
 
     root, _ = spelled
     spec, shuffled = _spec(root), str(tmp_path / "shuffled")

@@ -17,7 +17,7 @@ from dpstream.export import ModelDocument, read_model
 from dpstream.models import KANModel
 from dpstream.pipelines import LakeError
 from dpstream.pipelines.execution.predict import predict_lake
-from dpstream.pipelines.preprocessing.convert import ConvertSpec
+from dpstream.pipelines.preprocessing.spec import ConvertSpec
 
 from .conftest import DIM, local_put, make_table, write_lake
 

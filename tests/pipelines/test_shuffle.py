@@ -327,8 +327,8 @@ def test_a_gather_run_twice_returns_the_part_the_first_run_wrote(tmp_path, monke
     import numpy as np
     import pyarrow as pa
 
-    import dpstream.pipelines.shuffle.once as shuffle_module
-    from dpstream.pipelines.shuffle.once import _gather
+    import dpstream.pipelines.shuffle.rows as shuffle_module
+    from dpstream.pipelines.shuffle.rows import gather_rows as _gather
     from dpstream.pipelines.shuffle.scatter_gather import output_slices
     from dpstream.pipelines.shuffle.users import _HASH_COLUMN, gather_users
 
@@ -359,7 +359,7 @@ def test_gather_reads_its_slice_of_every_scratch_file(tmp_path):
     each by byte range (a source that sent output j no rows has no slice for it)."""
     import pyarrow as pa
 
-    from dpstream.pipelines.shuffle.once import _gather
+    from dpstream.pipelines.shuffle.rows import gather_rows as _gather
     from dpstream.pipelines.shuffle.scatter_gather import output_slices
 
     ends = _scatter_files(
@@ -391,7 +391,7 @@ def test_gather_frees_its_slices_and_a_retry_returns_the_written_part(tmp_path):
     import pyarrow as pa
 
     from dpstream.pipelines.shuffle.generations import SCRATCH
-    from dpstream.pipelines.shuffle.once import _gather
+    from dpstream.pipelines.shuffle.rows import gather_rows as _gather
     from dpstream.pipelines.shuffle.scatter_gather import output_slices
 
     rows = 200_000  # 1.6 MB a column: whole filesystem blocks to free

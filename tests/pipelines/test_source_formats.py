@@ -23,7 +23,10 @@ class ToySource(ParquetFolder):
 
 @pytest.fixture()
 def toy():
-    register(SourceFormat("toy", detect=lambda fs, root: fs.isdir(f"{root}/{MARKER}"), open=ToySource))
+    detect = lambda fs, root: fs.isdir(f"{root}/{MARKER}")  # noqa: E731
+    register(
+        SourceFormat("toy", detect=detect, open=ToySource, described="a toy table (_toy_log/)", marker=MARKER)
+    )
     try:
         yield "toy"
     finally:
@@ -50,4 +53,25 @@ def test_a_registered_format_is_detected_opened_and_read(toy, tmp_path):
 def test_a_format_name_is_declared_once():
     for name in ("delta", "parquet", "auto"):
         with pytest.raises(ValueError, match="already declared"):
-            register(SourceFormat(name, detect=lambda fs, root: False, open=ParquetFolder))
+            register(
+                SourceFormat(
+                    name, detect=lambda fs, root: False, open=ParquetFolder, described="", marker="_x"
+                )
+            )
+
+
+def test_a_registered_format_protects_its_tables_from_a_folder_read(toy, tmp_path):
+    """Listing a Parquet folder that holds a toy table refuses it, as it does a Delta or Iceberg table:
+    the marker and description come from the declaration."""
+    outer = tmp_path / "outer"
+    write_lake(local_put, str(outer / "events"), files=1, rows=100)
+    os.makedirs(outer / "events" / MARKER)
+    (outer / "events" / MARKER / "0001.log").write_text("{}")
+    folder = LakeSpec(str(outer), feature_spec(str(outer)).features, "y", source=SourceSpec("parquet"))
+    with pytest.raises(LakeError, match=r"events is a toy table \(_toy_log/\)"):
+        validate_lake(folder)
+    unregister("toy")
+    register(
+        SourceFormat("toy", detect=lambda fs, root: False, open=ToySource, described="", marker="_other")
+    )
+    assert validate_lake(folder).num_rows == 100

@@ -23,9 +23,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
-from dpstream.pipelines.lake.files import SourceSpec
 from dpstream.pipelines.shuffle.once import read_manifest
 from dpstream.pipelines.sources.protocol import SourceVersion, open_source
+from dpstream.pipelines.sources.spec import SourceSpec
 
 from .tables import add_deletion_vector, add_iceberg_deletes
 

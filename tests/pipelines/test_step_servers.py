@@ -9,9 +9,9 @@ import pytest
 from dpstream.coordinator import InMemoryExecutor
 from dpstream.models import LinearRegressionModel
 from dpstream.pipelines import DaskExecutor, LakeError, lake_blocks, shuffle_once
-from dpstream.pipelines.execution.executor import pieces_stats
 from dpstream.pipelines.execution.step_servers import FAILURES_ALLOWED, StepServer, StepServers
-from dpstream.pipelines.execution.waiting import live_workers
+from dpstream.pipelines.execution.worker_stats import pieces_stats
+from dpstream.pipelines.waiting import live_workers
 
 from .conftest import DIM, flip_data_byte
 from .test_executor import ALGORITHMS, fit

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpstream.models.kinds import LabelContract
+from dpstream.models.kinds.base import LabelContract
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
-from dpstream.pipelines.lake.files import SourceSpec
+from dpstream.pipelines.sources.spec import SourceSpec
 
 from .conftest import DIM, feature_spec, local_put, make_table, write_lake
 

@@ -8,10 +8,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dpstream.models.kinds import LabelContract
+from dpstream.models.kinds.base import LabelContract
 from dpstream.pipelines import LakeError, LakeSpec, shuffle_once, validate_lake
-from dpstream.pipelines import validate as validate_module
-from dpstream.pipelines.validation.cache import CACHE_FOLDER, validation_cache
+from dpstream.pipelines.shuffle.location import validation_cache
+from dpstream.pipelines.validation import validate as validate_module
+from dpstream.pipelines.validation.cache import CACHE_FOLDER
 
 from .conftest import DIM, local_put, make_table
 

@@ -11,7 +11,7 @@ the ball map on both, and the smaller clip norm (a nearly normalised step) beat 
 from __future__ import annotations
 
 from dpstream.models.kan import KANModel
-from dpstream.models.kinds import ModelKind, Task, TrainingDefaults, register
+from dpstream.models.kinds.base import ModelKind, Task, TrainingDefaults, register
 
 KAN = register(
     ModelKind(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dpstream.models.glm import LinearRegressionModel
-from dpstream.models.kinds import ModelKind, Task, register
+from dpstream.models.kinds.base import ModelKind, Task, register
 
 LINEAR = register(
     ModelKind(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dpstream.models.glm import LogisticRegressionModel
-from dpstream.models.kinds import ModelKind, Task, register
+from dpstream.models.kinds.base import ModelKind, Task, register
 from dpstream.models.multinomial import MultinomialLogisticModel
 
 

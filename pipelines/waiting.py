@@ -17,16 +17,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from distributed import wait
+
+from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
+
 __all__ = [
     "NoWorkersError",
     "gather_within",
     "completed_within",
     "live_workers",
     "wait_for_workers",
-    "DEFAULT_WORKER_TIMEOUT",
 ]
 
-DEFAULT_WORKER_TIMEOUT = 300.0  # seconds without any worker before a run stops (cluster.worker_timeout)
 POLL_SECONDS = 1.0
 
 
@@ -129,8 +131,6 @@ class _Watch:
 
     def wait(self, futures: list[Any], return_when: str) -> bool:
         """True once ``return_when`` holds; False after one poll interval (``alive`` refreshed)."""
-        from distributed import wait
-
         try:
             wait(futures, timeout=POLL_SECONDS, return_when=return_when)
             return True

@@ -19,21 +19,19 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from dpstream.person_ids import missing_ids, normalise_ids, normalised_uniques
-from dpstream.pipelines.lake.files import LakeError
-from dpstream.pipelines.preprocessing.bounds import person_sample_mask, sample_mask, split_batch
-from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec, convert_rows, require_columns
-from dpstream.pipelines.shuffle.once import ROW_GROUP_ROWS
-from dpstream.pipelines.shuffle.scatter_gather import write_part
+from dpstream.pipelines.conversion.sample import person_sample_mask, sample_mask, split_batch
+from dpstream.pipelines.errors import LakeError
+from dpstream.pipelines.preprocessing.rows import convert_rows, require_columns
+from dpstream.pipelines.preprocessing.spec import ConvertSpec
+from dpstream.pipelines.shuffle.scatter_gather import ROW_GROUP_ROWS, write_part
 from dpstream.storage import open_url, read_json, write_json_atomic
 
 __all__ = [
-    "ConvertSpec",
     "csv_to_parquet",
     "check_csv_columns",
     "check_empty_location",
     "read_convert_record",
     "CONVERT_RECORD",
-    "INTERCEPT_COLUMN",
 ]
 
 CONVERT_RECORD = "_convert.json"
@@ -153,7 +151,7 @@ def _release_private_bounds(
 ) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
     """(the spec with the released bounds in place of the request, their provenance, the sampling period;
     0 without a request): one pass over the sampled rows, converted by the same policies with the
-    requested columns left raw (``dpstream.pipelines.preprocessing.bounds``)."""
+    requested columns left raw (``dpstream.pipelines.preprocessing.private_bounds``)."""
     request = spec.private_bounds
     if request is None:
         return spec, None, 0

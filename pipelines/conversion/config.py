@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from dpstream.pipelines.lake.files import LakeError
+from dpstream.pipelines.errors import LakeError
 from dpstream.storage import open_url, write_bytes_atomic
 
 __all__ = ["default_columns", "pipeline_toml", "write_pipeline_toml"]

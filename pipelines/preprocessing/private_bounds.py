@@ -1,11 +1,11 @@
-"""Private bounds at conversion time, for columns that have no public range.
+"""Private bounds at conversion time, for columns that have no public range: the request and its release.
 
 ``dpstream convert`` estimates the bounds of every numeric column given neither ``--bounds`` nor
 ``--unscaled`` (or the columns named by ``--private-bounds``). It spends a fixed, data-independent sample
 of the CSV's rows (every ``sample_every``-th data row, position 0 included) on
 ``dpstream.bounds.PrivateBounds``: two rounds of noisy per-column histograms (where the values are on a
 public half-decade grid, then how far the bulk reaches). Those rows are **not written to the lake**, so no
-training run ever reads them.
+training run ever reads them (``dpstream.pipelines.conversion.sample`` picks them).
 
 Guarantee (parallel composition, the argument of ``dpstream.bounds`` for the estimators). A record is
 either in the sample (its only release is the bounds: (ε, δ) of this request under its relation) or in
@@ -26,15 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from dpstream.bounds import PRIVATE_BOUNDS_FRACTION, PrivateBounds, TooFewRows
 from dpstream.noise import NoiseKey
-from dpstream.pipelines.lake.files import LakeError
-from dpstream.pipelines.shuffle.users import keyed_hashes
+from dpstream.pipelines.errors import LakeError
 from dpstream.privacy import NeighbouringRelation, epsilon_for_delta, event_mu
 
-__all__ = ["PrivateBoundsRequest", "sample_mask", "person_sample_mask"]
+__all__ = ["PrivateBoundsRequest"]
 
 
 @dataclass(frozen=True)
@@ -130,22 +128,3 @@ class PrivateBoundsRequest:
             "unit": f"user:{self.user_column}" if self.user_column is not None else "row",
         }
         return bounds, provenance
-
-
-def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarray:
-    """True for the rows whose person is in the sample: a fixed, public partition of the id space (the
-    SipHash of the id's text under pandas' public default key, modulo ``every``), so a person is wholly
-    in the sample or wholly in the lake, whatever file or batch holds their rows. The id is normalised
-    first, case folded (``person_ids``): every spelling of a person falls on one side, under either
-    setting of ``privacy.user_id_case_fold`` the lake is later trained with (case folding only merges)."""
-    return keyed_hashes(ids, None) % np.uint64(every) == 0
-
-
-def sample_mask(offset: int, num_rows: int, every: int) -> np.ndarray:
-    """True for the rows of a batch starting at data row ``offset`` whose position is a multiple of ``every``."""
-    return (np.arange(offset, offset + num_rows) % every) == 0
-
-
-def split_batch(batch: pa.RecordBatch, mask: np.ndarray) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    """(the sampled rows, the rest) of ``batch``."""
-    return batch.filter(pa.array(mask)), batch.filter(pa.array(~mask))
