@@ -74,11 +74,12 @@ class Descendants:
         except psutil.Error:
             return
         for child in children:
-            if child.pid not in self.seen:
-                try:
-                    self.seen[child.pid] = (child, " ".join(child.cmdline()))
-                except psutil.Error:
-                    pass
+            # Read again at every scan: a child seen between its fork and its exec shows its parent's
+            # command line, and a Dask worker would never be recognised as one.
+            try:
+                self.seen[child.pid] = (self.seen.get(child.pid, (child,))[0], " ".join(child.cmdline()))
+            except psutil.Error:
+                pass
 
     def running(self, what: str) -> bool:
         return any(what in line and alive(process) for process, line in self.seen.values())
