@@ -29,6 +29,7 @@ from dpstream.pipelines.lake.files import (
 from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.memory import release_after
 from dpstream.pipelines.preprocessing.rows import prepared_feature_type
+from dpstream.pipelines.sources.formats import declared_formats
 from dpstream.pipelines.sources.protocol import (
     SourceVersion,
     TableFile,
@@ -277,15 +278,7 @@ def validate_lake(
     pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
-        inside = spec.url.rstrip("/").rsplit("/", 1)[-1] in ("_delta_log", "metadata")
-        found = (
-            " (it is a table's log or metadata folder: point lake.url at the table, the folder that holds it)"
-            if inside
-            else f" (it holds {len(stray)} other file(s), e.g. {file_name(stray[0])}: convert CSV with `dpstream convert`)"
-            if stray
-            else ""
-        )
-        raise LakeError(f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL")
+        raise LakeError(_no_files(spec, stray))
     checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout, cache)
     _compare_files(paths, checks, spec, labels)
     first = checks[0]
@@ -343,3 +336,20 @@ def _compare_files(
             )
         if labels is not None and labels.allowed():
             check_class_labels(np.array(sorted(check.labels)), seen, path, spec, labels)
+
+
+def _no_files(spec: LakeSpec, stray: list[str]) -> str:
+    """Why a lake holds no Parquet file to read: the URL names nothing, a table's own log or metadata
+    folder, a folder of other files, or an empty one."""
+    fs, path = spec.filesystem()
+    if not fs.exists(path):
+        return f"the lake {spec.url} does not exist (no such folder or prefix): check lake.url"
+    if spec.url.rstrip("/").rsplit("/", 1)[-1] in {table.marker for table in declared_formats()}:
+        found = (
+            " (it is a table's log or metadata folder: point lake.url at the table, the folder that holds it)"
+        )
+    elif stray:
+        found = f" (it holds {len(stray)} other file(s), e.g. {file_name(stray[0])}: convert CSV with `dpstream convert`)"
+    else:
+        found = ""
+    return f"the lake {spec.url} is empty: no .parquet files found{found}; check the URL"
