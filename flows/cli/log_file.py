@@ -4,6 +4,7 @@ terminal too (``capture_logs``)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -23,10 +24,12 @@ _LOG_FORMAT = "%(asctime)s | %(levelname)-7s | %(name)s - %(message)s"
 WORKER_LOG_PRELOAD = "dpstream.pipelines.execution.worker_log"
 
 
-def log_to_file(args, command: str, name: str) -> None:
+def log_to_file(args, command: str, name: str, *, prefect: bool = True) -> None:
     """Prefect's and Dask's logs go to a new file under the log folder (dpstream.flows.logs), named in the result
     or error line; ``--verbose`` shows them on the terminal too. The log folder is a write location like
-    any other: refused inside a lake or a ledger (``dpstream.locations``)."""
+    any other: refused inside a lake or a ledger (``dpstream.locations``). A command that runs no flow
+    (``validate``, ``shuffle``) passes ``prefect=False``: its workers' output is captured all the same
+    (a heartbeat that fails while the cluster closes prints a traceback), without importing Prefect."""
     check_write_location(
         str(log_directory()), "the log folder ($DPSTREAM_LOG_DIR)", getattr(args, "protected", ())
     )
@@ -34,15 +37,20 @@ def log_to_file(args, command: str, name: str) -> None:
     start_resource_tracker(args.log_file)
     if not args.verbose:
         send_worker_output_to(args.log_file)
-    capture_logs(args.log_file, verbose=args.verbose)
+    capture_logs(args.log_file, verbose=args.verbose, prefect=prefect)
 
 
 def send_worker_output_to(path: str | os.PathLike[str]) -> None:
     """The LocalCluster workers this command starts write their stderr to ``path`` (``dpstream.pipelines.execution.worker_log``):
     the environment for processes started from here, Dask's config for the nannies' workers."""
     os.environ[ENVIRONMENT_VARIABLE] = str(path)
-    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = f'["{WORKER_LOG_PRELOAD}"]'
-    dask.config.set({"distributed.worker.preload": [WORKER_LOG_PRELOAD]})
+    # First, so that the user's own preloads (kept, in their order) print to the file too.
+    theirs = [
+        name for name in dask.config.get("distributed.worker.preload", []) if name != WORKER_LOG_PRELOAD
+    ]
+    preloads = [WORKER_LOG_PRELOAD, *theirs]
+    os.environ["DASK_DISTRIBUTED__WORKER__PRELOAD"] = json.dumps(preloads)
+    dask.config.set({"distributed.worker.preload": preloads})
 
 
 def _is_console(handler: logging.Handler) -> bool:
@@ -54,7 +62,7 @@ def _is_console(handler: logging.Handler) -> bool:
     )
 
 
-def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
+def capture_logs(path: Path, verbose: bool = False, prefect: bool = True) -> logging.Handler:
     """Send this process's logs to ``path``: console handlers are replaced by one file handler (kept
     beside it with ``verbose``), and Prefect logs at INFO so its task states reach the file.
 
@@ -64,11 +72,12 @@ def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
     before."""
     # Prefect re-applies PREFECT_LOGGING_LEVEL whenever it sets logging up again (as a flow starts); a
     # level set only on the logger would not last. The file is for the whole story: INFO.
-    if "prefect" not in sys.modules:
-        os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
-    from prefect.logging.configuration import ensure_logging_setup
+    if prefect:
+        if "prefect" not in sys.modules:
+            os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
+        from prefect.logging.configuration import ensure_logging_setup
 
-    ensure_logging_setup()  # Prefect's handlers, installed now for the same reason (it sets up lazily)
+        ensure_logging_setup()  # Prefect's handlers, installed now for the same reason (it sets up lazily)
 
     loggers = [logging.getLogger()] + [
         logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)
@@ -92,7 +101,8 @@ def capture_logs(path: Path, verbose: bool = False) -> logging.Handler:
             logger.addHandler(file_handler)
     if file_handler not in logging.root.handlers:
         logging.root.addHandler(file_handler)
-    logging.getLogger("prefect").setLevel(logging.INFO)
+    if prefect:
+        logging.getLogger("prefect").setLevel(logging.INFO)
     # This process's scheduler and nanny log INFO to the file; worker processes keep quiet_dask's level.
     logging.getLogger("distributed").setLevel(logging.INFO)
     return file_handler

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from dpstream.flows.assembly.cluster import preparation_client
 from dpstream.flows.assembly.loading import load_inputs
 from dpstream.flows.assembly.locations import protected_locations
 from dpstream.flows.assembly.prepare import shuffle, validate
 from dpstream.flows.cli.interrupt import exit_on_interrupt
+from dpstream.flows.cli.log_file import log_to_file
 from dpstream.flows.cli.progress import RunProgress
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console, warn
@@ -24,7 +26,9 @@ def run(args: argparse.Namespace) -> int:
     console = result_console()
     inputs = load_inputs(args.config)
     config = inputs.config
-    args.places = protected_locations(config, args.config)
+    args.places = args.protected = protected_locations(config, args.config)
+    if config.cluster.prepares_on_workers:  # the workers' output, and Dask's, go to a log file
+        log_to_file(args, "shuffle", Path(args.config).stem, prefect=False)
     with (
         exit_on_interrupt(
             f"the shuffle stopped before its commit: nothing of it is read by any run. Run `dpstream shuffle "

@@ -4,11 +4,14 @@ reading a row; nothing is shuffled, charged or written."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from dpstream.flows.assembly.cluster import preparation_client
 from dpstream.flows.assembly.loading import load_inputs
+from dpstream.flows.assembly.locations import protected_locations
 from dpstream.flows.assembly.planning import lake_preprocessing, plan_for
 from dpstream.flows.assembly.prepare import validate
+from dpstream.flows.cli.log_file import log_to_file
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console, warn
 
@@ -19,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
     console = result_console()
     inputs = load_inputs(args.config)
     config = inputs.config
+    args.protected = protected_locations(config, args.config)
+    if config.cluster.prepares_on_workers:  # the workers' output, and Dask's, go to a log file
+        log_to_file(args, "validate", Path(args.config).stem, prefect=False)
     with preparation_client(config.cluster) as client:  # cluster.prepare_on: workers or this process
         validated = validate(inputs, client)
     summary = validated.summary

@@ -14,6 +14,7 @@ from dpstream.privacy import Ledger, LifetimeBudget
 from examples.california import SPEC
 from examples.data import CALIFORNIA_HOUSING as HOUSING
 from tests.flows.test_flows import write_config
+from tests.flows.worker_speaks import WORKER_LINE
 from tests.pipelines.conftest import local_put, write_lake
 from tests.pipelines.test_validate import BAD_FILE_MUTATIONS
 
@@ -362,3 +363,31 @@ def test_convert_names_a_misspelt_label_before_asking_for_its_bounds(tmp_path):
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "column 'house_value' is not in the CSV (columns: longitude" in result.stderr
     assert "no public bounds" not in result.stderr and not (tmp_path / "raw").exists()
+
+
+def test_validate_and_shuffle_send_dask_output_to_their_log_file(tmp_path):
+    """The LocalCluster's scheduler, nanny and worker processes write to the command's log file, never to
+    the terminal: a worker's heartbeat that fails while the cluster closes printed a traceback there.
+    A preload of the user's own prints from every worker process, so a stray stream shows, and is kept."""
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw), files=3, rows=3000)
+    config = write_config(tmp_path, raw)
+    logs = tmp_path / "logs"
+    environment = {
+        **os.environ,
+        "DASK_DISTRIBUTED__WORKER__PRELOAD": '["tests.flows.worker_speaks"]',
+        "DPSTREAM_LOG_DIR": str(logs),
+    }
+    for command, *options in (["validate"], ["shuffle", "--quiet"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "dpstream.flows.cli.main", command, str(config), *options],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=environment,
+        )
+        assert result.returncode == 0, result.stderr
+        assert WORKER_LINE not in result.stderr and "Traceback" not in result.stderr, result.stderr
+        (log,) = logs.glob(f"*-{command}-pipeline.log")
+        assert WORKER_LINE in log.read_text(), log.read_text()[-2000:]
