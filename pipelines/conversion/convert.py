@@ -3,7 +3,9 @@ categorical columns, so real data (e.g. examples/data/california_housing/housing
 
 Nothing is inferred from the sensitive data that would be released: imputation constants, category
 lists and feature ranges (for clipping and scaling onto ``scale_range``) are supplied by the user as
-public values (docs/design.md, "What counts as a release"). The CSV is streamed in batches; parts are
+public values (docs/design.md, "What counts as a release"). A label with bounds is also written as it
+was before clipping (``RAW_LABEL_COLUMN``), which training never reads: the held-out evaluation scores
+the model against it, in the label's units. The CSV is streamed in batches; parts are
 written under a temporary folder and moved into place only when the whole file converted, so a
 failure leaves nothing behind. The source is only read.
 """
@@ -96,7 +98,7 @@ def csv_to_parquet(
                 mask = _sampled(batch, offset, every, spec.user_column, name)
                 positions = np.arange(offset, offset + rows)[~mask]
                 batch = split_batch(batch, mask)[1]
-            pending.append(convert_rows(batch, spec, offset, name, positions))
+            pending.append(convert_rows(batch, spec, offset, name, positions, raw_label=True))
             offset += rows
             while sum(t.num_rows for t in pending) >= spec.rows_per_file:
                 table = pa.concat_tables(pending)

@@ -1,6 +1,8 @@
 """The public preprocessing applied to one batch of rows (``convert_rows``): the columns a ``ConvertSpec``
 selects, missing values imputed or their rows dropped, categories one-hot encoded, class labels coded by
-their public position, bounded columns mapped onto ``scale_range`` (``range_map``), a constant intercept.
+their public position, bounded columns mapped onto ``scale_range`` (``range_map``), a constant intercept,
+and, for `dpstream convert`, a clipped label's values as they were (``RAW_LABEL_COLUMN``: for the held-out
+evaluation only).
 Every error names the source, the row and the column, and the fix (a CSV's flag, or a config's key when
 ``spec.on_read``).
 """
@@ -17,7 +19,7 @@ import pyarrow.compute as pc
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.memory import pool_astype, pool_empty, sum_is_finite
 from dpstream.pipelines.preprocessing.range_map import map_range
-from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec
+from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, RAW_LABEL_COLUMN, ConvertSpec
 
 __all__ = ["convert_rows", "require_columns", "prepared_feature_type"]
 
@@ -32,11 +34,13 @@ def convert_rows(
     positions: np.ndarray | None = None,
     *,
     with_label: bool = True,
+    raw_label: bool = False,
 ) -> pa.Table:
     """The batch's rows converted by ``spec``; ``positions`` are the CSV data rows of a filtered batch
     (errors name them), else the rows are ``offset``, ``offset + 1``, ... (with the row's line in the CSV
     file, unless ``spec.on_read``: rows of a Parquet file, whose errors name the config's keys).
-    ``with_label=False``: rows to score, which have no label (neither read nor written)."""
+    ``with_label=False``: rows to score, which have no label (neither read nor written). ``raw_label``: a
+    clipped label's values as they were are written too (``RAW_LABEL_COLUMN``; `dpstream convert`)."""
     row_of = _row_namer(offset, positions, csv_lines=not spec.on_read)
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     label = [spec.label] if with_label else []
@@ -62,7 +66,11 @@ def convert_rows(
         # Each feature in its stored width at once: a whole file's float64 copies would otherwise be
         # held together (a 1,000,000-row file of 16 float32 features: 128 MB beside its 64).
         width = np.float64 if column == spec.label else feature_dtype
-        numeric[column] = _numeric_column(table.column(column), column, spec, keep, width, source, row_of)
+        values = _numeric_values(table.column(column), column, spec, keep, source, row_of)
+        if column == spec.label and raw_label and spec.keeps_raw_label:
+            # Before clipping: the held-out evaluation scores against it (``RAW_LABEL_COLUMN``).
+            numeric[RAW_LABEL_COLUMN] = pool_astype(values, np.float64)
+        numeric[column] = _scaled(values, column, spec, width)
     onehot = _onehot_columns(table, spec, keep, feature_dtype, source, row_of, scoring=not with_label)
     return _converted_table(table, spec, keep, numeric, onehot, feature_dtype, with_label)
 
@@ -101,18 +109,16 @@ def _coded_label(
     return positions
 
 
-def _numeric_column(
+def _numeric_values(
     values: pa.ChunkedArray,
     column: str,
     spec: ConvertSpec,
     keep: np.ndarray,
-    width: Any,
     source: str,
     row_of: RowNamer,
 ) -> np.ndarray:
-    """A numeric column (a feature, or a numeric label) in ``width``: missing values imputed or their rows
-    dropped (in place in ``keep``), a bounded column mapped from its public range onto ``spec.scale_range``
-    (``map_range``)."""
+    """A numeric column (a feature, or a numeric label) as stored, missing values imputed or their rows
+    dropped (in place in ``keep``)."""
     if not (
         pa.types.is_integer(values.type)
         or pa.types.is_floating(values.type)
@@ -131,6 +137,12 @@ def _numeric_column(
         array = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
     if not sum_is_finite(array):
         array = _without_missing(array, column, spec, keep, source, row_of)
+    return array
+
+
+def _scaled(array: np.ndarray, column: str, spec: ConvertSpec, width: Any) -> np.ndarray:
+    """``array`` in ``width``, mapped from its public range onto ``spec.scale_range`` where the column
+    has one (``map_range``)."""
     if column in spec.bounds:
         array = map_range(array, spec.bounds[column], spec.scale_range, width)
     return pool_astype(array, width)
@@ -240,7 +252,8 @@ def _converted_table(
     with_label: bool,
 ) -> pa.Table:
     """The kept rows as the lake holds them: the numeric features, the one-hot columns, the intercept, the
-    label (a class label as int64 positions), then the carried columns untouched."""
+    label (a class label as int64 positions) and a clipped label's raw values (``RAW_LABEL_COLUMN``), then
+    the carried columns untouched."""
     every_row = bool(keep.all())
     columns = {name: numeric[name] if every_row else numeric[name][keep] for name in spec.columns}
     columns.update({name: array if every_row else array[keep] for name, array in onehot.items()})
@@ -249,7 +262,8 @@ def _converted_table(
         intercept.fill(1)
         columns[INTERCEPT_COLUMN] = intercept
     if with_label:
-        columns[spec.label] = numeric[spec.label] if every_row else numeric[spec.label][keep]
+        for name in (spec.label, RAW_LABEL_COLUMN) if RAW_LABEL_COLUMN in numeric else (spec.label,):
+            columns[name] = numeric[name] if every_row else numeric[name][keep]
     table_out = pa.table(columns)
     if spec.label_classes and with_label:
         table_out = table_out.set_column(

@@ -25,9 +25,14 @@ from dpstream.pipelines.errors import LakeError
 if TYPE_CHECKING:
     from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
 
-__all__ = ["ConvertSpec", "INTERCEPT_COLUMN"]
+__all__ = ["ConvertSpec", "INTERCEPT_COLUMN", "RAW_LABEL_COLUMN"]
 
 INTERCEPT_COLUMN = "intercept"
+# A clipped label's value as the source held it (``ConvertSpec.keeps_raw_label``): written beside the
+# prepared label by `dpstream convert` and by the shuffle of a lake read with [preprocess], never read by
+# training (not a feature, not the label), read only by the held-out evaluation (non-private, operator
+# only: ``dpstream.flows.assembly.evaluation``), which scores the model against the labels as they were.
+RAW_LABEL_COLUMN = "__dpstream_raw_label"
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,10 @@ class ConvertSpec:
             raise LakeError(
                 f"the CSV already has a column {INTERCEPT_COLUMN!r}; rename it or leave out the intercept"
             )
+        if RAW_LABEL_COLUMN in (*self.columns, self.label, *self.passthrough, *self.categorical):
+            raise LakeError(
+                f"column {RAW_LABEL_COLUMN!r} is the name dpstream gives a clipped label's raw values; rename it"
+            )
 
     def _check_scale(self) -> None:
         """Refuse a numeric column with no public scale (with ``require_bounds``), an empty or infinite
@@ -215,6 +224,12 @@ class ConvertSpec:
             user_column=record.get("user_column"),
             on_read=bool(record.get("on_read", False)),
         )
+
+    @property
+    def keeps_raw_label(self) -> bool:
+        """Whether rows prepared with this spec carry ``RAW_LABEL_COLUMN``: a numeric label with bounds,
+        which clipping may change (a label kept as it is, or coded by its class, is its own raw value)."""
+        return not self.label_classes and self.label in self.bounds
 
     def unbounded_columns(self) -> list[str]:
         """The numeric columns (features, then a numeric label) with no public bounds and not declared unscaled."""

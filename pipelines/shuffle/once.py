@@ -39,6 +39,7 @@ import pyarrow as pa
 from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.lake.spec import LakeSpec
+from dpstream.pipelines.preprocessing.spec import RAW_LABEL_COLUMN
 from dpstream.pipelines.shuffle.generations import SCRATCH, GenerationStore
 from dpstream.pipelines.shuffle.location import check_output_location
 from dpstream.pipelines.shuffle.manifest import USER_CODE_COLUMN, Manifest, verify_parts
@@ -46,7 +47,7 @@ from dpstream.pipelines.shuffle.reuse import layout
 from dpstream.pipelines.shuffle.reuse import reading as _reading
 from dpstream.pipelines.shuffle.reuse import refusal as _refusal
 from dpstream.pipelines.shuffle.rows import shuffle_rows
-from dpstream.pipelines.shuffle.scatter_gather import ROW_GROUP_ROWS, run_tasks
+from dpstream.pipelines.shuffle.scatter_gather import ROW_GROUP_ROWS, carries_raw_labels, run_tasks
 from dpstream.pipelines.shuffle.users import UserBounding, shuffle_users
 from dpstream.pipelines.validation.validate import LakeSummary, validate_lake
 from dpstream.storage import url_of
@@ -258,6 +259,7 @@ def _shuffle_into(
     schema = pa.schema(
         [summary.schema.field(name) for name in spec.columns]
         + ([pa.field(USER_CODE_COLUMN, pa.int64(), nullable=False)] if users is not None else [])
+        + ([pa.field(RAW_LABEL_COLUMN, pa.float64())] if carries_raw_labels(spec, summary.schema) else [])
     )
     return Manifest(
         url=store.url,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dpstream.pipelines.errors import LakeError
@@ -31,6 +32,7 @@ from dpstream.pipelines.lake.blocks import footer_bytes, footer_identity
 from dpstream.pipelines.lake.files import LakeFile, open_unchanged, pins_reads
 from dpstream.pipelines.lake.spec import LakeSpec
 from dpstream.pipelines.memory import release_after
+from dpstream.pipelines.preprocessing.spec import RAW_LABEL_COLUMN
 from dpstream.pipelines.shuffle.generations import SCRATCH
 from dpstream.pipelines.shuffle.manifest import Part
 from dpstream.pipelines.sources.deletes import deleted_positions
@@ -53,6 +55,7 @@ __all__ = [
     "run_tasks",
     "read_validated",
     "scatter_arguments",
+    "carries_raw_labels",
 ]
 
 # One output's slices, one row per source file that sent it rows: (i, first byte, end byte) of source
@@ -140,10 +143,13 @@ def _read_slice(fs: Any, root: str, source: int, start: int, end: int) -> pa.Tab
 
 
 def read_slices(fs: Any, root: str, slices: Slices, columns: list[str] | None = None) -> pa.Table | None:
-    """The rows of ``slices`` (one output's), ``columns`` of them; None when there are none."""
+    """The rows of ``slices`` (one output's), ``columns`` of them; None when there are none. Slices of
+    source files with and without ``RAW_LABEL_COLUMN`` (a converted lake beside other files) concatenate,
+    null where a file had none."""
     if len(slices) == 0:
         return None
-    table = pa.concat_tables([_read_slice(fs, root, *piece) for piece in slices.tolist()])
+    pieces = [_read_slice(fs, root, *piece) for piece in slices.tolist()]
+    table = pa.concat_tables(pieces, promote_options="default")
     return table.select(columns) if columns is not None else table
 
 
@@ -324,21 +330,46 @@ def scatter_arguments(
 def read_validated(source: str, file: LakeFile, spec: LakeSpec, width: int) -> tuple[pa.Table, str]:
     """(the columns ``spec`` reads from source file ``file``, its path): read only if it is still the file
     validation saw (``file.stamp``), the rows its table version deleted dropped (``sources.live_table``),
-    refused if its row count changed, then converted by the lake's preprocessing (``LakeSpec.present``);
+    refused if its row count changed, then converted by the lake's preprocessing (``LakeSpec.present``),
+    with a clipped label's raw values (``RAW_LABEL_COLUMN``: the stored labels [preprocess] clips, or
+    those a converted lake stores);
     where the filesystem does not pin the bytes read (``pins_reads``), its values (and a user-level
     lake's ids) are checked again."""
     fs, path = open_url(source, spec.storage_options)
     with open_unchanged(fs, path, file.stamp) as handle:
-        table = pq.read_table(handle, columns=stored_columns(spec.read_columns, file.constants))
+        parquet = pq.ParquetFile(handle, pre_buffer=True)  # as pq.read_table reads: ranges coalesced
+        columns = stored_columns(spec.read_columns, file.constants)
+        if spec.preprocess is None and carries_raw_labels(spec, parquet.schema_arrow):
+            columns.append(RAW_LABEL_COLUMN)  # a converted lake's raw labels, carried for the evaluation
+        table = parquet.read(columns=columns)
     table = live_table(table, deleted_positions(file.deleted), file.constants, spec.read_columns)
     if table.num_rows != file.rows:
         raise LakeError(
             f"{path.rsplit('/', 1)[-1]} holds {table.num_rows:,} rows, but {file.rows:,} when it was validated: it "
             "changed since; run again once nothing writes to the lake"
         )
-    table = spec.present(table, path)
+    table = with_raw_label(spec.present(table, path), table, spec)
     if not pins_reads(fs):
         check_values(table, spec, path, 0, width)
         if spec.user_column is not None:
             check_user_ids(table.column(spec.user_column), spec, path)
     return table, path
+
+
+def with_raw_label(presented: pa.Table, stored: pa.Table, spec: LakeSpec) -> pa.Table:
+    """``presented`` (the rows [preprocess] prepared from ``stored``, one for one: preprocessing on read
+    keeps every row) with each one's label as stored, as float64 (``RAW_LABEL_COLUMN``), where the
+    preprocessing clips the label; else as it is."""
+    if spec.preprocess is None or not spec.preprocess.keeps_raw_label:
+        return presented
+    raw = pc.cast(stored.column(spec.preprocess.label), pa.float64())
+    return presented.append_column(pa.field(RAW_LABEL_COLUMN, pa.float64()), raw)
+
+
+def carries_raw_labels(spec: LakeSpec, schema: pa.Schema) -> bool:
+    """Whether a shuffle of ``spec``'s lake (of source ``schema``, as validated) carries each row's raw
+    label (``RAW_LABEL_COLUMN``, ``read_validated``): its [preprocess] clips the label, or it is a lake
+    ``dpstream convert`` wrote with them (and trains on other columns)."""
+    if spec.preprocess is not None:
+        return spec.preprocess.keeps_raw_label
+    return RAW_LABEL_COLUMN in schema.names and RAW_LABEL_COLUMN not in spec.columns

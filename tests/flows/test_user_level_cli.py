@@ -182,6 +182,10 @@ def test_a_carried_id_is_never_a_feature_and_a_row_config_on_people_warns(tmp_pa
         ValueError, match="lake.features lists 'x1', which `dpstream convert` carried into the lake"
     ):
         check_bounds_unit(load_inputs(write_config(tmp_path, unit="row")), record)
+    raw = write_config(tmp_path, unit="row")
+    raw.write_text(raw.read_text().replace('"x1"', '"__dpstream_raw_label"'))
+    with pytest.raises(ValueError, match="names '__dpstream_raw_label', the unclipped label dpstream keeps"):
+        check_bounds_unit(load_inputs(raw), None)
     note = _row_level_note(config, {"passthrough": ["customer"], "user_column": "customer"})
     assert "converted with --user customer" in note and 'user_column = "customer"' in note
     assert _row_level_note(load_config(write_config(tmp_path)), {"user_column": "customer"}) is None

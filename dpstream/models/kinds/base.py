@@ -88,9 +88,13 @@ def _classification_metrics(outputs: np.ndarray, y: np.ndarray) -> dict[str, flo
     }
 
 
-# A regression on a converted lake: the share of held-out labels at the conversion's label bounds (the
-# RMSE is against those clipped values; dpstream.flows.assembly.planning.evaluate_holdout).
-CLIPPED_LABELS = "held-out labels at the conversion's bounds (share)"
+# A regression on a preprocessed lake (dpstream.flows.assembly.evaluation): the share of held-out labels
+# the preprocessing clipped, their raw values strictly outside the label's public bounds (the RMSE is
+# against the raw values, in the label's units) ...
+CLIPPED_LABELS = "held-out labels clipped by the preprocessing (share; scored against their raw values)"
+# ... or, where the shuffle kept no raw labels, the share that sits at a bound, clipped there or equal to
+# it (the RMSE is then against the labels as the lake holds them). Runs before raw labels wrote this key.
+AT_BOUNDS_LABELS = "held-out labels at the conversion's bounds (share)"
 
 
 def summarise(metrics: Mapping[str, float]) -> str:
@@ -112,13 +116,7 @@ def summarise(metrics: Mapping[str, float]) -> str:
             name = metric.split(" (")[0]
             against = f" against {metrics[baseline]:.6g} for {what}" if baseline in metrics else ""
             line = f"{name} {metrics[metric]:.6g}{against} on {rows:,} rows (non-private, operator only)"
-            clipped = metrics.get(CLIPPED_LABELS, 0.0)
-            if clipped >= 0.01:
-                line += (
-                    f"; {clipped:.1%} of the held-out labels sit at the preprocessing's label bounds, so this RMSE "
-                    "is against labels clipped there (if the label's true values go beyond them, a wider public "
-                    "range keeps more: preprocess.bounds in the config, or convert --bounds)"
-                )
+            line += _label_bounds_note(metrics)
             if metrics.get("held-out classes predicted") == 1.0:
                 line += (
                     "; warning: the model predicts one class for every held-out row, no better than the majority "
@@ -133,6 +131,30 @@ def summarise(metrics: Mapping[str, float]) -> str:
                 )
             return line
     return ", ".join(f"{name}: {value:.6g}" for name, value in metrics.items())
+
+
+WIDER_RANGE = "a wider public range keeps more: preprocess.bounds in the config, or convert --bounds"
+
+
+def _label_bounds_note(metrics: Mapping[str, float]) -> str:
+    """What the label's public bounds did to the held-out labels an RMSE is against: the share clipped
+    (the RMSE is against their raw values), or, without raw labels, the share at a bound; nothing under 1 %."""
+    clipped = metrics.get(CLIPPED_LABELS, 0.0)
+    if clipped >= 0.01:
+        return (
+            f"; {clipped:.1%} of the held-out labels lie beyond the preprocessing's label bounds and were clipped "
+            "for training: both RMSEs are against their raw values, which a model trained on clipped labels "
+            f"does not reach ({WIDER_RANGE})"
+        )
+    at_bounds = metrics.get(AT_BOUNDS_LABELS, 0.0)
+    if at_bounds >= 0.01:
+        return (
+            f"; {at_bounds:.1%} of the held-out labels sit at the preprocessing's label bounds, clipped there or "
+            "equal to a bound: this shuffle keeps no raw labels to tell them apart, so both RMSEs are against the "
+            "labels as the lake holds them (shuffle again with --reshuffle, after converting again for a lake "
+            f"`dpstream convert` wrote before it kept them, to score against the raw labels; {WIDER_RANGE})"
+        )
+    return ""
 
 
 def _no_better(metric: str, value: float, baseline: float) -> bool:
@@ -172,6 +194,9 @@ class ModelKind:
     max_classes: int | None = None  # classification: the most classes it takes (None: any)
     algorithms: tuple[str, ...] | None = None  # the algorithms it trains with (None: every one)
     training: TrainingDefaults = TrainingDefaults()  # its defaults of the settings a kind may tune
+    # Its parameters hold the constant predictor as weights 0 and an intercept (a linear model): a run
+    # on a lake can then release the constant where it beats the model (``dpstream.guarded_run``).
+    intercept_constant: bool = False
 
     @property
     def classifies(self) -> bool:
