@@ -24,6 +24,7 @@ MODULES = [
     "benchmarks.kan_speed",
     "benchmarks.kan_california",
     "benchmarks.real_data",
+    "benchmarks.never_worse",
     "benchmarks.multiclass",
     "benchmarks.user_level",
     "benchmarks.user_level:audit",

