@@ -1,19 +1,20 @@
-"""The coordinator loop and the in-memory executor.
+"""The coordinator loop.
 
 ``execute`` drives a ``RunPlan`` (``dpstream.run_plan``: the privacy argument, built once by the caller
 and only checked here); ``run`` builds the plan from an algorithm and the data's size and executes it,
 for callers holding the rows in-process (the estimators, the audit). Either drives any algorithm
 (DP-AMBSSGD, DP-SGD with any noise process, Accelerated-DP-SRGD, AdaSSP) over an executor: for each
 planned step it sends the algorithm's request, receives the merged ``BatchStats``
-and applies the DP update. The executor decides where rows live; ``InMemoryExecutor`` reads an
-iterator of (X, y) blocks once, in order, so a Dask array or a generator of blocks streams through
-without being materialised. The Dask executor of ``pipelines`` implements the same ``compute``.
+and applies the DP update. The executor decides where rows live: ``InMemoryExecutor``
+(``dpstream.in_memory``) reads blocks a process holds; the Dask executor of ``pipelines`` implements
+the same ``compute``. A ``RunGuard`` (``dpstream.guarded_run``) may move the start and decide the
+release, with the run's key.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from dpstream.checkpoint import (
     CheckpointStore,
     new_checkpoint,
 )
+from dpstream.in_memory import InMemoryExecutor, RowStream, UserStream
 from dpstream.models import BatchStats, Model, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import LakeLedger
@@ -34,7 +36,16 @@ from dpstream.run_claims import claim_run, give_back
 from dpstream.run_plan import RunPlan
 from dpstream.validation import check_name
 
-__all__ = ["Executor", "InMemoryExecutor", "RowStream", "UserStream", "FitResult", "run", "execute"]
+__all__ = [
+    "Executor",
+    "InMemoryExecutor",
+    "RowStream",
+    "UserStream",
+    "FitResult",
+    "RunGuard",
+    "run",
+    "execute",
+]
 
 
 class Executor(Protocol):
@@ -48,139 +59,6 @@ class Executor(Protocol):
     def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats: ...
 
 
-class RowStream:
-    """Consecutive row ranges from an iterator of (X, y) blocks, read once and in order."""
-
-    def __init__(self, blocks: Iterable[tuple[Any, Any]]):
-        self._blocks: Iterator[tuple[Any, Any]] = iter(blocks)
-        self._X: np.ndarray | None = None
-        self._y: np.ndarray | None = None
-        self._block_start = 0  # global index of the first row of the current block
-        self._position = 0  # global index of the next unread row
-        self._last_range: tuple[int, int] | None = None  # kept for one re-take (holds one step's rows)
-        self._last_views: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def _next_block(self) -> bool:
-        try:
-            X, y = next(self._blocks)
-        except StopIteration:
-            return False
-        if self._X is not None:
-            self._block_start += self._X.shape[0]
-        self._X, self._y = np.asarray(X), np.asarray(y)
-        if self._X.ndim != 2 or self._y.shape != (self._X.shape[0],):
-            raise ValueError(
-                f"each block must be X of shape (rows, features) and y of shape (rows,), got {self._X.shape} and {self._y.shape}"
-            )
-        return True
-
-    def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Yield views covering rows [start, stop); rows before ``start`` are skipped (never reread),
-        except the range taken last, which may be taken again (a step's follow-up request)."""
-        if (start, stop) == self._last_range:
-            yield from self._last_views
-            return
-        if start < self._position:
-            raise ValueError(f"rows {start}..{stop} were already consumed: the stream is single-pass")
-        self._position = start
-        views = []
-        while self._position < stop:
-            end_of_block = self._block_start + (0 if self._X is None else self._X.shape[0])
-            if self._X is None or self._position >= end_of_block:
-                if not self._next_block():
-                    raise ValueError(
-                        f"the data ended at row {self._position}, before row {stop} the plan needs"
-                    )
-                continue
-            lo = self._position - self._block_start
-            hi = min(stop, end_of_block) - self._block_start
-            views.append((self._X[lo:hi], self._y[lo:hi]))
-            yield views[-1]
-            self._position = self._block_start + hi
-        self._last_range, self._last_views = (start, stop), views
-
-
-class UserStream:
-    """Consecutive ranges of *users* from an iterator of (X, y, users) blocks: each row's user code, the
-    codes ascending through the stream and every user's rows in one block (``dpstream.models.users.
-    bound_contributions`` lays them out so). Under the user unit a plan's rows are users: span [a, b)
-    is every row of users a..b−1. Read once and in order, like ``RowStream``."""
-
-    def __init__(self, blocks: Iterable[tuple[Any, Any, Any]]):
-        self._blocks = iter(blocks)
-        self._block: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._last_user = -1  # the last user of every block read so far: none may continue later
-        self._position = 0  # the next unread user
-        self._last_range: tuple[int, int] | None = None
-        self._last_views: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def _next_block(self) -> bool:
-        try:
-            X, y, users = next(self._blocks)
-        except StopIteration:
-            return False
-        X, y, users = np.asarray(X), np.asarray(y), np.asarray(users, dtype=np.int64)
-        if X.ndim != 2 or y.shape != (X.shape[0],) or users.shape != (X.shape[0],):
-            raise ValueError(
-                f"each block must be X (rows, features), y (rows,) and users (rows,), got {X.shape}, {y.shape} "
-                f"and {users.shape}"
-            )
-        if users.size and (np.any(np.diff(users) < 0) or users[0] <= self._last_user):
-            raise ValueError(
-                "user codes must ascend through the stream, each user's rows in one block (user "
-                f"{int(users[0])} follows user {self._last_user})"
-            )
-        self._last_user = int(users[-1]) if users.size else self._last_user
-        self._block = (X, y, users)
-        return True
-
-    def take(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        if (start, stop) == self._last_range:
-            yield from self._last_views
-            return
-        if start < self._position:
-            raise ValueError(f"users {start}..{stop} were already consumed: the stream is single-pass")
-        self._position, views = start, []
-        while self._position < stop:
-            block = self._block
-            if block is None or not block[2].size or self._position > block[2][-1]:
-                if not self._next_block():
-                    raise ValueError(
-                        f"the data ended at user {self._position}, before user {stop} the plan needs"
-                    )
-                continue
-            X, y, users = block
-            lo, hi = np.searchsorted(users, [self._position, stop], side="left")
-            if hi > lo:
-                views.append((X[lo:hi], y[lo:hi], users[lo:hi]))
-                yield views[-1]
-            self._position = min(stop, int(users[-1]) + 1)
-        self._last_range, self._last_views = (start, stop), views
-
-
-class InMemoryExecutor:
-    """Statistics of an iterator of (X, y) blocks, or of (X, y, users) blocks with ``by_user`` (the user
-    unit: spans count users, and the model combines each user's rows, ``Model.block_stats(users=...)``)."""
-
-    def __init__(self, model: Model, blocks: Iterable[tuple[Any, ...]], by_user: bool = False):
-        self.model = model
-        self.by_user = by_user
-        self.stream = UserStream(blocks) if by_user else RowStream(blocks)
-
-    def _pieces(self, span: tuple[int, int]) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
-        for piece in self.stream.take(*span):
-            yield piece[0], piece[1], ({"users": piece[2]} if self.by_user else {})
-
-    def compute(self, span: StepSpan, request: StatsRequest) -> BatchStats:
-        stats = BatchStats.zeros(len(request.clip_norms), request.params.size)
-        if span.stat_rows is not None and request.thresholds is not None:
-            for X, y, users in self._pieces(span.stat_rows):
-                stats = stats + self.model.block_stats(X, y, request, role="stat", **users)
-        for X, y, users in self._pieces(span.gradient_rows):
-            stats = stats + self.model.block_stats(X, y, request, role="gradient", **users)
-        return stats
-
-
 @dataclass
 class FitResult:
     params: np.ndarray
@@ -190,6 +68,19 @@ class FitResult:
     resumed_at: int = (
         0  # the step a checkpoint resumed the run at (0: a fresh run; the plan's steps: complete)
     )
+    guard: Any = None  # the release guard's decision (``dpstream.release_guard.GuardDecision``), if any
+
+
+class RunGuard(Protocol):
+    """A release guard around a run (``dpstream.guarded_run.LakeGuard``), drawing from the run's key:
+    ``start`` gives the initial parameters before the first step, ``finish`` what the run releases
+    (parameters, report, decision) after the last."""
+
+    def start(self, key: NoiseKey, params: np.ndarray) -> np.ndarray: ...
+
+    def finish(
+        self, key: NoiseKey, model: Model, params: np.ndarray, report: PrivacyReport
+    ) -> tuple[np.ndarray, PrivacyReport, Any]: ...
 
 
 def run(
@@ -231,9 +122,11 @@ def execute(
     run_id: str | None = None,
     ledger: LakeLedger | None = None,
     lake: str = "",
+    guard: RunGuard | None = None,
 ) -> FitResult:
     """Run every step of ``run_plan``; ``on_step(step, state)`` is called after each update. The
-    executor must compute the plan's model (``RunPlan.check_executor``).
+    executor must compute the plan's model (``RunPlan.check_executor``). A ``guard`` moves the start and
+    decides the release, with the run's key (``RunGuard``).
 
     With the plan's ``checkpoint`` policy and ``run_id`` the run is durable: an existing checkpoint of ``run_id`` is
     resumed (same key, same state, same remaining steps), otherwise one is written before the first
@@ -263,7 +156,8 @@ def execute(
     )
     try:
         if state is None:
-            state = _first_state(record, algorithm, plan, initial_params, losses)
+            start_params = initial_params if guard is None else guard.start(record.key, initial_params)
+            state = _first_state(record, algorithm, plan, start_params, losses)
         for span in plan.spans[start:]:
             state, stats = _noisy_step(record, algorithm, executor, plan, span, state)
             losses.append(stats.loss_sum / max(stats.row_count, 1))
@@ -277,10 +171,12 @@ def execute(
     finally:
         if run_id is not None:
             unreleased.forget(run_id)
-    report = algorithm.report(plan, state)
+    params, report, decision = algorithm.result(state), algorithm.report(plan, state), None
+    if guard is not None:
+        params, report, decision = guard.finish(record.key, executor.model, params, report)
     if ledger is not None:
         ledger.commit(run_id, record.claim)
-    return FitResult(algorithm.result(state), report, state, losses, resumed_at=start)
+    return FitResult(params, report, state, losses, resumed_at=start, guard=decision)
 
 
 @dataclass

@@ -58,7 +58,7 @@ REQUIRED_KEYS = frozenset(
 )
 # "metrics": written by earlier versions (the non-private evaluation), ignored; "source": the table
 # version trained on (a Delta version or an Iceberg snapshot), absent for a Parquet folder.
-OPTIONAL_KEYS = frozenset({"metrics", "source"})
+OPTIONAL_KEYS = frozenset({"metrics", "source", "released"})
 
 
 def check_privacy(privacy: Any, source: str) -> dict[str, Any]:
@@ -231,6 +231,7 @@ def model_document(
     report: Any,
     preprocessing: dict[str, Any] | None = None,
     source: dict[str, Any] | None = None,
+    released: str = "model",
 ) -> dict[str, Any]:
     """model.json, the document ``ModelDocument.from_dict`` reads back: the parameters with what is needed
     to apply them (the [model] section: kind, settings, a classifier's classes; feature names in order;
@@ -240,7 +241,9 @@ def model_document(
     The model reads features as stored in the lake. ``preprocessing`` is what ``dpstream convert``
     recorded for a lake it wrote (public bounds, the scale range, imputation constants, category lists,
     the class list): new rows go through the same steps, and a bounded label maps back to its units; None
-    for a lake written otherwise. ``source`` is the table version trained on (``SourceVersion.to_json``)."""
+    for a lake written otherwise. ``source`` is the table version trained on (``SourceVersion.to_json``).
+    ``released`` is "model", or "constant" where the release guard published the constant predictor
+    (weights 0 and the intercept; ``dpstream.guarded_run``)."""
     return {
         "format": MODEL_FORMAT,
         "run_id": run_id,
@@ -252,6 +255,7 @@ def model_document(
         "preprocessing": preprocessing,
         "params": np.asarray(params).tolist(),
         "privacy": report.to_dict(),
+        "released": released,
         **({"source": dict(source)} if source else {}),
     }
 

@@ -31,6 +31,7 @@ from prefect.utilities.annotations import quote
 from dpstream.checkpoint import CheckpointError, CheckpointPolicy, CheckpointStore
 from dpstream.export import model_document
 from dpstream.flows.assembly.cluster import preparation_client, run_client
+from dpstream.flows.assembly.guard import lake_guard
 from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.loading import load_inputs
 from dpstream.flows.assembly.locations import (
@@ -169,6 +170,7 @@ def train_task(inputs: RunInputs, planned: PlannedRun, show_progress: bool = Fal
             run_id=planned.run_id,
             ledger=lake_ledger(inputs, planned.lake),
             on_step=progress.training(plan.algorithm, plan.steps),
+            guard=lake_guard(inputs, planned),  # over the held-out file: the model, or the constant
         )
     return result, mode
 
@@ -235,6 +237,11 @@ def publish_task(
     return paths
 
 
+def released(decision: Any) -> str:
+    """What the run published: "model", or "constant" where the release guard chose the constant."""
+    return "model" if decision is None or decision.model else "constant"
+
+
 OPERATOR_NOTE = (
     "non-private evaluation on the held-out file: operator only, never published beside the model (it is "
     "computed from the rows without noise)"
@@ -287,6 +294,7 @@ def train_flow(
             report=report,
             preprocessing=planned.preprocessing,
             source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
+            released=released(fit.guard),
         )
         paths = publish_task(
             locations, document, report, fit.training_loss, metrics, outage=config.storage.outage_policy()
@@ -301,6 +309,7 @@ def train_flow(
         "generation": manifest.generation,
         "resumed_at": fit.resumed_at,  # the step its checkpoint resumed it at (0: a fresh run)
         "steps": planned.plan.steps.num_steps,
+        "released": released(fit.guard),
     }
 
 

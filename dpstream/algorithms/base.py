@@ -26,7 +26,15 @@ import numpy as np
 
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
-from dpstream.privacy import GdpAccountant, NeighbouringRelation, PrivacyEvent, PrivacyUnit
+from dpstream.privacy import (
+    GdpAccountant,
+    NeighbouringRelation,
+    PrivacyEvent,
+    PrivacyUnit,
+    compose_mu,
+    epsilon_for_delta,
+    event_mu,
+)
 
 __all__ = [
     "StepSpan",
@@ -103,6 +111,19 @@ class PrivacyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def composed_with(self, event: PrivacyEvent, note: str, delta: float) -> PrivacyReport:
+        """This report extended by another release over the same data (private bounds before training, the
+        release guard after it): the μ-GDP guarantees compose, μ² = μ_report² + μ_event² (exact for
+        Gaussian DP), and ε is restated at ``delta``."""
+        mu = compose_mu(self.mu, event_mu(event))
+        return replace(
+            self,
+            epsilon=epsilon_for_delta(delta, mu),
+            mu=mu,
+            events=f"composition of [{self.events}; {event.describe()}]",
+            notes=self.notes + (note,),
+        )
 
     def to_markdown(self) -> str:
         clip = (

@@ -27,6 +27,7 @@ from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_al
 from dpstream.algorithms.user_level import check_user_level
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.estimators.guarding import GuardedRelease
 from dpstream.estimators.support import (
     FitWarnings,
     PublicScale,
@@ -62,7 +63,7 @@ def _block_cuts(num_rows: int, block_rows: int, users: np.ndarray | None) -> lis
 BLOCK_ROWS = 65536  # rows per block of the single pass (the ``block_rows`` default)
 
 
-class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
+class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimator):
     """The fit every dpstream estimator shares: input checks, blocks of ``block_rows``, public or private
     bounds, the noise key, one run of the algorithm over the rows, the fit's warnings and
     ``privacy_report_``. Each estimator states its own parameters and defaults (``__init__``), the model it
@@ -289,26 +290,29 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
         bounds = self._private_bounds(lambda: self._raw_blocks(X, y, users), num_rows, key, mu)
-        # Private bounds take a share of μ²; training gets the rest, so the two compose to (ε, δ).
-        epsilon = (
-            self.epsilon
-            if bounds is None
-            else epsilon_for_delta(self.delta, math.sqrt(1 - bounds.share) * mu)
-        )
+        # Private bounds and the release guard take shares of μ²; training gets the rest, so the three
+        # compose to (ε, δ).
         inputs = self._model_inputs()
         model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
+        guard_share = self._guard_share(model, num_rows, dim, unit)
+        share = guard_share + (0.0 if bounds is None else bounds.share)
+        epsilon = epsilon_for_delta(self.delta, math.sqrt(1 - share) * mu)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon, unit)
+        guard = self._release_guard(math.sqrt(guard_share) * mu)
+        constant = guard and self._guard_constant(guard, self._blocks(X, y, users), num_rows, key)
         result = run(
             algorithm,
             InMemoryExecutor(model, self._blocks(X, y, users), by_user=users is not None),
             num_rows=num_rows,
             num_params=dim,
-            initial_params=model.init_params(inputs),
+            initial_params=self._start_at(model.init_params(inputs), constant),
             key=key,
         )
         report = result.report if bounds is None else bounds.combine(result.report, self.delta)
+        blocks = self._blocks(X, y, users)
+        report = self._guarded_release(model, result.params, blocks, guard, constant, num_rows, key, report)
         self.privacy_report_ = self._describe(report, num_rows)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
@@ -318,6 +322,6 @@ class SinglePassEstimator(PublicScale, FitWarnings, BaseEstimator):
         self._warn_if_label_mean_only(result.state)
         self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()
-        self._store(result.params)
+        self._warn_if_constant_released()
         self._warn_if_one_class(X)
         return self

@@ -26,6 +26,10 @@ Defaults. Each default is stated once: the algorithm's in ``dpstream.algorithms.
 those a model kind tunes (clip norm, noise, learning rate) in its ``dpstream.models.kinds.base.TrainingDefaults``;
 the signatures read them, and so does the pipeline config (``dpstream.flows.config.pipeline``).
 
+Release guard (``dpstream.estimators.guarding``): the iterative algorithms and every person-level fit
+start at a noisy constant and publish the model only where it beats that constant by the guard's
+margin; ``released_`` says which ("model" or "constant") and ``guard_`` holds the DP figures.
+
 Fitted attributes: ``coef_``, ``intercept_`` and ``privacy_report_`` are the DP release;
 ``training_loss_`` (mean loss of each step's rows) is **non-private, operator only** and must not be
 shown outside the data owner's trust boundary.
@@ -37,7 +41,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import RegressorMixin
+from sklearn.base import RegressorMixin, is_regressor
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -50,6 +54,7 @@ from dpstream.estimators.support import (
 )
 from dpstream.models import Model, model_kind
 from dpstream.noise import NoiseKey
+from dpstream.release_guard import GuardConstant, GuardDecision, linear_prediction_range, with_intercepts
 from dpstream.scaling import unmap_linear
 
 __all__ = ["DPLinearRegression", "DPLogisticRegression"]
@@ -153,6 +158,31 @@ class _DPGLMEstimator(SinglePassEstimator):
         self.coef_, self.intercept_ = unmap_linear(
             params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_
         )
+
+    def _has_intercept(self) -> bool:
+        return self.fit_intercept
+
+    def _intercept_index(self) -> int | None:
+        return self._model_inputs() - 1 if self.fit_intercept else None  # the appended constant column
+
+    def _prediction_range(self, params: np.ndarray) -> tuple[float, float]:
+        """b ± ‖w‖₁ over the feature box [−1, 1]^d (a regression's one output)."""
+        if not is_regressor(self):
+            return (-1.0, 1.0)
+        return linear_prediction_range(params, self._intercept_index())
+
+    def _start_at(self, params: np.ndarray, constant: GuardConstant | None) -> np.ndarray:
+        """With an intercept, the iterative algorithms start at the guard's constant (weights 0): the
+        noisy label mean, or the class frequencies' log-odds, already released."""
+        if constant is None:
+            return params
+        return with_intercepts(params, self._model_inputs(), self._intercept_index(), constant)
+
+    def _store_constant(self, decision: GuardDecision) -> None:
+        """The constant as a linear model: weights 0 and the intercept(s) of ``GuardConstant.intercepts``
+        (0 without an intercept)."""
+        model, inputs = self._trained_model, self._model_inputs()
+        self._store(self._start_at(np.zeros(model.num_params(inputs)), decision.constant))
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")

@@ -28,7 +28,7 @@ from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
 from dpstream.models.kinds.base import ModelKind, probabilities
 from dpstream.models.users import histogram_weights
 from dpstream.noise import NoiseKey
-from dpstream.privacy import PrivacyEvent, compose_mu, epsilon_for_delta, event_mu
+from dpstream.privacy import PrivacyEvent
 from dpstream.scaling import PublicBounds
 
 __all__ = [
@@ -106,14 +106,7 @@ class BoundsRelease:
 
     def combine(self, report: Any, delta: float) -> Any:
         """The training run's report extended to the whole fit: the bounds and the training compose."""
-        mu = compose_mu(event_mu(self.event), report.mu)
-        return dataclasses.replace(
-            report,
-            epsilon=epsilon_for_delta(delta, mu),
-            mu=mu,
-            events=f"composition of [{self.event.describe()}; {report.events}]",
-            notes=report.notes + (self.note,),
-        )
+        return report.composed_with(self.event, self.note, delta)
 
 
 class PublicScale:
@@ -341,8 +334,8 @@ class FitWarnings:
     def _warn_if_one_class(self, X: Any) -> None:
         """Warn when a classifier predicts one class for every training row held in memory (operator only:
         computed from the rows, never released): the model is the majority-class rule, or worse."""
-        if is_regressor(self) or is_dask(X):
-            return
+        if is_regressor(self) or is_dask(X) or getattr(self, "released_", "model") == "constant":
+            return  # the guard's release of the majority class says so itself
         with warnings.catch_warnings():  # X is fit's validated array: a DataFrame's names are already stored
             warnings.filterwarnings("ignore", message="X does not have valid feature names")
             predicted = np.unique(self.predict(X))

@@ -22,15 +22,14 @@ from dpstream.algorithms.base import PrivacyReport
 from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec
 from dpstream.algorithms.builder import build_algorithm as build_spec
 from dpstream.checkpoint import CheckpointPolicy
+from dpstream.flows.assembly.evaluation import score_holdout
 from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.locations import RunLocations
 from dpstream.flows.config.pipeline import PipelineConfig
 from dpstream.models import Model
-from dpstream.models.kinds.base import CLIPPED_LABELS
 from dpstream.pipelines import Manifest
 from dpstream.pipelines.conversion.convert import read_convert_record
-from dpstream.pipelines.execution.executor import lake_blocks
-from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, ConvertSpec
+from dpstream.pipelines.preprocessing.spec import INTERCEPT_COLUMN, RAW_LABEL_COLUMN, ConvertSpec
 from dpstream.privacy import LakeLedger, Ledger, LifetimeBudget, PrivacyUnit, compose_mu, mu_for_epsilon_delta
 from dpstream.run_plan import RunPlan
 
@@ -166,12 +165,18 @@ def plan_run(
 
 
 def check_bounds_unit(inputs: RunInputs, record: dict[str, Any] | None) -> None:
-    """Refuse an id column that ``dpstream convert`` carried into the lake (``--id``/``--user``) as a feature,
+    """Refuse the raw label column (``RAW_LABEL_COLUMN``) as a feature or the label, an id column that
+    ``dpstream convert`` carried into the lake (``--id``/``--user``) as a feature,
     and a user-level run on a lake whose conversion estimated bounds privately per row: the sample of every
     10th row holds some rows of most people, whose other rows are in the lake, so the bounds' release and
     the run would compose for a person (the row argument's parallel composition fails)."""
     config, features = inputs.config, inputs.model_features
     features = [features] if isinstance(features, str) else features
+    if RAW_LABEL_COLUMN in features or inputs.config.lake.label == RAW_LABEL_COLUMN:
+        raise ValueError(
+            f"lake.features or lake.label names {RAW_LABEL_COLUMN!r}, the unclipped label dpstream keeps for the "
+            "held-out evaluation only: training on it would read the label beyond its bounds; remove it"
+        )
     carried = [column for column in (record or {}).get("passthrough", ()) if column in features]
     if carried:
         raise ValueError(
@@ -261,30 +266,17 @@ def bound_charge(
 
 
 def evaluate_holdout(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
-    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``). A regression on a lake
-    ``dpstream convert`` wrote is scored in the label's units (its recorded bounds undo the mapping onto
-    the lake's scale; clipped labels stay at their bound), as ``predict`` writes it."""
-    preprocessing = planned.preprocessing
-    # A user-level block also carries its people: the held-out score weighs every held-out row alike.
-    blocks = (block[:2] for block in lake_blocks(planned.holdout))
-    X, y = [np.concatenate(parts) for parts in zip(*blocks, strict=True)]
-    outputs = planned.plan.model.predict_margin(X.astype(np.float64), params)
-    y = np.asarray(y, dtype=np.float64)
-    clipped = None
-    if preprocessing and not config.model.declaration.classifies:
-        spec = ConvertSpec.from_record(preprocessing)
-        outputs, y = (
-            np.asarray(spec.original_units(config.lake.label, v), dtype=np.float64) for v in (outputs, y)
-        )
-        if config.lake.label in spec.bounds:  # labels the conversion clipped sit at its bounds
-            bounds = spec.bounds[config.lake.label]
-            clipped = float(
-                np.mean(np.isclose(y[:, None], np.asarray(bounds)[None, :], rtol=1e-9).any(axis=1))
-            )
-    metrics = config.model.declaration.evaluate(outputs, y)
-    if clipped is not None:
-        metrics[CLIPPED_LABELS] = clipped
-    return metrics
+    """The kind's held-out metric beside its baseline (``ModelKind.evaluate``), non-private and operator
+    only: a regression on a preprocessed lake in the label's units, against each held-out row's label as
+    it was before the preprocessing clipped it (``dpstream.flows.assembly.evaluation``)."""
+    return score_holdout(
+        config.model.declaration,
+        config.lake.label,
+        planned.holdout,
+        planned.plan.model,
+        planned.preprocessing,
+        params,
+    )
 
 
 def with_bound_note(report: PrivacyReport, lake: Manifest) -> PrivacyReport:

@@ -147,7 +147,11 @@ def exit_on_interrupt(
         yield
 
 
-_unwinding: dict[str, object] = {"message": "the command stopped before it finished", "reported": False}
+_unwinding: dict[str, object] = {
+    "message": "the command stopped before it finished",
+    "reported": False,
+    "signal": None,
+}
 
 
 def set_interrupt_message(message: str) -> None:
@@ -160,6 +164,13 @@ def exit_interrupted(error: BaseException) -> NoReturn:
     """End the command that ``error`` (a KeyboardInterrupt, ``Interrupted``) reached the top of: the tree
     stopped, the line of ``set_interrupt_message`` unless the command printed its own, 128 + signal."""
     stop_and_exit(signal_of(error), _pending_line())
+
+
+def arrived_signal() -> int | None:
+    """The signal ``unwind_on_signals`` answered, if one arrived: an error that reaches the top after it
+    is the interrupt, wrapped by a library (pydantic's serializer reports it as its own error)."""
+    signum = _unwinding.get("signal")
+    return int(signum) if signum is not None else None
 
 
 def _pending_line() -> str | None:
@@ -187,6 +198,7 @@ def unwind_on_signals(grace_seconds: float = UNWIND_SECONDS) -> None:
         if arrived:
             stop_and_exit(signum, _pending_line())
         arrived.append(signum)
+        _unwinding["signal"] = signum
         timer = threading.Timer(grace_seconds, watchdog, args=(signum,))
         timer.daemon = True
         timer.start()

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from dpstream.flows.cli import parsers
 from dpstream.flows.cli.budget import audit_arguments, budget_arguments
-from dpstream.flows.cli.interrupt import exit_interrupted, unwind_on_signals
+from dpstream.flows.cli.interrupt import Interrupted, arrived_signal, exit_interrupted, unwind_on_signals
 from dpstream.flows.cli.support import EXIT_BAD_INPUT, EXIT_BUDGET, EXIT_OK, EXIT_OTHER, refuse
 from dpstream.flows.logs import quiet_dask
 
@@ -155,6 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return importlib.import_module(COMMANDS[args.command].module).run(args)
     except Exception as error:  # noqa: BLE001 - the CLI's contract is one line and an exit code
+        signum = arrived_signal()
+        if signum is not None:  # the interrupt, wrapped by a library in an error of its own
+            exit_interrupted(Interrupted(signum))
         return refuse(error, args)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dpstream.checkpoint import CheckpointPolicy
-from dpstream.coordinator import FitResult, InMemoryExecutor, execute
+from dpstream.coordinator import FitResult, InMemoryExecutor, RunGuard, execute
 from dpstream.models import Model
 from dpstream.noise import NoiseKey
 from dpstream.pipeline_constants import DEFAULT_WORKER_TIMEOUT
@@ -50,6 +50,7 @@ def train_on_lake(
     on_step: Callable[[int, Any], None] | None = None,
     run_id: str | None = None,
     ledger: LakeLedger | None = None,
+    guard: RunGuard | None = None,
 ) -> tuple[FitResult, str]:
     """Run the plan over the lake in one pass; returns the fit and the execution mode used. The plan
     must have been built for this lake's rows and features (``RunPlan.check_data``).
@@ -60,7 +61,8 @@ def train_on_lake(
 
     The plan's checkpoint policy and ``run_id`` make the run resumable (the shuffle generation,
     ``Manifest.row_order``, is part of the checkpoint's identity, so a checkpoint is never applied to
-    another lake or another shuffle of it); ``ledger`` charges the run once. In scatter mode (and for
+    another lake or another shuffle of it); ``ledger`` charges the run once; ``guard`` (over the
+    held-out file, ``dpstream.guarded_run.LakeGuard``) decides what it releases. In scatter mode (and for
     ``auto``'s probe) a cluster without workers for ``worker_timeout`` seconds stops the run
     (``NoWorkersError``) instead of hanging it; streaming needs no worker.
     """
@@ -98,6 +100,7 @@ def train_on_lake(
             run_id=run_id,
             ledger=ledger,
             lake=manifest.row_order,
+            guard=guard,
         )
     finally:
         if isinstance(executor, DaskExecutor):

@@ -149,3 +149,30 @@ def test_a_shuffled_lake_where_nothing_can_be_written_is_refused_in_one_line(tmp
     assert "is read-only (or not writable) for this user (Operation not permitted)" in line, line
     assert "point lake.shuffled_url elsewhere" in line and "PermissionError" not in line, line
     assert not Path("/sys/dpstream-shuffled").exists()
+
+
+def test_an_interrupt_a_library_wrapped_in_its_own_error_still_exits_as_interrupted(tmp_path):
+    """After Ctrl-C, pydantic's serializer reported our ``Interrupted`` as its own error ("Error calling
+    function `_ser_model`: Interrupted: SIGINT", exit 2); an error reaching the top after a signal arrived
+    is the interrupt: one line, 130."""
+    script = (
+        "import sys\n"
+        "from dpstream.flows.cli import interrupt, main\n"
+        "import dpstream.flows.cli.validate as command\n"
+        "interrupt._unwinding['signal'] = 2\n"
+        "def wrapped(args):\n"
+        "    raise RuntimeError('Error calling function `_ser_model`: Interrupted: SIGINT')\n"
+        "command.run = wrapped\n"
+        "sys.exit(main.main(['validate', 'pipeline.toml']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 130 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("dpstream: interrupted; ") and "_ser_model" not in result.stderr

@@ -95,8 +95,8 @@ def test_user_level_dpsgd_beats_the_row_model_converted_by_group_privacy():
     """The synthetic Zipf panel (3,000 people, 1–20 rows) at ε = 1 per person, 4 seeds (`python -m
     benchmarks.user_level`): user-level DP-SGD measured 0.63–0.73 RMSE, the row-level DP-SGD at μ/20 per row
     9.6–25.6 and the label mean 1.69. Over 30 noise keys on these 2 panels the user-level RMSE was 0.36–0.58
-    of the label mean's (median 0.44). Asserted with fixed keys on 2 seeds: below 0.7 × the label mean and
-    5× below the row model."""
+    of the label mean's (median 0.44). Asserted with fixed keys on 2 seeds: below 0.7 × the label mean,
+    while the row model, which diverges (9.6–25.6), gives way to the noisy label mean."""
     from benchmarks.user_level import DELTA, panel
     from dpstream.estimators import DPLinearRegression
     from dpstream.noise import NoiseKey
@@ -117,7 +117,9 @@ def test_user_level_dpsgd_beats_the_row_model_converted_by_group_privacy():
             float(np.sqrt(np.mean((m.predict(X_test) - y_test) ** 2))) for m in (user, row)
         )
         label_mean = float(np.sqrt(np.mean((y_test - y.mean()) ** 2)))
-        assert user_rmse < 0.7 * label_mean and 5 * user_rmse < row_rmse, (user_rmse, row_rmse, label_mean)
+        # The diverging row model loses to the constant; the release guard publishes the noisy label mean.
+        assert row.released_ == "constant" and row_rmse >= 0.98 * label_mean, (row_rmse, label_mean)
+        assert user_rmse < 0.7 * label_mean and user.released_ == "model", (user_rmse, label_mean)
 
 
 def test_user_level_ambssgd_trains_per_person():

@@ -12,5 +12,6 @@ LINEAR = register(
         description="linear regression (squared loss)",
         settings=(),
         build_model=lambda backend, num_classes: LinearRegressionModel(backend=backend),
+        intercept_constant=True,
     )
 )

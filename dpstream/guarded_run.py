@@ -1,0 +1,100 @@
+"""The release guard of a run on a lake (``dpstream.release_guard``: the argument and the decision rule),
+over the held-out rows.
+
+A run on a shuffled lake holds its last file out for evaluation; the guard's two releases read those
+rows (or people: a user-level shuffle writes every person's rows to one file) and never the training
+rows. The two sets are fixed by position before any value is read, so every contribution is in the
+training or in the guard, never both: by parallel composition the run stays μ_train-GDP with the guard
+at the same μ (``LakeGuard.finish`` states it in the report), and the guard costs no training budget.
+The guard's noise comes from the run's key (its own stream), so a retried or resumed run releases the
+same constant and makes the same decision.
+
+``LakeGuard`` is what ``dpstream.coordinator.execute`` calls: ``start`` (the initial parameters, moved
+to the constant, before the first step) and ``finish`` (the comparison after the last; the model's
+parameters, or the constant's as a linear model with weights 0, go out). It serves the linear models
+(linear, logistic, multinomial), whose parameters can hold the constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpstream.algorithms.base import PrivacyReport
+from dpstream.models import Model
+from dpstream.noise import NoiseKey
+from dpstream.privacy import PrivacyEvent, event_mu
+from dpstream.release_guard import (
+    Blocks,
+    Guard,
+    GuardConstant,
+    GuardDecision,
+    RegressionGuard,
+    guard_constant,
+    guard_decision,
+    linear_prediction_range,
+    with_intercepts,
+)
+
+__all__ = ["LakeGuard", "with_parallel_release"]
+
+
+def with_parallel_release(report: PrivacyReport, event: PrivacyEvent, note: str) -> PrivacyReport:
+    """``report`` extended by a release over contributions disjoint from the report's: the guarantee is
+    the larger μ (parallel composition), which must be the report's."""
+    if event_mu(event) > report.mu * (1 + 1e-12):
+        raise ValueError(
+            f"a parallel release at μ = {event_mu(event):.6g} exceeds the run's μ = {report.mu:.6g}"
+        )
+    return dataclasses.replace(
+        report,
+        events=f"{report.events}; in parallel, on disjoint contributions: {event.describe()}",
+        notes=report.notes + (note,),
+    )
+
+
+@dataclass(frozen=True)
+class LakeGuard:
+    """The guard over the held-out blocks ``holdout()`` ((model rows, targets[, user codes]) as the
+    model reads them) of ``contributions`` rows or people."""
+
+    guard: Guard
+    holdout: Callable[[], Blocks]
+    contributions: int
+    inputs: int  # the model's inputs per row
+    intercept_index: int | None  # the column of the public constant 1, or None
+    unit: str = "row"  # "row" or "person", for the report
+
+    def constant(self, key: NoiseKey) -> GuardConstant:
+        return guard_constant(
+            self.guard, self.holdout(), self.contributions, key, self.intercept_index is not None
+        )
+
+    def start(self, key: NoiseKey, params: np.ndarray) -> np.ndarray:
+        """Where training starts: the initial parameters with the intercept(s) at the noisy constant."""
+        return with_intercepts(params, self.inputs, self.intercept_index, self.constant(key))
+
+    def finish(
+        self, key: NoiseKey, model: Model, params: np.ndarray, report: PrivacyReport
+    ) -> tuple[np.ndarray, PrivacyReport, GuardDecision]:
+        """The comparison: (the parameters to publish, the report with the guard stated, the decision)."""
+        constant = self.constant(key)  # the same release as ``start``'s: the same key and rows
+        regression = isinstance(self.guard, RegressionGuard)
+        span = linear_prediction_range(params, self.intercept_index) if regression else (-1.0, 1.0)
+        decision = guard_decision(
+            self.guard, model, params, self.holdout(), constant, self.contributions, key, span
+        )
+        if not decision.model:
+            params = with_intercepts(
+                np.zeros_like(params, dtype=np.float64), self.inputs, self.intercept_index, constant
+            )
+        people = "people" if self.unit == "person" else "rows"
+        note = (
+            f"release guard ({self.guard.mu:.4g}-GDP in two releases over the {self.contributions:,} {people} of the "
+            f"shuffle's last file, which training does not read: parallel composition, no share of the run's μ): "
+            + decision.describe(not regression, self.unit)
+        )
+        return params, with_parallel_release(report, decision.event, note), decision
