@@ -74,7 +74,10 @@ class LakeGuard:
         )
 
     def start(self, key: NoiseKey, params: np.ndarray) -> np.ndarray:
-        """Where training starts: the initial parameters with the intercept(s) at the noisy constant."""
+        """Where training starts: a regression's intercept at the noisy label mean; a classifier's
+        parameters as they are (``dpstream.estimators.glm`` measures why)."""
+        if not isinstance(self.guard, RegressionGuard):
+            return params
         return with_intercepts(params, self.inputs, self.intercept_index, self.constant(key))
 
     def finish(

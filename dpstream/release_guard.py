@@ -9,9 +9,9 @@ same contributions, each at μ_guard/√2, and publishes the winner, deciding fr
    sensitivity 2 (replace-one) or 1 (zero-out); the constant is c = clip(Ỹ/N, −1, 1) (0 for a model
    without an intercept, which cannot represent another). Classification, K classes: the class counts
    C̃ = C + N(0, σ₁²I), sensitivity √2 (replace-one moves two counts) or 1; the constant is the majority
-   class m = argmax C̃, with the noisy frequencies as its probabilities. Released first, the constant
-   is also where an iterative algorithm starts (its intercept), so it need not walk there from the
-   centre of a wide label range.
+   class m = argmax C̃, with the noisy frequencies as its probabilities. Released first, a
+   regression's constant is also where an iterative algorithm starts (its intercept), so it need not
+   walk there from the centre of a wide label range.
 2. **The comparison, after training.** Regression: D̃ = Σd + N(0, σ₂²), d = (ŷ − y)² − (c − y)², the
    model's squared error minus the constant's, contribution by contribution. Given c (a DP output)
    and the released model's prediction range [lo, hi] ⊂ [−1, 1] over the public feature box (b ± ‖w‖₁

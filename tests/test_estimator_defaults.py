@@ -208,9 +208,14 @@ def test_the_whole_fits_epsilon_is_capped_and_a_text_label_is_named():
         DPLinearRegression().fit(X, np.where(y > 0, "high", "low"))
 
 
-def test_a_classifier_that_predicts_one_class_says_so():
+def test_a_classifier_no_better_than_the_majority_says_so():
     rng = np.random.default_rng(11)
     X = rng.uniform(0, 1, (8000, 3))
     rare = (X[:, 0] > 0.97).astype(int)  # 3 % positives: beyond the least-squares surrogate at ε = 1
+    # Public bounds: the release guard compares the model with the majority class and releases it.
+    with pytest.warns(UserWarning, match=r"so the majority class was released instead"):
+        guarded = DPLogisticRegression(feature_bounds=(0, 1), noise_key=KEY).fit(X, rare)
+    assert guarded.released_ == "constant" and set(guarded.predict(X)) == {0}
+    # The defaults (private bounds, no guard) say when the model predicts one class for every row.
     with pytest.warns(UserWarning, match=r"predicts 0 for every training row \(operator-only"):
-        DPLogisticRegression(feature_bounds=(0, 1)).fit(X, rare)
+        DPLogisticRegression(noise_key=KEY).fit(X, rare)

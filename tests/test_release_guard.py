@@ -125,20 +125,24 @@ def test_a_model_that_clearly_wins_is_released():
         assert model.privacy_report_.epsilon == pytest.approx(1.0, rel=1e-9)
 
 
-def test_adassp_is_guarded_for_people_and_keeps_its_whole_budget_for_rows():
-    """Row-level AdaSSP keeps its own λ₀ > N rule and its whole μ (no guard event); under the user unit
-    the guard takes its share and decides."""
+def test_adassp_defaults_keep_their_whole_budget_and_public_bounds_or_people_are_guarded():
+    """Row-level AdaSSP with private bounds (the defaults) keeps its λ₀ > N rule and its whole μ (no
+    guard event); with public bounds, or under the user unit, the guard takes its share and decides."""
     rng = np.random.default_rng(6)
     X = rng.uniform(-1, 1, (6_000, 3))
     y = X @ np.array([1.0, -0.5, 0.5]) + 0.5 * rng.standard_normal(6_000)
     people = np.repeat(np.arange(2_000), 3)
-    bounds = dict(feature_bounds=(-1.0, 1.0), label_bounds=(-4.0, 4.0), noise_key=key(8))
-    rows = DPLinearRegression(**bounds).fit(X, y)
-    assert rows.algorithm_ == "ssp" and rows.guard_ is None and rows.released_ == "model"
-    assert "release guard" not in rows.privacy_report_.events
-    persons = DPLinearRegression(max_rows_per_user=3, **bounds).fit(X, y, groups=people)
-    assert persons.guard_ is not None and "release guard" in persons.privacy_report_.events
-    assert persons.privacy_report_.epsilon == pytest.approx(1.0, rel=1e-9)
+    public = dict(feature_bounds=(-1.0, 1.0), label_bounds=(-4.0, 4.0))
+    defaults = DPLinearRegression(noise_key=key(8)).fit(X, y)
+    assert defaults.algorithm_ == "ssp" and defaults.guard_ is None and defaults.released_ == "model"
+    assert "release guard" not in defaults.privacy_report_.events
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rows = DPLinearRegression(noise_key=key(8), **public).fit(X, y)
+        persons = DPLinearRegression(max_rows_per_user=3, noise_key=key(8), **public).fit(X, y, groups=people)
+    for model in (rows, persons):
+        assert model.guard_ is not None and "release guard" in model.privacy_report_.events
+        assert model.privacy_report_.epsilon == pytest.approx(1.0, rel=1e-9)
 
 
 def test_a_classifier_that_loses_to_the_majority_releases_it_with_its_frequencies():
@@ -178,3 +182,19 @@ def test_multiclass_constant_is_the_majority_class():
         assert set(model.predict(X)) == {"a"}
         assert np.argmax(model.predict_proba(X[:1])) == 0
     assert np.mean(model.predict(X) == y) >= 0.57
+
+
+def test_a_regression_predicts_within_its_label_bounds():
+    """Training clipped every label into label_bounds_, and the guard judged the clipped predictions: so
+    does predict, whatever the rows."""
+    rng = np.random.default_rng(12)
+    X = rng.uniform(0, 1, (5_000, 2))
+    y = 10 * X[:, 0] + rng.standard_normal(5_000)
+    model = DPLinearRegression(noise_key=key(13), feature_bounds=(0.0, 1.0), label_bounds=(0.0, 10.0)).fit(
+        X, y
+    )
+    far = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+    predicted = model.predict(far)
+    assert predicted.min() >= 0.0 and predicted.max() <= 10.0
+    raw = far @ model.coef_ + model.intercept_
+    assert np.allclose(predicted, np.clip(raw, 0.0, 10.0))

@@ -172,17 +172,21 @@ class _DPGLMEstimator(SinglePassEstimator):
         return linear_prediction_range(params, self._intercept_index())
 
     def _start_at(self, params: np.ndarray, constant: GuardConstant | None) -> np.ndarray:
-        """With an intercept, the iterative algorithms start at the guard's constant (weights 0): the
-        noisy label mean, or the class frequencies' log-odds, already released."""
-        if constant is None:
+        """A regression with an intercept starts at the guard's noisy label mean (weights 0), already
+        released. A classifier starts at 0: from the classes' log-odds SRGD ended at the majority class
+        on card payments, where from 0 it beats it (BENCHMARKS.md "Never worse than the mean")."""
+        if constant is None or not is_regressor(self):
             return params
+        return self._with_constant(params, constant)
+
+    def _with_constant(self, params: np.ndarray, constant: GuardConstant) -> np.ndarray:
         return with_intercepts(params, self._model_inputs(), self._intercept_index(), constant)
 
     def _store_constant(self, decision: GuardDecision) -> None:
         """The constant as a linear model: weights 0 and the intercept(s) of ``GuardConstant.intercepts``
         (0 without an intercept)."""
         model, inputs = self._trained_model, self._model_inputs()
-        self._store(self._start_at(np.zeros(model.num_params(inputs)), decision.constant))
+        self._store(self._with_constant(np.zeros(model.num_params(inputs)), decision.constant))
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "coef_")
@@ -270,7 +274,12 @@ class DPLinearRegression(RegressorMixin, _DPGLMEstimator):
         return y
 
     def predict(self, X: Any) -> np.ndarray:
-        return self._decision(X)
+        """The label, within ``label_bounds_`` (public or DP): the fit clipped every label into them, so
+        no prediction beyond them lowers a squared error, and the release guard judged the model so."""
+        predicted = self._decision(X)
+        if self.label_bounds_ is None:
+            return predicted
+        return np.clip(predicted, self.label_bounds_.low[0], self.label_bounds_.high[0])
 
 
 class DPLogisticRegression(ClassifierLabels, _DPGLMEstimator):

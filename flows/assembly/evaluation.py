@@ -49,7 +49,7 @@ def score_holdout(
     ``holdout`` part(s); a regression on a preprocessed lake in the label's units, against the raw labels
     where the shuffle kept them (module docstring), with the share of them clipped."""
     X, y, raw = held_out_rows(holdout)
-    outputs = model.predict_margin(X.astype(np.float64), params)
+    outputs = kind.clip_outputs(model.predict_margin(X.astype(np.float64), params))  # as predict writes them
     if kind.classifies or not preprocessing:
         return kind.evaluate(outputs, y)
     spec = ConvertSpec.from_record(preprocessing)

@@ -60,7 +60,10 @@ def test_predictions_in_label_units_row_for_row_on_the_cluster(tmp_path, lake, d
     scored = pd.concat([pq.read_table(p).to_pandas() for p in summary.files])
     assert scored["row_id"].tolist() == source["row_id"].tolist()  # one output file per input, same order
     margins = source[FEATURES].to_numpy(np.float64) @ PARAMS
-    np.testing.assert_allclose(scored["prediction"].to_numpy(), 250.0 + 250.0 * margins, rtol=1e-12)
+    # Within the label's bounds [0, 500]: training clipped every label there (ModelKind.clip_outputs).
+    expected = 250.0 + 250.0 * np.clip(margins, -1.0, 1.0)
+    np.testing.assert_allclose(scored["prediction"].to_numpy(), expected, rtol=1e-12)
+    assert (margins > 1).any() and (margins < -1).any()  # the clip is exercised
     record = json.loads((tmp_path / "scored" / "_predict.json").read_text())
     assert record["model_run_id"] == "r1" and record["rows"] == [5000] * 4
     assert sorted(os.listdir(out)) == ["_predict.json"] + [f"part-{i:05d}.parquet" for i in range(4)]

@@ -244,6 +244,12 @@ class ModelKind:
             return ["prediction", "probability"]
         return ["prediction", *(f"probability_{name}" for name in classes)]
 
+    def clip_outputs(self, outputs: np.ndarray) -> np.ndarray:
+        """A regression's outputs within the label range training clipped labels to (|y| ≤ 1 on the lake's
+        scale): no label it learned from lies beyond, so no squared error grows by the clip, and the
+        release guard judged the model so (``dpstream.release_guard``). A classifier's margins as they are."""
+        return outputs if self.classifies else np.clip(outputs, -1.0, 1.0)
+
     def predictions(
         self, outputs: np.ndarray, classes: Sequence[str] | None, label_map: tuple[float, float] = (1.0, 0.0)
     ) -> dict[str, np.ndarray]:
@@ -252,7 +258,7 @@ class ModelKind:
         original spelling and one ``probability_<class>`` column per class."""
         if not self.classifies:
             scale, offset = label_map
-            return {"prediction": outputs * scale + offset}
+            return {"prediction": self.clip_outputs(outputs) * scale + offset}
         shares = probabilities(outputs)
         if classes is None:
             return {"prediction": np.argmax(shares, axis=1).astype(np.int64), "probability": shares[:, 1]}
