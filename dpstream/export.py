@@ -187,6 +187,9 @@ class ModelDocument:
     def output_columns(self) -> list[str]:
         return self.declaration.prediction_columns(self.classes)
 
+    def label_range(self) -> tuple[float, float] | None:
+        return label_range(self.preprocessing, self.label)
+
     def label_map(self) -> tuple[float, float]:
         """(scale, offset) taking the lake's label scale to the label's units: identity without a
         conversion record or label bounds."""
@@ -209,7 +212,9 @@ class ModelDocument:
 
     def predict(self, X: np.ndarray) -> dict[str, np.ndarray]:
         """The kind's prediction columns (``output_columns``) for rows of the lake's features."""
-        return self.declaration.predictions(self.margins(X), self.classes, self.label_map())
+        return self.declaration.predictions(
+            self.margins(X), self.classes, self.label_map(), self.label_range()
+        )
 
     def to_estimator(self) -> Any:
         """A fitted ``DPLinearRegression``, ``DPLogisticRegression`` or ``DPKANClassifier``
@@ -217,6 +222,16 @@ class ModelDocument:
         from dpstream.estimators.published import fitted_estimator  # scikit-learn loads for this call only
 
         return fitted_estimator(self)
+
+
+def label_range(record: dict[str, Any] | None, label: str) -> tuple[float, float] | None:
+    """The label's range on the lake's scale where public preprocessing (a conversion record, or
+    ``[preprocess]``) clipped it into bounds (its ``scale_range``), else None (a label kept as stored)."""
+    record = record or {}
+    if not (record.get("bounds") or {}).get(label) or label in (record.get("unscaled") or ()):
+        return None
+    low, high = record["scale_range"]
+    return float(low), float(high)
 
 
 def model_document(

@@ -49,10 +49,12 @@ def score_holdout(
     ``holdout`` part(s); a regression on a preprocessed lake in the label's units, against the raw labels
     where the shuffle kept them (module docstring), with the share of them clipped."""
     X, y, raw = held_out_rows(holdout)
-    outputs = kind.clip_outputs(model.predict_margin(X.astype(np.float64), params))  # as predict writes them
+    outputs = model.predict_margin(X.astype(np.float64), params)
     if kind.classifies or not preprocessing:
         return kind.evaluate(outputs, y)
     spec = ConvertSpec.from_record(preprocessing)
+    if label in spec.bounds and label not in spec.unscaled:  # within the label's range, as predict writes it
+        outputs = kind.clip_outputs(outputs, spec.scale_range)
     outputs, y = (np.asarray(spec.original_units(label, v), dtype=np.float64) for v in (outputs, y))
     if label not in spec.bounds:  # a label kept as stored: never clipped
         return kind.evaluate(outputs, y)

@@ -4,6 +4,7 @@ disjoint from the training ones), for the model kinds whose parameters hold a co
 
 from __future__ import annotations
 
+from dpstream.export import label_range
 from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.planning import PlannedRun, intercept_index
 from dpstream.guarded_run import LakeGuard
@@ -15,10 +16,15 @@ __all__ = ["lake_guard"]
 
 
 def lake_guard(inputs: RunInputs, planned: PlannedRun) -> LakeGuard | None:
-    """The run's guard, or None for a model kind that cannot hold the constant (the KAN)."""
+    """The run's guard, or None for a model kind that cannot hold the constant (the KAN), and for a
+    regression whose label no public preprocessing bounded (a lake not written by ``dpstream convert``
+    nor read with ``[preprocess]``): its labels are not within [−1, 1], which the guard's sensitivity
+    needs."""
     config = inputs.config
     declaration = config.model.declaration
     if not declaration.intercept_constant:
+        return None
+    if not declaration.classifies and label_range(planned.preprocessing, config.lake.label) is None:
         return None
     model, holdout = planned.plan.model, planned.holdout
     classes = (2 if model.outputs == 1 else model.outputs) if declaration.classifies else 0

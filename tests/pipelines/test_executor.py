@@ -392,7 +392,10 @@ def test_a_checkpoint_never_resumes_on_another_shuffle_of_the_lake(lake, manifes
 
 @pytest.mark.parametrize("mode", ["scatter", "streaming"])
 def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
-    """The KAN uses the same model interface: shipped to the workers, bit-for-bit the in-memory fit."""
+    """The KAN uses the same model interface: shipped to the workers, the in-memory fit to within 4 units
+    in the last place. OpenBLAS's last bit depends on the alignment of a process's temporaries
+    (``dpstream.pipelines.execution.cluster``): on a loaded machine one parameter once differed
+    by one ulp. A retried step, in its own process, is compared bit for bit elsewhere."""
     model = KANModel(num_hidden=8, grid_size=4, feature_low=-4.0, feature_high=4.0)
     algorithm = DPSGD(
         1.0,
@@ -414,7 +417,8 @@ def test_kan_through_the_cluster_equals_in_memory(manifest, dask_client, mode):
     result, used = train_on_lake(
         manifest, plan_on_lake(manifest, algorithm, model), dask_client, KEY, mode=mode
     )
-    assert used == mode and result.params.tobytes() == in_memory.tobytes()
+    assert used == mode
+    np.testing.assert_array_max_ulp(result.params, in_memory, maxulp=4)
     assert not np.array_equal(result.params, model.init_params(DIM))  # it moved
 
 

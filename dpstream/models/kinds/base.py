@@ -244,21 +244,28 @@ class ModelKind:
             return ["prediction", "probability"]
         return ["prediction", *(f"probability_{name}" for name in classes)]
 
-    def clip_outputs(self, outputs: np.ndarray) -> np.ndarray:
-        """A regression's outputs within the label range training clipped labels to (|y| ≤ 1 on the lake's
-        scale): no label it learned from lies beyond, so no squared error grows by the clip, and the
-        release guard judged the model so (``dpstream.release_guard``). A classifier's margins as they are."""
-        return outputs if self.classifies else np.clip(outputs, -1.0, 1.0)
+    def clip_outputs(self, outputs: np.ndarray, label_range: tuple[float, float] | None) -> np.ndarray:
+        """A regression's outputs within ``label_range``, the range public preprocessing clipped its labels
+        to on the lake's scale (None: a label kept as stored, not clipped): no label it learned from
+        lies beyond, so no squared error grows by the clip, and the release guard judged the model so
+        (``dpstream.release_guard``). A classifier's margins as they are."""
+        if self.classifies or label_range is None:
+            return outputs
+        return np.clip(outputs, *label_range)
 
     def predictions(
-        self, outputs: np.ndarray, classes: Sequence[str] | None, label_map: tuple[float, float] = (1.0, 0.0)
+        self,
+        outputs: np.ndarray,
+        classes: Sequence[str] | None,
+        label_map: tuple[float, float] = (1.0, 0.0),
+        label_range: tuple[float, float] | None = None,
     ) -> dict[str, np.ndarray]:
         """The prediction output: the label in its units (regression); the class and its probabilities —
         the class position 0/1 and P(class 1) for a lake without a class list, else the class in its
         original spelling and one ``probability_<class>`` column per class."""
         if not self.classifies:
             scale, offset = label_map
-            return {"prediction": self.clip_outputs(outputs) * scale + offset}
+            return {"prediction": self.clip_outputs(outputs, label_range) * scale + offset}
         shares = probabilities(outputs)
         if classes is None:
             return {"prediction": np.argmax(shares, axis=1).astype(np.int64), "probability": shares[:, 1]}
