@@ -193,11 +193,10 @@ class ModelDocument:
     def label_map(self) -> tuple[float, float]:
         """(scale, offset) taking the lake's label scale to the label's units: identity without a
         conversion record or label bounds."""
-        record = self.preprocessing or {}
-        bounds = (record.get("bounds") or {}).get(self.label)
-        if not bounds or self.label in (record.get("unscaled") or ()):
+        scaled = self.label_range()
+        if scaled is None:
             return 1.0, 0.0
-        (low, high), (scale_low, scale_high) = bounds, record["scale_range"]
+        (low, high), (scale_low, scale_high) = self.preprocessing["bounds"][self.label], scaled
         scale = (high - low) / (scale_high - scale_low)
         return scale, low - scale_low * scale
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -68,10 +68,16 @@ class LakeGuard:
     intercept_index: int | None  # the column of the public constant 1, or None
     unit: str = "row"  # "row" or "person", for the report
 
+    # The constant of each key, released once: ``start`` and ``finish`` of one run read the held-out
+    # file for it once between them (a resumed run, which skips ``start``, reads it in ``finish``).
+    _constants: dict[str, GuardConstant] = field(default_factory=dict, repr=False, compare=False)
+
     def constant(self, key: NoiseKey) -> GuardConstant:
-        return guard_constant(
-            self.guard, self.holdout(), self.contributions, key, self.intercept_index is not None
-        )
+        if key.key_id not in self._constants:
+            self._constants[key.key_id] = guard_constant(
+                self.guard, self.holdout(), self.contributions, key, self.intercept_index is not None
+            )
+        return self._constants[key.key_id]
 
     def start(self, key: NoiseKey, params: np.ndarray) -> np.ndarray:
         """Where training starts: a regression's intercept at the noisy label mean; a classifier's
@@ -84,7 +90,7 @@ class LakeGuard:
         self, key: NoiseKey, model: Model, params: np.ndarray, report: PrivacyReport
     ) -> tuple[np.ndarray, PrivacyReport, GuardDecision]:
         """The comparison: (the parameters to publish, the report with the guard stated, the decision)."""
-        constant = self.constant(key)  # the same release as ``start``'s: the same key and rows
+        constant = self.constant(key)  # ``start``'s release
         regression = isinstance(self.guard, RegressionGuard)
         span = linear_prediction_range(params, self.intercept_index) if regression else (-1.0, 1.0)
         decision = guard_decision(

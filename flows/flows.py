@@ -237,9 +237,12 @@ def publish_task(
     return paths
 
 
-def released(decision: Any) -> str:
-    """What the run published: "model", or "constant" where the release guard chose the constant."""
-    return "model" if decision is None or decision.model else "constant"
+def released(fit: Any) -> str:
+    """What the run published: "constant" where the release guard chose the constant or AdaSSP's λ₀ > N
+    rule released only the noisy label mean, else "model"."""
+    if getattr(fit.state, "label_mean_only", False) or (fit.guard is not None and not fit.guard.model):
+        return "constant"
+    return "model"
 
 
 OPERATOR_NOTE = (
@@ -294,7 +297,7 @@ def train_flow(
             report=report,
             preprocessing=planned.preprocessing,
             source=manifest.source_version.to_json() if manifest.source_version.version is not None else None,
-            released=released(fit.guard),
+            released=released(fit),
         )
         paths = publish_task(
             locations, document, report, fit.training_loss, metrics, outage=config.storage.outage_policy()
@@ -309,7 +312,7 @@ def train_flow(
         "generation": manifest.generation,
         "resumed_at": fit.resumed_at,  # the step its checkpoint resumed it at (0: a fresh run)
         "steps": planned.plan.steps.num_steps,
-        "released": released(fit.guard),
+        "released": released(fit),
     }
 
 

@@ -124,6 +124,7 @@ def test_too_few_rows_for_the_regression_release_the_label_mean():
     assert "label mean only" in report.mechanism and report.epsilon == pytest.approx(1.0, rel=1e-6)
     assert np.all(model.coef_ == 0) and np.ptp(model.predict(X)) == 0
     assert abs(model.intercept_ - 0.3) < 0.2  # the noisy mean, σ ≈ 2·sqrt(2)/(μ·200)
+    assert model.released_ == "constant"  # whichever rule released it, the user is told it is the mean
 
 
 @pytest.mark.parametrize(

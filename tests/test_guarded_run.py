@@ -42,8 +42,8 @@ def test_a_model_worse_than_the_mean_gives_way_to_the_noisy_mean_with_the_run_mu
     assert params[3] == pytest.approx(0.6, abs=0.02)  # the noisy label mean of the held-out rows
     assert stated.mu == report.mu and stated.epsilon == report.epsilon  # parallel: no extra charge
     assert "the noisy label mean, the constant predictor was released instead" in stated.notes[-1]
-    # The same key and rows: the same constant and decision (a retried or resumed run).
-    again, _, _ = guard.finish(KEY, model, bad, report)
+    # The same key and rows, in a new guard: the same constant and decision (a retried or resumed run).
+    again, _, _ = lake_guard().finish(KEY, model, bad, report)
     assert again.tobytes() == params.tobytes()
 
 
@@ -99,3 +99,17 @@ def _report(mu: float):
         accountant="gdp",
         events="test",
     )
+
+
+def test_model_json_says_constant_for_the_guard_and_for_adassps_label_mean_rule():
+    from types import SimpleNamespace
+
+    from dpstream.flows.flows import released
+
+    guard = SimpleNamespace(model=True)
+    assert released(SimpleNamespace(state=SimpleNamespace(), guard=None)) == "model"
+    assert released(SimpleNamespace(state=SimpleNamespace(), guard=guard)) == "model"
+    assert (
+        released(SimpleNamespace(state=SimpleNamespace(), guard=SimpleNamespace(model=False))) == "constant"
+    )
+    assert released(SimpleNamespace(state=SimpleNamespace(label_mean_only=True), guard=guard)) == "constant"

@@ -30,7 +30,13 @@ from dpstream.models.kinds.base import training_defaults
 from dpstream.noise.registry import declared_noise, noise_declarations, noise_names
 from dpstream.privacy import PrivacyUnit
 
-__all__ = ["AlgorithmSpec", "build_algorithm", "default_learning_rate", "resolve_model_defaults"]
+__all__ = [
+    "AlgorithmSpec",
+    "build_algorithm",
+    "chosen_algorithm",
+    "default_learning_rate",
+    "resolve_model_defaults",
+]
 
 # Every hyperparameter an algorithm may read: AlgorithmSpec's settings (each declaration's ``uses`` names
 # some of them).
@@ -110,11 +116,11 @@ def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
     )
 
 
-def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
-    """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``num_params`` parameters
-    trained on ``num_rows`` rows."""
+def chosen_algorithm(spec: AlgorithmSpec, model: Any, num_params: int) -> str:
+    """The algorithm ``spec.name`` resolves to for ``model`` with ``num_params`` parameters ("auto" by
+    the public quantities of ``dpstream.algorithms.choice``), without building it."""
     spec = resolve_model_defaults(spec, model)
-    name = choose_algorithm(
+    return choose_algorithm(
         spec.name,
         model,
         num_params // model.outputs,  # AdaSSP's XᵀX is inputs × inputs whatever K
@@ -122,6 +128,13 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
         batch_size=spec.batch_size,
         learning_rate=spec.learning_rate,
     )
+
+
+def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
+    """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``num_params`` parameters
+    trained on ``num_rows`` rows."""
+    spec = resolve_model_defaults(spec, model)
+    name = chosen_algorithm(spec, model, num_params)
     _refuse_ignored(spec, name)
     if spec.unit is not None and spec.unit.is_user:
         check_user_level(name, model)

@@ -23,7 +23,13 @@ from sklearn.base import BaseEstimator, is_regressor
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from dpstream.algorithms.builder import HYPERPARAMETERS, AlgorithmSpec, build_algorithm, default_learning_rate
+from dpstream.algorithms.builder import (
+    HYPERPARAMETERS,
+    AlgorithmSpec,
+    build_algorithm,
+    chosen_algorithm,
+    default_learning_rate,
+)
 from dpstream.algorithms.user_level import check_user_level
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
@@ -178,10 +184,10 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         unit = PrivacyUnit.user("groups", self.max_rows_per_user, self.relation)
         return X[bounded.rows], np.asarray(y)[bounded.rows], bounded.users, bounded.num_users, unit
 
-    def _build_algorithm(
-        self, model: Model, num_rows: int, dim: int, epsilon: float, unit: PrivacyUnit | None = None
-    ) -> Any:
-        spec = AlgorithmSpec(
+    def _algorithm_spec(
+        self, model: Model, dim: int, epsilon: float, unit: PrivacyUnit | None
+    ) -> AlgorithmSpec:
+        return AlgorithmSpec(
             epsilon=epsilon,
             delta=self.delta,
             relation=self.relation,
@@ -190,8 +196,17 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
             known=self._known_hyperparameters(),
             **self._algorithm_request(model, dim),
         )
+
+    def _build_algorithm(
+        self, model: Model, num_rows: int, dim: int, epsilon: float, unit: PrivacyUnit | None = None
+    ) -> Any:
+        spec = self._algorithm_spec(model, dim, epsilon, unit)
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
         return algorithm
+
+    def _algorithm_name(self, model: Model, dim: int, unit: PrivacyUnit | None) -> str:
+        """The algorithm the fit will run, by public settings only (nothing is built)."""
+        return chosen_algorithm(self._algorithm_spec(model, dim, self.epsilon, unit), model, dim)
 
     def _raw_blocks(
         self, X: Any, y: Any, users: np.ndarray | None = None
@@ -295,7 +310,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         inputs = self._model_inputs()
         model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
-        guard_share = self._guard_share(model, num_rows, dim, unit)
+        guard_share = self._guard_share(model, dim, unit)
         share = guard_share + (0.0 if bounds is None else bounds.share)
         epsilon = epsilon_for_delta(self.delta, math.sqrt(1 - share) * mu)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
@@ -313,6 +328,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         report = result.report if bounds is None else bounds.combine(result.report, self.delta)
         blocks = self._blocks(X, y, users)
         report = self._guarded_release(model, result.params, blocks, guard, constant, num_rows, key, report)
+        if getattr(result.state, "label_mean_only", False):  # AdaSSP's λ₀ > N rule released the noisy mean
+            self.released_ = "constant"
         self.privacy_report_ = self._describe(report, num_rows)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dpstream.export import label_range
 from dpstream.models import Model
 from dpstream.models.kinds.base import AT_BOUNDS_LABELS, CLIPPED_LABELS, ModelKind
 from dpstream.pipelines import Manifest
@@ -53,8 +54,7 @@ def score_holdout(
     if kind.classifies or not preprocessing:
         return kind.evaluate(outputs, y)
     spec = ConvertSpec.from_record(preprocessing)
-    if label in spec.bounds and label not in spec.unscaled:  # within the label's range, as predict writes it
-        outputs = kind.clip_outputs(outputs, spec.scale_range)
+    outputs = kind.clip_outputs(outputs, label_range(preprocessing, label))  # as predict writes them
     outputs, y = (np.asarray(spec.original_units(label, v), dtype=np.float64) for v in (outputs, y))
     if label not in spec.bounds:  # a label kept as stored: never clipped
         return kind.evaluate(outputs, y)

@@ -53,13 +53,13 @@ def run(args: argparse.Namespace) -> int:
         )
     set_interrupt_message(f"run {run_id} had finished; its release is under {locations.output}")
     console.print(result["report"].to_markdown())
-    console.print(summarise(result["metrics"]), soft_wrap=True)  # one line, whatever the terminal's width
     if result["released"] == "constant":
         console.print(
-            "the model lost to the constant predictor on the release guard's noisy comparison over the held-out "
-            "file, so the constant (the noisy label mean, or the majority class) was released as model.json: "
-            "weights 0 and the intercept (the privacy report states the figures)"
+            "released: the constant predictor (the noisy label mean, or the majority class) as model.json, weights "
+            "0 and the intercept; the fitted model did not beat it (the privacy report states why). The held-out "
+            "figures below score that constant"
         )
+    console.print(summarise(result["metrics"]), soft_wrap=True)  # one line, whatever the terminal's width
     resumed, steps = result["resumed_at"], result["steps"]
     if resumed == steps:
         console.print(

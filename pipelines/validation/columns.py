@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.lake.spec import LakeSpec
-from dpstream.pipelines.preprocessing.spec import ConvertSpec
+from dpstream.pipelines.preprocessing.spec import RAW_LABEL_COLUMN, ConvertSpec
 from dpstream.pipelines.validation.values import file_name
 
 __all__ = ["feature_width", "raw_width"]
@@ -46,7 +46,7 @@ def feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
             )
         if copies == 0:
             raise LakeError(
-                f"{file_name(path)}: column {column!r} is missing (columns present: {', '.join(schema.names)}); "
+                f"{file_name(path)}: column {column!r} is missing (columns present: {', '.join(_listed(schema))}); "
                 "fix the feature/label names in the config"
             )
     if spec.preprocess is not None:
@@ -77,3 +77,8 @@ def feature_width(schema: pa.Schema, spec: LakeSpec, path: str) -> int:
                 "features or convert it (e.g. one-hot encode with `dpstream convert`)"
             )
     return len(spec.features)
+
+
+def _listed(schema: pa.Schema) -> list[str]:
+    """The columns a config may name: the raw label dpstream keeps for evaluation is not one of them."""
+    return [name for name in schema.names if name != RAW_LABEL_COLUMN]
