@@ -140,8 +140,11 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     income = (raw.column("median_income").to_numpy() + 1) / 2 * 15
     np.testing.assert_allclose(scored.column("median_income").to_numpy(), income, rtol=1e-12)
     lake_X = np.column_stack([raw.column(name).to_numpy() for name in document["features"]])
-    dollars = (model.predict_margin(lake_X, np.asarray(document["params"])) + 1) / 2 * 500_001
+    # Within the label's bounds: training clipped every label to [0, $500,001] (ModelKind.clip_outputs).
+    margins = np.clip(model.predict_margin(lake_X, np.asarray(document["params"])), -1.0, 1.0)
+    dollars = (margins + 1) / 2 * 500_001
     np.testing.assert_allclose(scored.column("prediction").to_numpy(), dollars, rtol=1e-12)
+    assert scored.column("prediction").to_numpy().max() <= 500_001
     # model.json carries the whole public preprocessing: converting the CSV with it alone rebuilds the
     # training lake exactly, so new rows can be prepared the same way.
     from dpstream.pipelines.conversion.convert import csv_to_parquet

@@ -20,6 +20,7 @@ from dpstream.estimators.base import SinglePassEstimator
 from dpstream.estimators.glm import DPLinearRegression, DPLogisticRegression
 from dpstream.estimators.kan import DPKANClassifier
 from dpstream.models import KANModel
+from dpstream.scaling import PublicBounds
 
 __all__ = ["PublishedModel", "fitted_estimator"]
 
@@ -77,10 +78,20 @@ def fitted_estimator(document: PublishedModel) -> SinglePassEstimator:
             estimator.intercept_ = np.zeros(outputs)
         else:
             estimator.coef_, estimator.intercept_ = document.params * scale, offset
-        estimator.feature_bounds_, estimator.label_bounds_ = None, None
+        estimator.feature_bounds_, estimator.label_bounds_ = None, _label_bounds(document, scale, offset)
     if document.is_classifier:
         estimator.classes_ = np.array(document.classes if document.classes is not None else [0, 1])
     estimator.n_features_in_, estimator.feature_names_in_ = len(names), names
     if document.privacy:
         estimator.privacy_report_ = PrivacyReport(**document.privacy)
     return estimator
+
+
+def _label_bounds(document: Any, scale: float, offset: float) -> PublicBounds | None:
+    """A regression's label bounds in its units, where a conversion bounded it: ``predict`` keeps within
+    them, as ``dpstream predict`` does (``ModelKind.clip_outputs``)."""
+    scaled = None if document.is_classifier else document.label_range()
+    if scaled is None:
+        return None
+    low, high = (value * scale + offset for value in scaled)
+    return PublicBounds(np.array([low]), np.array([high]))

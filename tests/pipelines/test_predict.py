@@ -167,7 +167,12 @@ def test_models_load_into_fitted_estimators(tmp_path):
     frame = pd.DataFrame(rng.uniform(-1, 1, (50, DIM)), columns=FEATURES)
     (tmp_path / "model.json").write_text(json.dumps(document()))
     linear = read_model(str(tmp_path)).to_estimator()
-    np.testing.assert_allclose(linear.predict(frame), 250 + 250 * frame.to_numpy() @ PARAMS, rtol=1e-12)
+    # As `dpstream predict` writes them: within the label's bounds [0, 500].
+    expected = 250 + 250 * np.clip(frame.to_numpy() @ PARAMS, -1.0, 1.0)
+    np.testing.assert_allclose(linear.predict(frame), expected, rtol=1e-12)
+    far = pd.DataFrame(np.full((1, DIM), 50.0), columns=FEATURES)  # margins far outside [−1, 1]
+    assert 0.0 <= linear.predict(far)[0] <= 500.0
+    assert linear.predict(far)[0] == read_model(str(tmp_path)).predict(far.to_numpy())["prediction"][0]
     assert linear.privacy_report_.epsilon == pytest.approx(1.0) and list(linear.feature_names_in_) == FEATURES
     with pytest.raises(ValueError, match="feature names"):
         linear.predict(frame[list(reversed(FEATURES))])  # reordered columns are refused by name
