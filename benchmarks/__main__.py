@@ -33,6 +33,7 @@ MODULES = [
     "benchmarks.table_preprocess",
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
+    "benchmarks.srgd_crossover",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.cli_startup",

@@ -11,7 +11,7 @@ from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.planning import build_algorithm as build_for_config
 from dpstream.flows.config.pipeline import AlgorithmConfig, ModelConfig
 from dpstream.models import KANModel, model_kind
-from dpstream.models.kinds.base import TrainingDefaults
+from dpstream.models.kinds.base import SmallBudgetChoice, TrainingDefaults
 from tests.algorithms.test_builder import config
 
 FEATURES, ROWS = 5, 20_000
@@ -54,8 +54,12 @@ def test_the_estimators_defaults_are_the_builders_and_their_kinds(estimator):
         assert defaults[name] == getattr(training, name), name
 
 
-def test_the_glm_kinds_tune_nothing_and_the_kan_its_own():
-    assert model_kind("linear").training == model_kind("logistic").training == TrainingDefaults()
+def test_the_glm_kinds_tune_nothing_but_the_linear_small_budget_choice_and_the_kan_its_own():
+    assert model_kind("logistic").training == TrainingDefaults()
+    linear = model_kind("linear").training
+    assert linear == TrainingDefaults(
+        small_budget=SmallBudgetChoice("srgd", max_epsilon=1.0, min_rows=20_000)
+    )
     assert model_kind("kan").training != TrainingDefaults()
     assert DPKANClassifier._kind is model_kind("kan")
 

@@ -76,6 +76,13 @@ class AlgorithmSpec:
     label_bound: float = 1.0  # AdaSSP
     intercept_index: int | None = None  # AdaSSP: the constant column, left unpenalised
     unit: PrivacyUnit | None = None  # whose data is protected; None: the row under relation
+    # The ε "auto" decides by (``choice.choose_algorithm``): the whole budget's where private bounds or a
+    # release guard take a share of it first; None: epsilon.
+    auto_epsilon: float | None = None
+    # Whether "auto" may take the model kind's small-budget choice (``TrainingDefaults.small_budget``): the
+    # estimators set it where private bounds map the columns, the scale it was measured on. A run over a
+    # lake leaves it False: each iterative step is a round trip to the workers, AdaSSP's is one pass.
+    small_budget_eligible: bool = False
     given: frozenset[str] = (
         frozenset()
     )  # hyperparameters set explicitly: refused where the algorithm ignores them
@@ -116,9 +123,10 @@ def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
     )
 
 
-def chosen_algorithm(spec: AlgorithmSpec, model: Any, num_params: int) -> str:
-    """The algorithm ``spec.name`` resolves to for ``model`` with ``num_params`` parameters ("auto" by
-    the public quantities of ``dpstream.algorithms.choice``), without building it."""
+def chosen_algorithm(spec: AlgorithmSpec, model: Any, num_params: int, num_rows: int | None = None) -> str:
+    """The algorithm ``spec.name`` resolves to for ``model`` with ``num_params`` parameters trained on
+    ``num_rows`` rows ("auto" by the public quantities of ``dpstream.algorithms.choice``), without
+    building it."""
     spec = resolve_model_defaults(spec, model)
     return choose_algorithm(
         spec.name,
@@ -127,6 +135,10 @@ def chosen_algorithm(spec: AlgorithmSpec, model: Any, num_params: int) -> str:
         num_steps=spec.num_steps,
         batch_size=spec.batch_size,
         learning_rate=spec.learning_rate,
+        num_rows=num_rows if spec.small_budget_eligible else None,
+        epsilon=spec.auto_epsilon if spec.auto_epsilon is not None else spec.epsilon,
+        user_level=spec.unit is not None and spec.unit.is_user,
+        given=spec.given,
     )
 
 
@@ -134,7 +146,7 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     """(the algorithm chosen for ``spec.name``, the algorithm object) for ``model`` with ``num_params`` parameters
     trained on ``num_rows`` rows."""
     spec = resolve_model_defaults(spec, model)
-    name = chosen_algorithm(spec, model, num_params)
+    name = chosen_algorithm(spec, model, num_params, num_rows)
     _refuse_ignored(spec, name)
     if spec.unit is not None and spec.unit.is_user:
         check_user_level(name, model)

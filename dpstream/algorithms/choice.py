@@ -3,7 +3,10 @@
 ``choose_algorithm``: AdaSSP (``"ssp"``) when the model has least-squares moments (linear and logistic
 GLMs) and at most ``SSP_MAX_DIM`` parameters: one release of noisy XᵀX and Xᵀy, exact at any N and with
 no step size to tune; DP-SGD otherwise (the KAN, or d where the d² statistics per block cost more than
-the d-vector ones). A step hyperparameter named by the user selects the algorithm it belongs to.
+the d-vector ones). A step hyperparameter named by the user selects the algorithm it belongs to. A model
+kind may name where it does better at a small budget (``TrainingDefaults.small_budget``: the linear
+regression runs Accelerated-DP-SRGD at the row level, ε ≤ 1, N ≥ 20,000), decided from public
+quantities only: the budget's ε, the row count N and the privacy unit.
 
 ``stable_learning_rate``: 1/(L·R²). For a loss φ(⟨x, w⟩, y) with φ'' ≤ L and rows ‖x‖ ≤ R the Hessian of
 the mean loss has norm ≤ L·R², so gradient steps with η ≤ 1/(L·R²) contract (η·λ_max ≤ 1 < 2) on every
@@ -16,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpstream.algorithms.registry import AUTO, declarations, declared
+from dpstream.models.kinds.base import training_defaults
 
 __all__ = ["SSP_MAX_DIM", "choose_algorithm", "stable_learning_rate"]
 
@@ -30,9 +34,15 @@ def choose_algorithm(
     num_steps: Any = None,
     batch_size: Any = None,
     learning_rate: Any = None,
+    num_rows: int | None = None,
+    epsilon: float | None = None,
+    user_level: bool = False,
+    given: frozenset[str] = frozenset(),
 ) -> str:
     """The algorithm to run for ``requested`` (``"auto"`` or a declared one: ``registry.algorithm_names``) on
-    ``model`` with ``num_params`` parameters."""
+    ``model`` with ``num_params`` parameters. ``num_rows``, ``epsilon`` (the whole budget's) and
+    ``user_level`` decide the model kind's small-budget choice, which needs the first two; ``given`` (the
+    settings the user named) keeps AdaSSP where they are its own (``row_norm_bound``, ``label_bound``)."""
     if requested != AUTO:
         declared(requested)  # an unknown name is refused, naming the declared ones
     moments = getattr(model, "supports_moments", False)
@@ -64,7 +74,20 @@ def choose_algorithm(
         return "ambssgd"
     if batch_size is not None or learning_rate is not None:
         return "dpsgd"
-    return "ssp" if moments and num_params <= SSP_MAX_DIM else "dpsgd"
+    if not (moments and num_params <= SSP_MAX_DIM):
+        return "dpsgd"
+    small = training_defaults(model).small_budget
+    if (
+        small is not None
+        and not user_level
+        and not given & set(declared("ssp").uses) - set(declared(small.algorithm).uses)
+        and num_rows is not None
+        and epsilon is not None
+        and num_rows >= small.min_rows
+        and epsilon <= small.max_epsilon
+    ):
+        return small.algorithm
+    return "ssp"
 
 
 def stable_learning_rate(model: Any, row_norm_squared: float) -> float:

@@ -192,6 +192,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
             delta=self.delta,
             relation=self.relation,
             unit=unit,
+            auto_epsilon=self.epsilon,  # "auto" decides by the fit's whole budget, before any share
+            small_budget_eligible=self._private_scale(),
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
             **self._algorithm_request(model, dim),
@@ -204,9 +206,9 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         self.algorithm_, algorithm = build_algorithm(spec, model, num_rows, dim)
         return algorithm
 
-    def _algorithm_name(self, model: Model, dim: int, unit: PrivacyUnit | None) -> str:
+    def _algorithm_name(self, model: Model, dim: int, unit: PrivacyUnit | None, num_rows: int) -> str:
         """The algorithm the fit will run, by public settings only (nothing is built)."""
-        return chosen_algorithm(self._algorithm_spec(model, dim, self.epsilon, unit), model, dim)
+        return chosen_algorithm(self._algorithm_spec(model, dim, self.epsilon, unit), model, dim, num_rows)
 
     def _raw_blocks(
         self, X: Any, y: Any, users: np.ndarray | None = None
@@ -297,11 +299,11 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
                 "max_rows_per_user bounds a person's rows: pass groups=ids to fit (user-level DP), or leave "
                 "it None for row-level DP"
             )
+        self._parse_bounds()
         if groups is not None:
             self._refuse_user_level(X, y, num_rows)  # before any row is read for the release
             X, y, users, num_rows, unit = self._bound_users(X, y, groups, num_rows)
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
-        self._parse_bounds()
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
         bounds = self._private_bounds(lambda: self._raw_blocks(X, y, users), num_rows, key, mu)
@@ -310,7 +312,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         inputs = self._model_inputs()
         model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
-        guard_share = self._guard_share(model, dim, unit)
+        guard_share = self._guard_share(model, dim, unit, num_rows)
         share = guard_share + (0.0 if bounds is None else bounds.share)
         epsilon = epsilon_for_delta(self.delta, math.sqrt(1 - share) * mu)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds

@@ -55,7 +55,7 @@ class GuardedRelease:
         """The initial parameters, moved to the constant where the model can hold it (a GLM's intercept)."""
         return params
 
-    def _guard_share(self, model: Model, dim: int, unit: Any) -> float:
+    def _guard_share(self, model: Model, dim: int, unit: Any, num_rows: int) -> float:
         """The guard's share of the fit's μ²: ``GUARD_SHARE``, or 0 for the defaults at the row level,
         AdaSSP with private bounds, which keeps its own rule (λ₀ > N: the noisy label mean,
         ``dpstream.algorithms.ssp``) and its whole budget. There the share cost more than it saved: it
@@ -64,8 +64,11 @@ class GuardedRelease:
         lost to the constant on the real-data suite; with public bounds much wider than the data it did
         (doctor visits 1.35), and is guarded (BENCHMARKS.md "Never worse than the mean"). Decided from
         public settings: the algorithm the fit will run, the privacy unit and which bounds were given."""
-        private_bounds = self._estimate_features and (self._estimate_label or not is_regressor(self))
-        exempt = self._algorithm_name(model, dim, unit) == "ssp" and unit is None and private_bounds
+        exempt = (
+            self._algorithm_name(model, dim, unit, num_rows) == "ssp"
+            and unit is None
+            and self._private_scale()
+        )
         return 0.0 if exempt else GUARD_SHARE
 
     def _release_guard(self, mu: float) -> Guard | None:

@@ -164,6 +164,12 @@ class PublicScale:
         # Values outside the public bounds per feature, in the label, and rows seen (operator only).
         self._outside_public = [np.zeros(self.n_features_in_, dtype=np.int64), 0, 0]
 
+    def _private_scale(self) -> bool:
+        """Whether private bounds map the features (and a regression's label) onto the public scale: the
+        scale where "auto"'s small-budget choice was measured (``TrainingDefaults.small_budget``)."""
+        features = getattr(self, "_estimate_features", False)  # False before fit parses the bounds
+        return features and (self._estimate_label or not is_regressor(self))
+
     def _estimates_feature_bounds(self) -> bool:
         """Whether missing feature bounds are estimated (an estimator whose model maps features itself: no)."""
         return True

@@ -17,6 +17,7 @@ __all__ = [
     "Task",
     "LabelContract",
     "TrainingDefaults",
+    "SmallBudgetChoice",
     "ModelKind",
     "register",
     "model_kind",
@@ -173,6 +174,17 @@ def probabilities(outputs: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class SmallBudgetChoice:
+    """Where "auto" runs ``algorithm`` instead of AdaSSP: row-level DP at ε ≤ ``max_epsilon`` (the fit's
+    whole budget) over at least ``min_rows`` rows, all public. Measured, not derived: the crossover
+    figures are in BENCHMARKS.md ("Where auto runs Accelerated-DP-SRGD")."""
+
+    algorithm: str
+    max_epsilon: float
+    min_rows: int
+
+
+@dataclass(frozen=True)
 class TrainingDefaults:
     """The training settings a kind may tune, at their defaults: the one statement of each. The builder
     (``dpstream.algorithms.builder``) resolves a request's None to them; the pipeline config leaves them
@@ -182,6 +194,7 @@ class TrainingDefaults:
     learning_rate: float | None = None  # None: the stable step 1/(L·R²) (``dpstream.algorithms.choice``)
     clip_norm: float = 1.0  # per-example gradient clip norm (DP-SGD, Accelerated-DP-SRGD)
     noise: str = "independent"  # DP-SGD's increment noise process: "independent", "lambda" or "nu"
+    small_budget: SmallBudgetChoice | None = None  # where "auto" leaves AdaSSP for another algorithm
 
 
 @dataclass(frozen=True)

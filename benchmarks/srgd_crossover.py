@@ -1,0 +1,90 @@
+"""Where "auto" runs Accelerated-DP-SRGD instead of AdaSSP: the two on every real regression set of
+``benchmarks.real_datasets`` (row level, private bounds: the estimators' defaults) over a range of ε.
+
+For each dataset (``benchmarks.never_worse.prepare``: its fixed 80/20 split, sets above 100,000 rows
+subsampled) and each ε: ``--fits`` fits of ``DPLinearRegression(algorithm=...)`` for AdaSSP ("ssp") and
+SRGD ("srgd") with fixed noise keys, δ = 1e-6, replace-one; the median held-out RMSE ÷ the training
+mean's, and what ``algorithm="auto"`` runs there (``dpstream.algorithms.choice``: the linear kind's
+``SmallBudgetChoice``, SRGD at ε ≤ 1 over N ≥ 20,000 rows). A cell is marked where the algorithm auto
+runs is worse than the other by more than 0.005.
+
+Run: ``python -m benchmarks.srgd_crossover [--fits 5] [--epsilons 0.5 1 2 4] [--datasets a,b]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import markdown_table
+from benchmarks.never_worse import Prepared, evaluate_cell, prepare
+from benchmarks.real_datasets import DATASETS, load
+
+__all__ = ["REGRESSION_SETS", "auto_choice", "compare"]
+
+REGRESSION_SETS = (
+    "california", "diamonds", "cps1988", "flights_delay", "movielens", "insteval", "nlswork",
+    "gss_wages", "loans", "rwm5yr", "doctor_visits", "psid7682",
+)  # fmt: skip
+TIE = 0.005  # RMSE ÷ constant: closer than this is a tie
+
+
+def compare(prepared: Prepared, epsilon: float, fits: int) -> dict[str, Any]:
+    """Median held-out RMSE ÷ the constant's of AdaSSP and SRGD, and which one "auto" runs."""
+    medians: dict[str, Any] = {}
+    for algorithm in ("ssp", "srgd"):
+        cell = evaluate_cell(prepared, algorithm, "private", "row", fits=fits, epsilon=epsilon)
+        medians[algorithm] = cell.median() / prepared.constant if cell.scores else float("nan")
+    medians["auto"] = auto_choice(prepared, epsilon)
+    return medians
+
+
+def auto_choice(prepared: Prepared, epsilon: float) -> str:
+    """What ``DPLinearRegression(epsilon=epsilon)`` (``algorithm="auto"``) ran on ``prepared``'s training
+    rows: one fit's ``algorithm_``."""
+    from benchmarks.real_data import noise_key
+    from dpstream.estimators import DPLinearRegression
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit's own notes; only its choice is read
+        fitted = DPLinearRegression(epsilon=epsilon, noise_key=noise_key(0)).fit(
+            prepared.X_train, prepared.y_train
+        )
+    return fitted.algorithm_
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fits", type=int, default=5)
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 4.0])
+    parser.add_argument("--datasets", default=",".join(REGRESSION_SETS))
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.datasets.split(","):
+        if name not in DATASETS:
+            raise SystemExit(f"unknown dataset {name!r}; expected some of {', '.join(REGRESSION_SETS)}")
+        prepared = prepare(load(name))
+        cells = []
+        for epsilon in args.epsilons:
+            result = compare(prepared, epsilon, args.fits)
+            ssp, srgd, auto = result["ssp"], result["srgd"], result["auto"]
+            other = srgd if auto == "ssp" else ssp
+            worse = (ssp if auto == "ssp" else srgd) > other + TIE
+            cells.append(f"{ssp:.3f} / {srgd:.3f} → {auto}" + (" **worse**" if worse else ""))
+        rows.append([prepared.dataset.name, f"{len(prepared.y_train):,}", *cells])
+        print(" | ".join(rows[-1]), flush=True)
+    print()
+    print(
+        markdown_table(
+            ["dataset", "train rows", *(f"ε = {e:g}: AdaSSP / SRGD → auto" for e in args.epsilons)], rows
+        )
+    )
+    print(f"\nmedian held-out RMSE ÷ the training mean's over {args.fits} fits, private bounds, row level")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
