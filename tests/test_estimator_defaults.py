@@ -36,20 +36,22 @@ def test_auto_resolves_by_model_and_hyperparameters():
         DPLinearRegression(algorithm="ssp", num_steps=3).fit(X, y)
 
 
-def test_auto_runs_srgd_for_a_regression_at_small_epsilon_over_many_rows():
+def test_auto_runs_srgd_for_a_regression_at_small_epsilon_over_many_rows_and_inputs():
     """The linear kind's small-budget choice (BENCHMARKS.md "Where auto runs Accelerated-DP-SRGD"): row
-    level, private bounds, the fit's whole ε ≤ 1 (not what private bounds and the guard leave), N ≥ 20,000."""
+    level, private bounds, the fit's whole ε ≤ 1 (not what private bounds and the guard leave), N ≥ 20,000
+    and at least 20 inputs (features and the intercept)."""
     from dpstream.algorithms.builder import AlgorithmSpec, chosen_algorithm
     from dpstream.models.glm import LinearRegressionModel, LogisticRegressionModel
     from dpstream.privacy import PrivacyUnit
 
     linear, logistic = LinearRegressionModel(), LogisticRegressionModel()
 
-    def auto(model=linear, rows=20_000, **settings):
-        return chosen_algorithm(AlgorithmSpec(**{"small_budget_eligible": True, **settings}), model, 13, rows)
+    def auto(model=linear, rows=20_000, inputs=20, **settings):
+        spec = AlgorithmSpec(**{"small_budget_eligible": True, **settings})
+        return chosen_algorithm(spec, model, inputs, rows)
 
     assert auto(epsilon=1.0) == "srgd"
-    assert auto(epsilon=1.0, rows=19_999) == auto(epsilon=1.01) == "ssp"
+    assert auto(epsilon=1.0, rows=19_999) == auto(epsilon=1.0, inputs=19) == auto(epsilon=1.01) == "ssp"
     assert auto(epsilon=0.9, auto_epsilon=2.0) == "ssp"  # the whole budget decides
     assert auto(model=logistic, epsilon=1.0) == "ssp"
     assert auto(epsilon=1.0, small_budget_eligible=False) == "ssp"  # public bounds, or a lake
@@ -57,11 +59,12 @@ def test_auto_runs_srgd_for_a_regression_at_small_epsilon_over_many_rows():
     assert auto(epsilon=1.0, given=frozenset({"label_bound"})) == "ssp"  # AdaSSP's own setting
     assert auto(name="ssp", epsilon=1.0) == "ssp"
 
-    X, y = positive_features(20_000)
+    X, y = positive_features(20_000, dim=19)  # 19 features and the intercept
     fitted = DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X, y)
     assert fitted.algorithm_ == "srgd" and fitted.guard_ is not None  # guarded: not AdaSSP's exemption
     assert DPLinearRegression(epsilon=1.5, noise_key=KEY).fit(X, y).algorithm_ == "ssp"
     assert DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X[:19_999], y[:19_999]).algorithm_ == "ssp"
+    assert DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X[:, :18], y).algorithm_ == "ssp"
     public = DPLinearRegression(epsilon=1.0, feature_bounds=(0, 1), label_bounds=(-1, 1), noise_key=KEY)
     assert public.fit(X, y).algorithm_ == "ssp"
 

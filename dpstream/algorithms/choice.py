@@ -5,8 +5,8 @@ GLMs) and at most ``SSP_MAX_DIM`` parameters: one release of noisy XᵀX and X�
 no step size to tune; DP-SGD otherwise (the KAN, or d where the d² statistics per block cost more than
 the d-vector ones). A step hyperparameter named by the user selects the algorithm it belongs to. A model
 kind may name where it does better at a small budget (``TrainingDefaults.small_budget``: the linear
-regression runs Accelerated-DP-SRGD at the row level, ε ≤ 1, N ≥ 20,000), decided from public
-quantities only: the budget's ε, the row count N and the privacy unit.
+regression runs Accelerated-DP-SRGD at the row level, ε ≤ 1, N ≥ 20,000, at least 20 inputs), decided
+from public quantities only: the budget's ε, the row count N, the inputs d and the privacy unit.
 
 ``stable_learning_rate``: 1/(L·R²). For a loss φ(⟨x, w⟩, y) with φ'' ≤ L and rows ‖x‖ ≤ R the Hessian of
 the mean loss has norm ≤ L·R², so gradient steps with η ≤ 1/(L·R²) contract (η·λ_max ≤ 1 < 2) on every
@@ -84,6 +84,7 @@ def choose_algorithm(
         and num_rows is not None
         and epsilon is not None
         and num_rows >= small.min_rows
+        and num_params >= small.min_inputs
         and epsilon <= small.max_epsilon
     ):
         return small.algorithm

@@ -176,12 +176,15 @@ def probabilities(outputs: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class SmallBudgetChoice:
     """Where "auto" runs ``algorithm`` instead of AdaSSP: row-level DP at ε ≤ ``max_epsilon`` (the fit's
-    whole budget) over at least ``min_rows`` rows, all public. Measured, not derived: the crossover
-    figures are in BENCHMARKS.md ("Where auto runs Accelerated-DP-SRGD")."""
+    whole budget) over at least ``min_rows`` rows and ``min_inputs`` model inputs (features and the
+    intercept), all public. AdaSSP's noisy XᵀX grows with d² and its private ridge with it; an
+    iterative algorithm's noise is a d-vector. Measured, not derived: the crossover figures are in
+    BENCHMARKS.md ("Where auto runs Accelerated-DP-SRGD")."""
 
     algorithm: str
     max_epsilon: float
     min_rows: int
+    min_inputs: int
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ LINEAR = register(
         settings=(),
         build_model=lambda backend, num_classes: LinearRegressionModel(backend=backend),
         intercept_constant=True,
-        # At small ε on many rows Accelerated-DP-SRGD's error beats AdaSSP's noisy-XᵀX ridge where the
-        # features carry signal (BENCHMARKS.md "Where auto runs Accelerated-DP-SRGD").
-        training=TrainingDefaults(small_budget=SmallBudgetChoice("srgd", max_epsilon=1.0, min_rows=20_000)),
+        # At small ε over many rows and inputs Accelerated-DP-SRGD's error beats AdaSSP's noisy-XᵀX ridge
+        # (BENCHMARKS.md "Where auto runs Accelerated-DP-SRGD").
+        training=TrainingDefaults(
+            small_budget=SmallBudgetChoice("srgd", max_epsilon=1.0, min_rows=20_000, min_inputs=20)
+        ),
     )
 )
