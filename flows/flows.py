@@ -1,6 +1,6 @@
 """Prefect flows: thin orchestration of ``pipelines`` and ``dpstream`` calls; no maths here.
 
-``train_flow(config)``:
+``train_flow(config)`` (its run id, when none is given, the flow run's: a retried flow run resumes):
 1. validate the lake and claim the run's publish and operator folders (``claim_run_folders``: by run id
 and lake, before anything is charged); 2. shuffle once (the current generation is reused when it serves; a resumed run
 pins the generation it started on), both on the cluster's workers or in the flow's process
@@ -251,7 +251,25 @@ OPERATOR_NOTE = (
 )
 
 
-@flow(name="train")
+def run_id_of_flow_run(flow_run_id: Any) -> str:
+    """The run id of a flow run started without one: "run-" and the hex of the Prefect flow run's id. A retry
+    of that flow run (``retries=``, or Retry in the UI: the same flow run in AwaitingRetry) then is the same
+    run: it resumes from its checkpoint, releases the same values and is charged once. Without a flow run
+    (the function called directly): a random id."""
+    if flow_run_id is None:
+        return f"run-{uuid.uuid4().hex[:12]}"
+    return f"run-{uuid.UUID(str(flow_run_id)).hex}"
+
+
+def _flow_run_name() -> str:
+    """A train flow run is named after its run id, so the Prefect UI and the ledger say the same."""
+    from prefect.runtime import flow_run
+
+    given = flow_run.parameters.get("run_id")
+    return given if given is not None else run_id_of_flow_run(flow_run.id)
+
+
+@flow(name="train", flow_run_name=_flow_run_name)
 def train_flow(
     config_path: str,
     run_id: str | None = None,
@@ -259,10 +277,13 @@ def train_flow(
     show_progress: bool = False,
     operator_dir: str | None = None,
 ) -> dict[str, Any]:
-    """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead)."""
+    """``show_progress`` draws rich progress bars on stderr (the CLI sets it; scheduled runs log instead).
+    Without ``run_id`` the run id is the flow run's (``run_id_of_flow_run``): a retried flow run resumes."""
+    from prefect.runtime import flow_run
+
     inputs = load_inputs(config_path)
     config = inputs.config
-    run_id = check_name("run_id", run_id) if run_id is not None else f"run-{uuid.uuid4().hex[:12]}"
+    run_id = check_name("run_id", run_id) if run_id is not None else run_id_of_flow_run(flow_run.id)
     locations = run_locations(config, config_path, run_id, output_dir, operator_dir)
     generation = pinned_generation(locations.checkpoints, run_id)  # a resume reads what it started on
     # On the cluster's workers (one task per file) or in this process: cluster.prepare_on.

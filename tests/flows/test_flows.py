@@ -92,6 +92,42 @@ def test_train_flow_end_to_end(tmp_path, prefect_api):
     assert_key_absent_from_folder(checkpoints, "flow-run-1", tmp_path / "out")
 
 
+def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, prefect_api, monkeypatch):
+    """A deployment run started without a run id that fails after its release (here: publishing raises
+    once, as a preempted node would) and is retried by Prefect: the retry is the same flow run, hence the
+    same run id; it resumes the completed checkpoint, publishes the values attempt 1 computed and the
+    ledger holds one entry. The flow run is named after the run id."""
+    from prefect.client.orchestration import get_client
+
+    from dpstream.flows import flows
+
+    raw = tmp_path / "raw"
+    write_lake(local_put, str(raw))
+    config = write_config(tmp_path, raw)
+    attempts = []
+    publish = flows.publish_task
+
+    def preempted_once(locations, document, *args, **kwargs):
+        attempts.append((document["run_id"], list(document["params"])))
+        if len(attempts) == 1:
+            raise OSError("the node running the flow was preempted")
+        return publish(locations, document, *args, **kwargs)
+
+    monkeypatch.setattr(flows, "publish_task", preempted_once)
+    result = flows.train_flow.with_options(retries=1)(str(config), output_dir=str(tmp_path / "out"))
+    (first_id, first_params), (second_id, second_params) = attempts
+    assert first_id == second_id == result["run_id"] and result["run_id"].startswith("run-")
+    assert second_params == first_params and result["resumed_at"] == result["steps"]
+    published = json.load(open(tmp_path / "out" / "model.json"))
+    assert published["run_id"] == first_id and published["params"] == first_params
+    lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
+    (entry,) = Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()
+    assert entry.run_id == first_id and entry.status == "committed"
+    with get_client(sync_client=True) as client:
+        (flow_run,) = [run for run in client.read_flow_runs() if run.name == first_id]
+    assert first_id == f"run-{flow_run.id.hex}" and flow_run.run_count == 2
+
+
 def assert_key_absent_from_folder(checkpoints, run_id, folder):
     """Every file of the publish folder is searched for the key (raw, hex, upper hex, base64)."""
     import base64
