@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import uuid
 from typing import Any
 
@@ -194,9 +195,10 @@ def publish_task(
     storage_options: dict | None = None,
     outage: OutagePolicy | None = None,
 ) -> dict[str, str]:
-    """Write the release (model.json, privacy_report.md, the clip-norm and ε(δ) plots) under the publish
-    folder and the operator-only metrics and loss plot under the operator folder (folders or any fsspec
-    URLs), each in one atomic write, and link them as Prefect artifacts by their URLs. Returns {name: URL}."""
+    """Write the release (model.json, privacy_report.md, the ε(δ) plot and DP-STAT's clip-norm trace)
+    under the publish folder and the operator-only metrics and loss plot under the operator folder
+    (folders or any fsspec URLs), each in one atomic write, and link them as Prefect artifacts by their
+    URLs (the report and metrics keyed per lake, ``artifact_key``). Returns {name: URL}."""
     run_id = document["run_id"]
     plots = render_plots(report, losses)
     operator_only = {"loss_plot"}
@@ -224,17 +226,26 @@ def publish_task(
         paths[name] = url_of(fs, f"{root}/{file_name}")
     released = [file_name for folder, file_name, _ in files.values() if folder == locations.output]
     record_release(locations.output, released, outage, storage_options)  # last: the release is whole
+    lake = document["lake_fingerprint"]
     create_markdown_artifact(
-        markdown=report.to_markdown(), key="privacy-report", description=f"privacy report of {run_id}"
+        markdown=report.to_markdown(),
+        key=artifact_key("privacy-report", lake),
+        description=f"privacy report of {run_id}",
     )
     create_table_artifact(
         table=[{"metric": k, "value": v} for k, v in metrics.items()],
-        key="metrics",
-        description="non-private evaluation, operator only",
+        key=artifact_key("metrics", lake),
+        description=f"non-private evaluation of {run_id}, operator only",
     )
-    for name in ("model", "report", "loss_plot", "clip_plot", "epsilon_plot", "metrics"):
-        create_link_artifact(link=_link(paths[name]), link_text=name.replace("_", " "))
+    for name, path in paths.items():
+        create_link_artifact(link=_link(path), link_text=name.replace("_", " "))
     return paths
+
+
+def artifact_key(kind: str, lake_fingerprint: str) -> str:
+    """A Prefect artifact key per lake (lowercase letters, digits and dashes), so each lake's runs form
+    one history in the UI: ``privacy-report-<lake>``, ``metrics-<lake>``."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{kind}-{lake_fingerprint}".lower()).strip("-")
 
 
 def released(fit: Any) -> str:

@@ -196,8 +196,7 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
     ]
     assert sorted(p.name for p in (work["work"] / "runs" / "first").iterdir()) == [
         "_dpstream_release.json",  # the run's claim of its publish folder
-        "clip_norm.png",
-        "epsilon_delta.png",
+        "epsilon_delta.png",  # AdaSSP: one step, no clip-norm trace to plot
         "model.json",
         "privacy_report.md",
     ]

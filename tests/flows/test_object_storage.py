@@ -79,11 +79,12 @@ def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
 
     run = f"s3://{jobs}/runs/nightly-1"
     assert result["paths"]["model"] == f"{run}/model.json"
-    assert set(result["paths"]) == {"model", "report", "loss_plot", "clip_plot", "epsilon_plot", "metrics"}
+    # AdaSSP: one step, so no loss curve and no clip-norm trace; the privacy curve is always published
+    assert set(result["paths"]) == {"model", "report", "epsilon_plot", "metrics"}
     operator = f"s3://{jobs}/operator/nightly-1"
     assert (
         result["paths"]["metrics"] == f"{operator}/metrics.json"
-        and result["paths"]["loss_plot"] == f"{operator}/loss.png"
+        and result["paths"]["epsilon_plot"] == f"{run}/epsilon_delta.png"
     )
     for url in result["paths"].values():
         assert fs.exists(url) and fs.info(url)["size"] > 0, url
