@@ -9,6 +9,9 @@ if [ -z "${PREFECT_HOME:-}" ]; then
   _dpstream_created="$PREFECT_HOME"
 fi
 export PREFECT_HOME
+# dpstream's temporary Prefect servers keep their database apart from PREFECT_HOME (flows/prefect_api.py);
+# under this shell's home, so a test run leaves nothing behind.
+export DPSTREAM_PREFECT_HOME="${DPSTREAM_PREFECT_HOME:-$PREFECT_HOME/dpstream-server}"
 unset PREFECT_API_URL PREFECT_API_KEY PREFECT_PROFILE
 export PREFECT_SERVER_EPHEMERAL_ENABLED=true
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=120

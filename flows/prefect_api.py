@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["prefect_api", "mark_flow_run_crashed", "command_owns_sigterm"]
+__all__ = ["prefect_api", "server_home", "mark_flow_run_crashed", "command_owns_sigterm"]
 
 STARTUP_ATTEMPTS = 3
 
@@ -68,20 +69,22 @@ def _drain_prefect_workers(timeout: float = 10.0) -> None:
         worker.drain_all(timeout=timeout, at_exit=False)
 
 
-@contextlib.contextmanager
-def prefect_api(log_file: Path | None = None) -> Iterator[str]:
-    """Within the block, Prefect reports to ``PREFECT_API_URL`` or to a temporary server of this process
-    (module docstring); yields the API URL. The server's own output goes to ``log_file``."""
-    configured = os.environ.get("PREFECT_API_URL")
-    if configured:
-        yield configured
-        return
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-        get_current_settings,
-        temporary_settings,
-    )
+def server_home() -> Path:
+    """Where dpstream's temporary Prefect servers keep their database: ``DPSTREAM_PREFECT_HOME``, else
+    ``$XDG_CACHE_HOME/dpstream/prefect`` (``~/.cache/dpstream/prefect``). Never the user's Prefect home
+    (``~/.prefect``): a database there belongs to the user's own server, which another Prefect version
+    may have migrated, and the records of dpstream's commands do not belong in it."""
+    explicit = os.environ.get("DPSTREAM_PREFECT_HOME")
+    if explicit:
+        return Path(explicit)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "dpstream" / "prefect"
+
+
+def _server_environment(home: Path) -> dict[str, str]:
+    """The server's environment: the user's Prefect settings, but dpstream's own home and database,
+    no UI and no analytics."""
+    from prefect.settings import get_current_settings
 
     environment = {
         **os.environ,
@@ -89,44 +92,94 @@ def prefect_api(log_file: Path | None = None) -> Iterator[str]:
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
         "PREFECT__SERVER_FINAL": "1",
+        "PREFECT_HOME": str(home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     }
+    for name in [name for name in environment if name.endswith("DATABASE_CONNECTION_URL")]:
+        del environment[name]
+    environment["PREFECT_SERVER_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{home / DATABASE}"
     environment.pop("PREFECT_API_URL", None)
-    sink = open(log_file, "ab") if log_file is not None else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    return environment
+
+
+DATABASE = "prefect.db"
+MAX_DATABASE_BYTES = 256 << 20  # past commands' flow runs, logs and events accumulate there
+# What alembic says when the database holds a revision this Prefect does not know: another (newer)
+# Prefect version migrated it.
+OTHER_VERSION = b"Can't locate revision"
+
+
+@contextlib.contextmanager
+def prefect_api(log_file: Path | None = None) -> Iterator[str]:
+    """Within the block, Prefect reports to ``PREFECT_API_URL`` or to a temporary server of this process
+    (module docstring), its database under ``server_home()``; yields the API URL. The server's own
+    output goes to ``log_file``."""
+    configured = os.environ.get("PREFECT_API_URL")
+    if configured:
+        yield configured
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    home = server_home()
+    home.mkdir(parents=True, exist_ok=True)
+    database = home / DATABASE
+    if database.exists() and database.stat().st_size > MAX_DATABASE_BYTES:
+        for suffix in ("", "-wal", "-shm"):  # only past commands' records: a new one is created (~4 s)
+            Path(f"{database}{suffix}").unlink(missing_ok=True)
+    # The output is read back when a start fails (``_start``); a temporary file when no log is kept.
+    sink = open(log_file, "a+b") if log_file is not None else tempfile.TemporaryFile()  # noqa: SIM115 - closed below
+    try:
+        server, url = _start(_server_environment(home), sink, home)
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: url}), _everywhere():
+                try:
+                    yield url
+                finally:
+                    _drain_prefect_workers()
+        finally:
+            _stop(server)
+    finally:
+        sink.close()
+
+
+def _start(environment: dict[str, str], sink, home: Path) -> tuple[subprocess.Popen, str]:
+    """A healthy server, in up to ``STARTUP_ATTEMPTS`` starts. Servers starting at once on one database
+    race to register Prefect's block schemas and the loser exits ("UNIQUE constraint failed:
+    block_schema.checksum", measured with 4 commands started together); the winner has registered them
+    by then, so a new server on a new port starts. A database another Prefect version migrated holds
+    only the records of dpstream's earlier commands: it is moved aside (one line in the log) and the
+    next start creates a new one."""
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
     startup_timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    # Servers starting at once on one database race to register Prefect's block schemas, and the loser
-    # exits ("UNIQUE constraint failed: block_schema.checksum"): measured with 4 commands started together.
-    # The winner has registered them by then, so a new server on a new port starts.
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
+        written = sink.seek(0, os.SEEK_END)
         server, url = _start_server(environment, sink)
         if _healthy(server, url, time.monotonic() + startup_timeout):
-            break
+            return server, url
         if server.poll() is None:
             _stop(server)
-            if sink is not subprocess.DEVNULL:
-                sink.close()
             raise RuntimeError(
                 f"the temporary Prefect API server did not answer within {startup_timeout:g} s; raise "
                 "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or set PREFECT_API_URL"
             )
-        if attempt == STARTUP_ATTEMPTS:
-            if sink is not subprocess.DEVNULL:
-                sink.close()
-            raise RuntimeError(
-                f"the temporary Prefect API server exited with code {server.returncode} while starting "
-                f"({STARTUP_ATTEMPTS} tries); its output is in the log file. Set PREFECT_API_URL to use a "
-                "running server"
+        sink.seek(written)
+        if OTHER_VERSION in sink.read() and (home / DATABASE).exists():
+            aside = home / f"{DATABASE}.other-version-{int(time.time())}"
+            for suffix in ("", "-wal", "-shm"):  # SQLite's write-ahead log belongs to that database
+                if (home / f"{DATABASE}{suffix}").exists():
+                    (home / f"{DATABASE}{suffix}").rename(f"{aside}{suffix}")
+            sink.write(
+                f"dpstream: {home / DATABASE} was migrated by another Prefect version; moved to {aside}\n".encode()
             )
-        time.sleep(random.uniform(0.5, 2.0))
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: url}), _everywhere():
-            try:
-                yield url
-            finally:
-                _drain_prefect_workers()
-    finally:
-        _stop(server)
-        if sink is not subprocess.DEVNULL:
-            sink.close()
+            continue
+        if attempt < STARTUP_ATTEMPTS:
+            time.sleep(random.uniform(0.5, 2.0))
+    raise RuntimeError(
+        f"the temporary Prefect API server exited with code {server.returncode} while starting "
+        f"({STARTUP_ATTEMPTS} tries); its output is in the log file. Set PREFECT_API_URL to use a running "
+        f"server, or remove {home} (dpstream's own Prefect database) if it is damaged"
+    )
 
 
 def _everywhere() -> contextlib.AbstractContextManager[None]:
