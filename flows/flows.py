@@ -54,6 +54,15 @@ from dpstream.flows.assembly.prepare import ValidatedLake, shuffle, validate
 from dpstream.flows.cli.progress import RunProgress
 from dpstream.flows.config.pipeline import PipelineConfig
 from dpstream.flows.plots import render_plots
+from dpstream.flows.run_story import (
+    tell_dashboard,
+    tell_evaluated,
+    tell_generation,
+    tell_plan,
+    tell_published,
+    tell_trained,
+    tell_validated,
+)
 from dpstream.outages import OutagePolicy, StoreUnavailableError
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
 from dpstream.pipelines.conversion.convert import read_convert_record
@@ -87,6 +96,7 @@ def _retry_unless_refused(task: Any, task_run: Any, state: Any) -> bool:
 @task(name="validate lake", cache_policy=NO_CACHE)
 def validate_task(inputs: RunInputs, client: Any = None, generation: str | None = None) -> ValidatedLake:
     validated = validate(inputs, client, generation)
+    tell_validated(validated)
     for warning in validated.warnings:
         get_run_logger().warning(warning)
     return validated
@@ -109,7 +119,7 @@ def shuffle_task(
 ) -> Manifest:
     """The shuffle generation the run reads: ``generation`` (a resumed run's) or the current one."""
     with RunProgress(enabled=show_progress and generation is None) as progress:
-        return shuffle(
+        manifest = shuffle(
             inputs,
             config_path,
             validated,
@@ -118,6 +128,8 @@ def shuffle_task(
             generation=generation,
             before_run=True,
         )
+    tell_generation(manifest, resumed=generation is not None)
+    return manifest
 
 
 def pinned_generation(checkpoints: str, run_id: str) -> str | None:
@@ -148,7 +160,9 @@ def plan_task(inputs: RunInputs, manifest: Manifest, run_id: str, locations: Run
             "or set checkpoint.url to where the run was checkpointed"
         )
     lake.check(run_id, plan.mu)
-    return PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
+    planned = PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
+    tell_plan(planned, lake)
+    return planned
 
 
 @task(
@@ -162,6 +176,7 @@ def train_task(inputs: RunInputs, planned: PlannedRun, show_progress: bool = Fal
     plan, config = planned.plan, inputs.config
     # A cluster of its own: each retry of a failed training gets a fresh one.
     with run_client(config.cluster) as client, RunProgress(enabled=show_progress) as progress:
+        tell_dashboard(client)
         result, mode = train_on_lake(
             planned.training,
             plan,
@@ -173,12 +188,15 @@ def train_task(inputs: RunInputs, planned: PlannedRun, show_progress: bool = Fal
             on_step=progress.training(plan.algorithm, plan.steps),
             guard=lake_guard(inputs, planned),  # over the held-out file: the model, or the constant
         )
+    tell_trained(released(result), result.resumed_at, plan.steps.num_steps)
     return result, mode
 
 
 @task(name="evaluate (non-private)", cache_policy=NO_CACHE)
 def evaluate_task(config: PipelineConfig, planned: PlannedRun, params: np.ndarray) -> dict[str, float]:
-    return evaluate_holdout(config, planned, params)
+    metrics = evaluate_holdout(config, planned, params)
+    tell_evaluated(metrics)
+    return metrics
 
 
 def _link(url: str) -> str:
@@ -239,6 +257,7 @@ def publish_task(
     )
     for name, path in paths.items():
         create_link_artifact(link=_link(path), link_text=name.replace("_", " "))
+    tell_published(paths)
     return paths
 
 
@@ -345,6 +364,7 @@ def train_flow(
         "resumed_at": fit.resumed_at,  # the step its checkpoint resumed it at (0: a fresh run)
         "steps": planned.plan.steps.num_steps,
         "released": released(fit),
+        "flow_run_id": flow_run.id,  # Prefect's, for the UI's link (None outside a flow run)
     }
 
 

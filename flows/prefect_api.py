@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-__all__ = ["prefect_api", "server_home", "mark_flow_run_crashed", "command_owns_sigterm"]
+__all__ = ["prefect_api", "server_home", "flow_run_url", "mark_flow_run_crashed", "command_owns_sigterm"]
 
 STARTUP_ATTEMPTS = 3
 
@@ -67,6 +67,18 @@ def _drain_prefect_workers(timeout: float = 10.0) -> None:
 
     for worker in (APILogWorker, EventsWorker):
         worker.drain_all(timeout=timeout, at_exit=False)
+
+
+def flow_run_url(flow_run_id: str | None, user_api: bool) -> str | None:
+    """The flow run's page in the Prefect UI, where the user's own server has one (``user_api``: the
+    command reported to ``PREFECT_API_URL``); None on dpstream's temporary server, which has no UI and
+    stops with the command."""
+    if flow_run_id is None or not user_api:
+        return None
+    from prefect.settings import PREFECT_UI_URL
+
+    ui = PREFECT_UI_URL.value()
+    return f"{ui.rstrip('/')}/runs/flow-run/{flow_run_id}" if ui else None
 
 
 def server_home() -> Path:

@@ -51,6 +51,7 @@ def run(work, command: list[str]) -> subprocess.CompletedProcess:
         "TMPDIR": str(work["tmp"]),
         "DPSTREAM_LOG_DIR": str(work["logs"]),
         "PREFECT_HOME": str(work["prefect"]),
+        "DPSTREAM_PREFECT_HOME": str(work["prefect"] / "dpstream"),  # a first run: no database yet
         "DASK_TEMPORARY_DIRECTORY": str(work["dask"]),
     }
     env.pop("PREFECT_LOGGING_LEVEL", None)  # a newcomer's shell: Prefect's own INFO default

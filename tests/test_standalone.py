@@ -126,6 +126,7 @@ def clone_walk(source: Path, folder: Path) -> dict[str, subprocess.CompletedProc
         "TMPDIR": str(scratch["tmp"]),
         "DPSTREAM_LOG_DIR": str(scratch["logs"]),
         "PREFECT_HOME": str(scratch["prefect"]),
+        "DPSTREAM_PREFECT_HOME": str(scratch["prefect"] / "dpstream"),
         "DASK_TEMPORARY_DIRECTORY": str(scratch["dask"]),
     }
 

@@ -5,6 +5,7 @@ leaves no process behind and says what the ledger then holds."""
 from __future__ import annotations
 
 import argparse
+import os
 import uuid
 
 from dpstream.flows.assembly.loading import load_inputs
@@ -15,7 +16,7 @@ from dpstream.flows.cli.run_state import stopped_run_message
 from dpstream.flows.cli.support import EXIT_OK, run_places
 from dpstream.flows.cli.terminal import result_console
 from dpstream.flows.flows import train_flow
-from dpstream.flows.prefect_api import command_owns_sigterm, mark_flow_run_crashed, prefect_api
+from dpstream.flows.prefect_api import command_owns_sigterm, flow_run_url, mark_flow_run_crashed, prefect_api
 from dpstream.models.kinds.base import summarise
 
 __all__ = ["run"]
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     )
     args.again = f"`{resume}` resumes the run, charged once"
     set_interrupt_message(f"run {run_id} had not started: nothing was trained or charged")
+    user_api = bool(os.environ.get("PREFECT_API_URL"))  # before prefect_api points Prefect at its own
     with (
         exit_on_interrupt(
             stopped_run_message(config, run_id, args.log_file, resume), before_exit=mark_flow_run_crashed
@@ -74,4 +76,7 @@ def run(args: argparse.Namespace) -> int:
         f"run {result['run_id']}: the release (model, privacy report, plots) under {locations.output}; "
         f"operator-only metrics and loss plot under {locations.operator}; log {args.log_file}"
     )
+    page = flow_run_url(result["flow_run_id"], user_api)
+    if page is not None:
+        console.print(f"Prefect flow run {run_id}: {page}", soft_wrap=True)
     return EXIT_OK

@@ -1,6 +1,8 @@
 """train_flow under Prefect's test harness (ephemeral API): every step real, ledger charged once."""
 
 import json
+import logging
+import math
 import os
 
 import numpy as np
@@ -114,6 +116,10 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
         return publish(locations, document, *args, **kwargs)
 
     monkeypatch.setattr(flows, "publish_task", preempted_once)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):  # .ci/env.sh keeps the terminal at WARNING
+        logger = logging.getLogger(name)
+        monkeypatch.setattr(logger, "level", logger.level)  # restored after the test
+        logger.setLevel(logging.INFO)  # setLevel, not the attribute: it clears logging's level cache
     result = flows.train_flow.with_options(retries=1)(str(config), output_dir=str(tmp_path / "out"))
     (first_id, first_params), (second_id, second_params) = attempts
     assert first_id == second_id == result["run_id"] and result["run_id"].startswith("run-")
@@ -123,9 +129,37 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
     lakes = [name for name in os.listdir(tmp_path / "ledger") if name.startswith("lake-")]
     (entry,) = Ledger(str(tmp_path / "ledger")).lake(lakes[0]).entries()
     assert entry.run_id == first_id and entry.status == "committed"
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+
+    from dpstream.privacy import epsilon_for_delta, mu_for_epsilon_delta
+
+    APILogWorker.drain_all(timeout=30)  # the log records still queued for the API
     with get_client(sync_client=True) as client:
         (flow_run,) = [run for run in client.read_flow_runs() if run.name == first_id]
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+        links = [str(artifact.data) for artifact in client.read_artifacts()]
     assert first_id == f"run-{flow_run.id.hex}" and flow_run.run_count == 2
+    # The run's story in the flow run's logs: each step once per attempt, in the UI's own records.
+    left = epsilon_for_delta(
+        1e-6, math.sqrt(mu_for_epsilon_delta(2.0, 1e-6) ** 2 - mu_for_epsilon_delta(1.0, 1e-6) ** 2)
+    )
+    story = "\n".join(record.message for record in logs)
+    for line in (
+        "validated 20,000 rows of",
+        "shuffle generation",
+        f"plan of run {first_id}: ambssgd over 16,000 training rows",
+        f"lifetime epsilon = 2, {left:.4g} left after this run",  # μ² adds up: 1.673, not 1
+        "trained in",
+        "releasing the model",
+        "held-out RMSE",
+        "against",
+        "published: model",
+        "Dask dashboard of the training cluster: http",
+    ):
+        assert line in story, (line, story)
+    assert "resumed from its checkpoint at step" in story  # attempt 2
+    assert any(data.startswith("[Dask dashboard") and data.endswith("/status)") for data in links), links
 
 
 def assert_key_absent_from_folder(checkpoints, run_id, folder):

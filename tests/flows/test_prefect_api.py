@@ -47,6 +47,13 @@ def test_the_server_keeps_its_own_database_and_moves_aside_one_another_prefect_m
     assert f"was migrated by another Prefect version; moved to {aside}" in log.read_text()
 
 
+def test_a_flow_run_page_only_on_the_users_own_server():
+    from dpstream.flows.prefect_api import flow_run_url
+
+    assert flow_run_url("8f0c7b1e-0000-4000-8000-000000000000", user_api=False) is None  # no UI, gone
+    assert flow_run_url(None, user_api=True) is None
+
+
 def test_commands_started_together_each_get_their_temporary_server(tmp_path):
     """Servers starting at once on a fresh database race to register Prefect's block schemas and the
     loser exits (measured: 1 of 4 commands started together failed with "exited with code 3"); each

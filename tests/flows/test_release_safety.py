@@ -104,6 +104,11 @@ def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     config = write_config(tmp_path / "project", raw)  # epsilon = lifetime: one run fills the budget
     first = dpstream("train", config, "--run-id", "r1", "--output", tmp_path / "out1", "--quiet")
     assert first.returncode == 0, first.stderr[-2000:]
+    # The module's runs report to a server of the user's (PREFECT_API_URL): the flow run's UI page is printed.
+    page = re.search(
+        r"Prefect flow run r1: (http://127\.0\.0\.1:\d+/runs/flow-run/[0-9a-f-]{36})", first.stdout
+    )
+    assert page is not None, first.stdout[-2000:]
     model = json.loads((tmp_path / "out1" / "model.json").read_text())
     assert (
         model["model"]["kind"] == "linear" and "num_hidden" not in model["model"]
@@ -252,7 +257,9 @@ every_steps = 50
     assert ledger_runs(tmp_path / "ledger") == {"ctrl-c": "reserved"}
     # Its temporary Prefect server (in a session of its own, so the Ctrl-C did not reach it) took the flow
     # run's Crashed state before it stopped: the run is not left RUNNING in the database it shares.
-    database = Path(os.environ["PREFECT_HOME"]) / "prefect.db"
+    from dpstream.flows.prefect_api import server_home
+
+    database = server_home() / "prefect.db"
     with sqlite3.connect(database) as db:
         states = db.execute(
             "SELECT state_type FROM flow_run WHERE json_extract(parameters, '$.run_id') = 'ctrl-c'"
