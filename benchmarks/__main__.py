@@ -37,6 +37,7 @@ MODULES = [
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.cli_startup",
+    "benchmarks.command_wall",
     "benchmarks.opacus_compare",
 ]
 
