@@ -62,6 +62,7 @@ from dpstream.flows.run_story import (
     tell_published,
     tell_trained,
     tell_validated,
+    training_progress,
 )
 from dpstream.outages import OutagePolicy, StoreUnavailableError
 from dpstream.pipelines import Manifest, NoWorkersError, train_on_lake
@@ -185,7 +186,9 @@ def train_task(inputs: RunInputs, planned: PlannedRun, show_progress: bool = Fal
             worker_timeout=config.cluster.worker_timeout,
             run_id=planned.run_id,
             ledger=lake_ledger(inputs, planned.lake),
-            on_step=progress.training(plan.algorithm, plan.steps),
+            on_step=training_progress(
+                planned.run_id, plan.steps.num_steps, then=progress.training(plan.algorithm, plan.steps)
+            ),
             guard=lake_guard(inputs, planned),  # over the held-out file: the model, or the constant
         )
     tell_trained(released(result), result.resumed_at, plan.steps.num_steps)

@@ -7,10 +7,12 @@ the noise key."""
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 from prefect import get_run_logger
-from prefect.artifacts import create_link_artifact
+from prefect.artifacts import create_link_artifact, create_progress_artifact, update_progress_artifact
 
 from dpstream.models.kinds.base import summarise
 from dpstream.privacy import epsilon_for_delta
@@ -23,7 +25,10 @@ __all__ = [
     "tell_trained",
     "tell_evaluated",
     "tell_published",
+    "training_progress",
 ]
+
+PROGRESS_SECONDS = 2.0  # the progress artifact is updated at most this often (and at the last step)
 
 
 def tell_validated(validated: Any) -> None:
@@ -81,3 +86,29 @@ def tell_evaluated(metrics: dict[str, float]) -> None:
 def tell_published(paths: dict[str, str]) -> None:
     listed = ", ".join(f"{name.replace('_', ' ')} {url}" for name, url in paths.items())
     get_run_logger().info(f"published: {listed}")
+
+
+def training_progress(
+    run_id: str, num_steps: int, then: Callable[[int, Any], None]
+) -> Callable[[int, Any], None]:
+    """An ``on_step(step, state)`` callback that calls ``then`` (the terminal's bar) and keeps a progress
+    artifact of the training steps done (a percentage of the plan's steps, a public count) up to date in
+    the UI."""
+    artifact: list[Any] = []
+    last = [float("-inf")]
+
+    def on_step(step: int, state: Any) -> None:
+        then(step, state)
+        done = step + 1
+        now = time.monotonic()
+        if artifact and done < num_steps and now - last[0] < PROGRESS_SECONDS:
+            return
+        percent = 100.0 * done / max(num_steps, 1)
+        description = f"training steps of run {run_id}: {done} of {num_steps}"
+        if not artifact:
+            artifact.append(create_progress_artifact(percent, description=description))
+        else:
+            update_progress_artifact(artifact[0], percent, description=description)
+        last[0] = now
+
+    return on_step

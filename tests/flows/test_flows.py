@@ -138,7 +138,11 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
     with get_client(sync_client=True) as client:
         (flow_run,) = [run for run in client.read_flow_runs() if run.name == first_id]
         logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
-        links = [str(artifact.data) for artifact in client.read_artifacts()]
+        artifacts = client.read_artifacts()
+    links = [str(artifact.data) for artifact in artifacts]
+    progress = [a for a in artifacts if a.type == "progress" and first_id in (a.description or "")]
+    assert [float(artifact.data) for artifact in progress] == [100.0]  # attempt 1 trained every step
+    assert progress[0].description == f"training steps of run {first_id}: 6 of 6"
     assert first_id == f"run-{flow_run.id.hex}" and flow_run.run_count == 2
     # The run's story in the flow run's logs: each step once per attempt, in the UI's own records.
     left = epsilon_for_delta(
