@@ -21,6 +21,7 @@ import functools
 import json
 import re
 import uuid
+from base64 import b64encode
 from typing import Any
 
 import numpy as np
@@ -248,8 +249,12 @@ def publish_task(
     released = [file_name for folder, file_name, _ in files.values() if folder == locations.output]
     record_release(locations.output, released, outage, storage_options)  # last: the release is whole
     lake = document["lake_fingerprint"]
-    create_markdown_artifact(
-        markdown=report.to_markdown(),
+    released_plots = [data for name, (_, data) in plots.items() if name not in operator_only]
+    create_markdown_artifact(  # the release's plots drawn in the UI itself, not linked to a file
+        markdown=report.to_markdown()
+        + "".join(
+            f"\n\n![plot](data:image/png;base64,{b64encode(data).decode()})" for data in released_plots
+        ),
         key=artifact_key("privacy-report", lake),
         description=f"privacy report of {run_id}",
     )

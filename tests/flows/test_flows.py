@@ -140,6 +140,10 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
         logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         artifacts = client.read_artifacts()
     links = [str(artifact.data) for artifact in artifacts]
+    (report,) = [a for a in artifacts if a.description == f"privacy report of {first_id}"]
+    assert report.key.startswith("privacy-report-lake-")  # one history per lake in the UI
+    # DP-STAT's clip-norm trace and the privacy curve, drawn in the UI (a data URI renders there)
+    assert str(report.data).count("](data:image/png;base64,iVBOR") == 2
     progress = [a for a in artifacts if a.type == "progress" and first_id in (a.description or "")]
     assert [float(artifact.data) for artifact in progress] == [100.0]  # attempt 1 trained every step
     assert progress[0].description == f"training steps of run {first_id}: 6 of 6"
