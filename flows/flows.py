@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote
 
@@ -203,10 +203,6 @@ def evaluate_task(config: PipelineConfig, planned: PlannedRun, params: np.ndarra
     return metrics
 
 
-def _link(url: str) -> str:
-    return url if "://" in url else "file://" + url
-
-
 @task(name="publish")
 def publish_task(
     locations: RunLocations,
@@ -219,8 +215,9 @@ def publish_task(
 ) -> dict[str, str]:
     """Write the release (model.json, privacy_report.md, the ε(δ) plot and DP-STAT's clip-norm trace)
     under the publish folder and the operator-only metrics and loss plot under the operator folder
-    (folders or any fsspec URLs), each in one atomic write, and link them as Prefect artifacts by their
-    URLs (the report and metrics keyed per lake, ``artifact_key``). Returns {name: URL}."""
+    (folders or any fsspec URLs), each in one atomic write; the Prefect artifacts (keyed per lake,
+    ``artifact_key``) hold the report with its plots, the metrics and the files' locations. Returns
+    {name: URL}."""
     run_id = document["run_id"]
     plots = render_plots(report, losses)
     operator_only = {"loss_plot"}
@@ -263,8 +260,11 @@ def publish_task(
         key=artifact_key("metrics", lake),
         description=f"non-private evaluation of {run_id}, operator only",
     )
-    for name, path in paths.items():
-        create_link_artifact(link=_link(path), link_text=name.replace("_", " "))
+    create_markdown_artifact(  # locations as text: a browser opens no file:// or s3:// link
+        markdown="\n".join(f"- {name.replace('_', ' ')}: `{path}`" for name, path in paths.items()),
+        key=artifact_key("release-files", lake),
+        description=f"where run {run_id} published (read them with dpstream report / predict)",
+    )
     tell_published(paths)
     return paths
 

@@ -60,7 +60,7 @@ def tell_plan(planned: Any, lake: Any) -> None:
         f"plan of run {planned.run_id}: {plan.algorithm.name} over {plan.num_rows:,} training {units} in "
         f"{plan.steps.num_steps} steps; the run spends epsilon = {report.epsilon:.4g} at delta = "
         f"{report.delta:g} ({report.unit}); lake {lake.fingerprint}: lifetime epsilon = "
-        f"{budget.epsilon:g}, {left_epsilon:.4g} left after this run"
+        f"{budget.epsilon:g}, {left_epsilon:.4g} left after this run (Gaussian DP adds up mu², not epsilon)"
     )
 
 
@@ -69,8 +69,12 @@ def tell_dashboard(client: Any) -> None:
     link = getattr(client, "dashboard_link", None)
     if not link:
         return
-    get_run_logger().info(f"Dask dashboard of the training cluster: {link}")
-    create_link_artifact(link=link, link_text="Dask dashboard (while the run lasts)")
+    get_run_logger().info(f"Dask dashboard of the training cluster (while the run lasts): {link}")
+    create_link_artifact(
+        link=link,
+        link_text="Dask dashboard (while the run lasts)",
+        description="the training cluster's Dask dashboard",
+    )
 
 
 def tell_trained(released: str, resumed_at: int, steps: int) -> None:

@@ -140,6 +140,9 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
         logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
         artifacts = client.read_artifacts()
     links = [str(artifact.data) for artifact in artifacts]
+    (files,) = [a for a in artifacts if a.description and a.description.startswith(f"where run {first_id}")]
+    assert f"- model: `{tmp_path / 'out' / 'model.json'}`" in str(files.data)  # text: no dead file:// link
+    assert not any("file://" in data for data in links)
     (report,) = [a for a in artifacts if a.description == f"privacy report of {first_id}"]
     assert report.key.startswith("privacy-report-lake-")  # one history per lake in the UI
     # DP-STAT's clip-norm trace and the privacy curve, drawn in the UI (a data URI renders there)
@@ -157,13 +160,13 @@ def test_a_retried_flow_run_is_the_same_run_resumed_and_charged_once(tmp_path, p
         "validated 20,000 rows of",
         "shuffle generation",
         f"plan of run {first_id}: ambssgd over 16,000 training rows",
-        f"lifetime epsilon = 2, {left:.4g} left after this run",  # μ² adds up: 1.673, not 1
+        f"lifetime epsilon = 2, {left:.4g} left after this run (Gaussian DP adds up mu², not epsilon)",
         "trained in",
         "releasing the model",
         "held-out RMSE",
         "against",
         "published: model",
-        "Dask dashboard of the training cluster: http",
+        "Dask dashboard of the training cluster (while the run lasts): http",
     ):
         assert line in story, (line, story)
     assert "resumed from its checkpoint at step" in story  # attempt 2
