@@ -35,17 +35,17 @@ from dpstream.flows.prefect_api import prefect_api
 DPSTREAM = Path(sys.executable).parent / "dpstream"
 FILES, ROWS_PER_FILE, FEATURES = 4, 75_000, 8
 CONFIG = """
-[lake]
-url = "raw"
-features = [{features}]
-label = "y"
-shuffled_url = "shuffled"
-
 [budget]
 epsilon = 1.0
 delta = 1e-6
-lifetime_epsilon = 100.0
+lifetime_epsilon = 100.0  # every round trains a new run on the same lake
 ledger_url = "ledger"
+
+[lake]
+url = "raw"
+label = "y"
+features = [{features}]
+shuffled_url = "shuffled"
 """
 
 
