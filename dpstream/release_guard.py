@@ -101,6 +101,21 @@ class GuardDecision:
     contributions: int
     event: ComposedEvent  # both releases
 
+    @classmethod
+    def of_totals(
+        cls,
+        gain: float,
+        margin: float,
+        constant: GuardConstant,
+        contributions: int,
+        comparison: GaussianEvent,
+    ) -> GuardDecision:
+        """The decision from the noisy total advantage ``gain`` and the total ``margin`` it must exceed:
+        the model is published iff gain > margin; both are reported per contribution."""
+        n = max(contributions, 1)
+        events = ComposedEvent((constant.event, comparison))
+        return cls(gain > margin, constant, gain / n, margin / n, contributions, events)
+
     def describe(self, classifies: bool, unit: str) -> str:
         if classifies:
             measure = f"the model's noisy in-sample accuracy is {self.gain:+.2%} from the majority class's"
@@ -187,23 +202,14 @@ class RegressionGuard(_TwoReleases):
         spread = largest - least if _replace(self.relation) else max(abs(least), abs(largest))
         sensitivity = max(spread, 1e-12)  # a model equal to c everywhere: nothing to tell apart
         std = sensitivity / self.comparison_mu
-        noisy = float(sums[0]) + std * float(gaussian(key, 1, NOISE_STREAM, 1)[0])
+        noisy = float(sums[0]) + std * _comparison_noise(key)
         event = GaussianEvent(
             sensitivity,
             std,
             self.relation,
             "release guard: the model's squared error minus the noisy label mean's",
         )
-        n = max(contributions, 1)
-        margin = MARGIN_SIGMAS * std
-        return GuardDecision(
-            noisy < -margin,
-            constant,
-            -noisy / n,
-            margin / n,
-            contributions,
-            ComposedEvent((constant.event, event)),
-        )
+        return GuardDecision.of_totals(-noisy, MARGIN_SIGMAS * std, constant, contributions, event)
 
 
 @dataclass(frozen=True)
@@ -247,22 +253,19 @@ class ClassificationGuard(_TwoReleases):
         prediction_range: tuple[float, float] | None = None,
     ) -> GuardDecision:
         std = 1.0 / self.comparison_mu
-        right = float(sums[0]) + std * float(gaussian(key, 1, NOISE_STREAM, 1)[0])
+        right = float(sums[0]) + std * _comparison_noise(key)
         majority = float(np.max(constant.noisy_sums))
         margin = MARGIN_SIGMAS * math.sqrt(std**2 + constant.event.noise_std**2)
         event = GaussianEvent(1.0, std, self.relation, "release guard: rows the model classifies right")
-        n = max(contributions, 1)
-        return GuardDecision(
-            right > majority + margin,
-            constant,
-            (right - majority) / n,
-            margin / n,
-            contributions,
-            ComposedEvent((constant.event, event)),
-        )
+        return GuardDecision.of_totals(right - majority, margin, constant, contributions, event)
 
 
 Guard = RegressionGuard | ClassificationGuard
+
+
+def _comparison_noise(key: NoiseKey) -> float:
+    """The standard normal of the comparison release: its own draw from the run's key (the constant's is 0)."""
+    return float(gaussian(key, 1, NOISE_STREAM, 1)[0])
 
 
 def release_guard(mu: float, relation: NeighbouringRelation, classes: int = 0) -> Guard:
