@@ -34,6 +34,7 @@ MODULES = [
     "benchmarks.lake_defaults",
     "benchmarks.ssp_crossover",
     "benchmarks.srgd_crossover",
+    "benchmarks.step_oracle",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.cli_startup",

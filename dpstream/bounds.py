@@ -51,6 +51,7 @@ from dpstream.validation import check_budget, check_positive
 __all__ = [
     "PrivateBounds",
     "TooFewRows",
+    "too_few_for_bounds",
     "default_edges",
     "bounds_share",
     "tail_fraction",
@@ -341,3 +342,20 @@ def _narrowing(noisy: np.ndarray, allowed: float, std: float, sigmas: float, mos
             break
         k += 1
     return k
+
+
+def too_few_for_bounds(
+    error: TooFewRows, count: int, columns: int, least: int, epsilon: float, label: bool, people: bool
+) -> ValueError:
+    """An estimator's refusal when no half-decade bin of a column held enough noisy rows (``count`` rows, or people)."""
+    given = "feature_bounds=(low, high)" + (" and label_bounds=(low, high)" if label else "")
+    counted = f"{count:,} people (user-level DP counts each once)" if people else f"n_samples={count:,}"
+    return ValueError(
+        f"too few {'people' if people else 'rows'} for private bounds: {counted} with {columns} column(s) without "
+        f"public bounds at epsilon={epsilon:g}, and no half-decade bin of column {error.column!r} (nor 2 or 3 "
+        f"adjacent ones) holds the {error.threshold:.0f} noisy rows the histograms need. A column needs at "
+        f"least {least:,} rows inside one half-decade such as (100, 316], more where its values spread over "
+        f"several (as {error.column!r} does here). This attempt spent its share of epsilon like any release: "
+        f"a retry on the same rows spends it again. Pass {given} from "
+        "public knowledge, such as the data's documentation, or use a larger epsilon"
+    )

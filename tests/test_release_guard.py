@@ -198,3 +198,18 @@ def test_a_regression_predicts_within_its_label_bounds():
     assert predicted.min() >= 0.0 and predicted.max() <= 10.0
     raw = far @ model.coef_ + model.intercept_
     assert np.allclose(predicted, np.clip(raw, 0.0, 10.0))
+
+
+def test_adassps_label_mean_rule_is_not_reported_as_a_lost_comparison():
+    """Defaults at the row level (AdaSSP, private bounds: no guard) on too few rows for 19 features: only
+    the label sum is released, and the one warning says so; no guard compared anything."""
+    rng = np.random.default_rng(3)
+    X = rng.lognormal(3.0, 0.5, (1_400, 19))
+    y = 1_000.0 * X[:, 0] + rng.normal(0, 5_000.0, 1_400)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = DPLinearRegression(epsilon=1.0, noise_key=key(21)).fit(X, y)
+    messages = [str(warning.message) for warning in caught]
+    assert model.released_ == "constant" and model.guard_ is None
+    assert any(message.startswith("too few rows for the regression") for message in messages), messages
+    assert not any("guard's noisy comparison" in message for message in messages), messages

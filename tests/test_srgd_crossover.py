@@ -26,3 +26,16 @@ def test_at_epsilon_4_auto_runs_adassp_which_beats_srgd(diamonds):
     result = compare(diamonds, 4.0, fits=3)
     assert result["auto"] == "ssp"
     assert result["ssp"] < result["srgd"] - 0.01  # measured 0.332 against 0.357 (5 fits)
+
+
+def test_outside_the_suite_many_inputs_take_srgd_and_few_keep_adassp():
+    """The inputs threshold (BENCHMARKS.md, the outside sets): Birthdays (60 inputs) runs SRGD at ε = 0.5
+    and gains; labsup (14 inputs) keeps AdaSSP, where SRGD loses."""
+    from benchmarks.srgd_crossover import outside
+
+    birthdays = compare(prepare(outside("Birthdays")), 0.5, fits=3)
+    assert birthdays["auto"] == "srgd"
+    assert birthdays["srgd"] < birthdays["ssp"] - 0.05  # measured 0.693 against 0.821 (5 fits)
+    labsup = compare(prepare(outside("labsup")), 1.0, fits=3)
+    assert labsup["auto"] == "ssp"
+    assert labsup["ssp"] < labsup["srgd"] - 0.01  # measured 0.960 against 0.984

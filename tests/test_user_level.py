@@ -177,3 +177,15 @@ def test_where_the_noise_outweighs_the_people_the_fit_is_the_label_mean():
     assert np.all(thin.coef_ == 0.0) and np.isfinite(thin.intercept_)
     X, y, ids, _, _ = panel(5)
     assert np.all(DPLinearRegression(epsilon=1.0, noise_key=key, **BOUNDS).fit(X, y, groups=ids).coef_ != 0.0)
+
+
+def test_too_few_people_for_private_bounds_counts_people_not_rows():
+    """436 people with 8 rows each: the refusal counts the people the fit protects, not the 3,488 rows."""
+    rng = np.random.default_rng(4)
+    ids = np.repeat(np.arange(436), 8)
+    X = rng.lognormal(2.0, 1.0, (ids.size, 18))
+    y = X[:, 0] + rng.normal(0, 1.0, ids.size)
+    with pytest.raises(ValueError, match=r"^too few people for private bounds: 436 people \(user-level DP"):
+        DPLinearRegression(epsilon=1.0, max_rows_per_user=8, noise_key=NoiseKey.from_secret(b"p" * 32)).fit(
+            X, y, groups=ids
+        )

@@ -306,7 +306,9 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
-        bounds = self._private_bounds(lambda: self._raw_blocks(X, y, users), num_rows, key, mu)
+        bounds = self._private_bounds(
+            lambda: self._raw_blocks(X, y, users), num_rows, key, mu, people=users is not None
+        )
         # Private bounds and the release guard take shares of μ²; training gets the rest, so the three
         # compose to (ε, δ).
         inputs = self._model_inputs()

@@ -15,7 +15,9 @@ more passes over the rows and a share of the budget; public bounds, where known,
 ``fit_intercept`` appends a public constant feature 1 to every row.
 
 Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
-exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that. The
+exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that;
+a linear regression with private bounds at the row level, ε ≤ 1, N ≥ 20,000 and at least 20 inputs runs
+Accelerated-DP-SRGD instead (the linear kind's ``SmallBudgetChoice``: measured, BENCHMARKS.md). The
 iterative algorithms default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]),
 L = 1 (squared loss) or 1/4 (logistic): stable for every dataset on that scale. A training loss that
 rises sharply warns (operator only).
@@ -202,8 +204,9 @@ _PARAMETERS = """
     epsilon, delta : float, default 1.0, 1e-6
         The run's (ε, δ)-DP guarantee under ``relation``; noise is calibrated with exact Gaussian DP.
     algorithm : {"auto", "ssp", "ambssgd", "dpsgd", "srgd"}, default "auto"
-        "auto": AdaSSP ("ssp") for at most 256 inputs, else "dpsgd"; naming ``num_steps`` selects
-        "ambssgd", ``batch_size`` or ``learning_rate`` selects "dpsgd" (``dpstream.algorithms.choice``).
+        "auto": AdaSSP ("ssp") for at most 256 inputs, else "dpsgd"; a linear regression with private
+        bounds, row-level DP, ε ≤ 1, N ≥ 20,000 and at least 20 inputs runs "srgd"; naming ``num_steps``
+        selects "ambssgd", ``batch_size`` or ``learning_rate`` selects "dpsgd" (``dpstream.algorithms.choice``).
     noise : {"independent", "lambda", "nu"}, default "independent"
         Used by "dpsgd": the increment noise process (DP-λCGD, ν-DP-FTRL).
     correlation : float, default 0.5

@@ -120,8 +120,10 @@ class GuardedRelease:
         return report.composed_with(decision.event, note, self.delta)
 
     def _warn_if_constant_released(self) -> None:
-        """The guard published the constant: say so, with what would change it (all DP outputs)."""
-        if getattr(self, "released_", "model") != "constant":
+        """The guard published the constant: say so, with what would change it (all DP outputs). Where
+        AdaSSP's λ₀ > N rule released only the label mean, no model was fitted and its own warning says so."""
+        decision = getattr(self, "guard_", None)
+        if decision is None or decision.model:
             return
         what = "the noisy label mean" if is_regressor(self) else "the majority class"
         warnings.warn(

@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, is_regressor
 from sklearn.utils.multiclass import check_classification_targets
 
-from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share
+from dpstream.bounds import SHARE_RANGE, PrivateBounds, TooFewRows, bounds_share, too_few_for_bounds
 from dpstream.models.kinds.base import ModelKind, probabilities
 from dpstream.models.users import histogram_weights
 from dpstream.noise import NoiseKey
@@ -180,10 +180,11 @@ class PublicScale:
         num_rows: int,
         key: NoiseKey,
         mu: float,
+        people: bool = False,
     ) -> BoundsRelease | None:
         """Estimate the bounds the user did not give, with a share of the fit's μ² (module docstring); sets
         ``feature_bounds_`` / ``label_bounds_``. ``raw_blocks()`` iterates the rows (X, y) before scaling;
-        it is called once per round."""
+        it is called once per round. ``people``: ``num_rows`` counts people (user-level DP)."""
         if not (self._estimate_features or self._estimate_label):
             return None
         features = getattr(self, "feature_names_in_", None)
@@ -215,17 +216,9 @@ class PublicScale:
         except TooFewRows as error:
             # The fewest rows with which any column could be bounded: one bin holding τ + 2σ at the largest share.
             least = PrivateBounds(math.sqrt(max(SHARE_RANGE)) * mu, self.relation).minimum_rows(len(names))
-            given = "feature_bounds=(low, high)" + (
-                " and label_bounds=(low, high)" if self._estimate_label else ""
-            )
-            raise ValueError(
-                f"too few rows for private bounds: n_samples={num_rows:,} with {len(names)} column(s) without public "
-                f"bounds at epsilon={self.epsilon:g}, and no half-decade bin of column {error.column!r} (nor 2 or 3 "
-                f"adjacent ones) holds the {error.threshold:.0f} noisy rows the histograms need. A column needs at "
-                f"least {least:,} rows inside one half-decade such as (100, 316], more where its values spread over "
-                f"several (as {error.column!r} does here). This attempt spent its share of epsilon like any release: "
-                f"a retry on the same rows spends it again. Pass {given} from "
-                "public knowledge, such as the data's documentation, or use a larger epsilon"
+            label = self._estimate_label
+            raise too_few_for_bounds(
+                error, num_rows, len(names), least, self.epsilon, label, people
             ) from None
         fine = sum(
             mechanism.fine_histogram(columns(X, y), low, high, histogram_weights(u))
