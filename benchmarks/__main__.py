@@ -35,6 +35,7 @@ MODULES = [
     "benchmarks.ssp_crossover",
     "benchmarks.srgd_crossover",
     "benchmarks.step_oracle",
+    "benchmarks.preconditioner",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.cli_startup",

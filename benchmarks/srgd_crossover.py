@@ -5,7 +5,8 @@ For each dataset (``benchmarks.never_worse.prepare``: its fixed 80/20 split, set
 subsampled) and each ε: ``--fits`` fits of ``DPLinearRegression(algorithm=...)`` for AdaSSP ("ssp") and
 SRGD ("srgd") with fixed noise keys, δ = 1e-6, replace-one; the median held-out RMSE ÷ the training
 mean's, and what ``algorithm="auto"`` runs there (``dpstream.algorithms.choice``: the linear kind's
-``SmallBudgetChoice``, SRGD at ε ≤ 1 over N ≥ 20,000 rows). A cell is marked where the algorithm auto
+``SmallBudgetChoice``, SRGD over N ≥ 20,000 rows and at least 20 inputs, at ε ≤ 1 or where the private
+preconditioner whitens its rows). A cell is marked where the algorithm auto
 runs is worse than the other by more than 0.005.
 
 Run: ``python -m benchmarks.srgd_crossover [--fits 5] [--epsilons 0.5 1 2 4] [--datasets a,b]``; the

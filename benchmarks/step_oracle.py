@@ -2,7 +2,9 @@
 against the oracle 1/λ_max, λ_max the exact (non-private) largest eigenvalue of E[xxᵀ] of the rows as the
 model reads them (documented bounds mapped onto [−1, 1], the intercept column appended).
 
-No private release estimates λ_max here: the oracle is an upper bound on what one could buy. Per dataset
+No private release estimates λ_max here: the oracle is an upper bound on what one could buy; both arms
+run without the private preconditioner (``benchmarks.preconditioner``), which whitens the rows and sets
+the step itself. Per dataset
 (``benchmarks.never_worse.prepare``: its fixed split, sets above 100,000 rows subsampled): ``--fits``
 fits with fixed keys of DP-AMBSSGD and DP-λCGD (``dpsgd``, ``noise="lambda"``) with documented bounds,
 ε = 1, δ = 1e-6; median held-out RMSE ÷ the training mean's.
@@ -19,6 +21,7 @@ import numpy as np
 
 from benchmarks.common import markdown_table
 from benchmarks.never_worse import Prepared, prepare
+from benchmarks.preconditioner import without_preconditioner
 from benchmarks.real_data import noise_key
 from benchmarks.real_datasets import load
 from dpstream.scaling import PublicBounds
@@ -44,7 +47,7 @@ def step_medians(prepared: Prepared, algorithm: str, learning_rate: float | None
     dataset, scores = prepared.dataset, []
     step = {} if learning_rate is None else {"learning_rate": learning_rate}
     for fit in range(fits):
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), without_preconditioner():  # the step alone, on the rows as mapped
             warnings.simplefilter("ignore")
             model = DPLinearRegression(
                 epsilon=1.0,

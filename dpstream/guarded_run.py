@@ -11,8 +11,9 @@ same constant and makes the same decision.
 
 ``LakeGuard`` is what ``dpstream.coordinator.execute`` calls: ``start`` (the initial parameters, moved
 to the constant, before the first step) and ``finish`` (the comparison after the last; the model's
-parameters, or the constant's as a linear model with weights 0, go out). It serves the linear models
-(linear, logistic, multinomial), whose parameters can hold the constant.
+parameters, or the constant's, go out: a linear model's weights 0 and intercept, or the KAN's weights
+whose margin is constant, ``release_guard.constant_params``). It serves the model kinds whose parameters
+can hold the constant (``ModelKind.holds_constant``: all of them today).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dpstream.release_guard import (
     GuardConstant,
     GuardDecision,
     RegressionGuard,
+    constant_params,
     guard_constant,
     guard_decision,
     linear_prediction_range,
@@ -97,9 +99,7 @@ class LakeGuard:
             self.guard, model, params, self.holdout(), constant, self.contributions, key, span
         )
         if not decision.model:
-            params = with_intercepts(
-                np.zeros_like(params, dtype=np.float64), self.inputs, self.intercept_index, constant
-            )
+            params = constant_params(model, self.inputs, self.intercept_index, constant)
         people = "people" if self.unit == "person" else "rows"
         note = (
             f"release guard ({self.guard.mu:.4g}-GDP in two releases over the {self.contributions:,} {people} of the "

@@ -58,6 +58,7 @@ __all__ = [
     "guard_constant",
     "guard_decision",
     "linear_prediction_range",
+    "constant_params",
     "with_intercepts",
 ]
 
@@ -322,6 +323,18 @@ def linear_prediction_range(params: np.ndarray, intercept_index: int | None) -> 
     intercept = float(weights[intercept_index]) if intercept_index is not None else 0.0
     reach = float(np.abs(weights).sum()) - abs(intercept)
     return (max(intercept - reach, -1.0), min(intercept + reach, 1.0))
+
+
+def constant_params(
+    model: Model, inputs: int, intercept_index: int | None, constant: GuardConstant
+) -> np.ndarray:
+    """The parameters of ``model`` that predict ``constant`` on every row: a model that states how
+    (``constant_params(inputs, margin)``: the KAN) from the constant's margin, a linear model as weights 0
+    and the constant's intercepts (``with_intercepts``)."""
+    own = getattr(model, "constant_params", None)
+    if own is not None:
+        return own(inputs, float(constant.intercepts()[0]))
+    return with_intercepts(np.zeros(model.num_params(inputs)), inputs, intercept_index, constant)
 
 
 def with_intercepts(

@@ -58,7 +58,9 @@ def test_the_glm_kinds_tune_nothing_but_the_linear_small_budget_choice_and_the_k
     assert model_kind("logistic").training == TrainingDefaults()
     linear = model_kind("linear").training
     assert linear == TrainingDefaults(
-        small_budget=SmallBudgetChoice("srgd", max_epsilon=1.0, min_rows=20_000, min_inputs=20)
+        small_budget=SmallBudgetChoice(
+            "srgd", max_epsilon=1.0, min_rows=20_000, min_inputs=20, any_epsilon_whitened=True
+        )
     )
     assert model_kind("kan").training != TrainingDefaults()
     assert DPKANClassifier._kind is model_kind("kan")

@@ -38,8 +38,9 @@ def test_auto_resolves_by_model_and_hyperparameters():
 
 def test_auto_runs_srgd_for_a_regression_at_small_epsilon_over_many_rows_and_inputs():
     """The linear kind's small-budget choice (BENCHMARKS.md "Where auto runs Accelerated-DP-SRGD"): row
-    level, private bounds, the fit's whole ε ≤ 1 (not what private bounds and the guard leave), N ≥ 20,000
-    and at least 20 inputs (features and the intercept)."""
+    level, private bounds, N ≥ 20,000 and at least 20 inputs (features and the intercept), at the fit's
+    whole ε ≤ 1 (not what private bounds and the guard leave) or at any ε where the private
+    preconditioner whitens SRGD's rows."""
     from dpstream.algorithms.builder import AlgorithmSpec, chosen_algorithm
     from dpstream.models.glm import LinearRegressionModel, LogisticRegressionModel
     from dpstream.privacy import PrivacyUnit
@@ -58,11 +59,16 @@ def test_auto_runs_srgd_for_a_regression_at_small_epsilon_over_many_rows_and_inp
     assert auto(epsilon=1.0, unit=PrivacyUnit.user("id", 5)) == "ssp"
     assert auto(epsilon=1.0, given=frozenset({"label_bound"})) == "ssp"  # AdaSSP's own setting
     assert auto(name="ssp", epsilon=1.0) == "ssp"
+    assert auto(epsilon=4.0, whitens=True) == auto(epsilon=1.01, whitens=True) == "srgd"
+    assert auto(epsilon=4.0, whitens=True, rows=19_999) == auto(epsilon=4.0, whitens=True, inputs=19) == "ssp"
+    assert auto(epsilon=1.5, whitens=True, inputs=100) == "ssp"  # τ = 1.9 > 0.3: no whitening there
 
     X, y = positive_features(20_000, dim=19)  # 19 features and the intercept
     fitted = DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X, y)
     assert fitted.algorithm_ == "srgd" and fitted.guard_ is not None  # guarded: not AdaSSP's exemption
-    assert DPLinearRegression(epsilon=1.5, noise_key=KEY).fit(X, y).algorithm_ == "ssp"
+    above = DPLinearRegression(epsilon=1.5, noise_key=KEY).fit(X, y)
+    assert above.algorithm_ == "srgd" and above.preconditioner_ is not None  # whitened rows, any ε
+    assert DPLinearRegression(epsilon=1.5, fit_intercept=False, noise_key=KEY).fit(X, y).algorithm_ == "ssp"
     assert DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X[:19_999], y[:19_999]).algorithm_ == "ssp"
     assert DPLinearRegression(epsilon=1.0, noise_key=KEY).fit(X[:, :18], y).algorithm_ == "ssp"
     public = DPLinearRegression(epsilon=1.0, feature_bounds=(0, 1), label_bounds=(-1, 1), noise_key=KEY)

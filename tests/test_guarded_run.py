@@ -113,3 +113,46 @@ def test_model_json_says_constant_for_the_guard_and_for_adassps_label_mean_rule(
         released(SimpleNamespace(state=SimpleNamespace(), guard=SimpleNamespace(model=False))) == "constant"
     )
     assert released(SimpleNamespace(state=SimpleNamespace(label_mean_only=True), guard=guard)) == "constant"
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
+@pytest.mark.parametrize("input_map", ["cube", "ball"])
+def test_kan_weights_hold_any_reachable_constant_margin(activation, input_map):
+    """``KANModel.constant_params``: the margin is the target on every row, however far outside the public
+    bounds; a target beyond the second layer's reach gives its extreme, with the target's sign."""
+    from dpstream.models import KANModel
+
+    model = KANModel(
+        num_hidden=16, activation=activation, input_map=input_map, feature_low=-2, feature_high=2
+    )
+    X = np.random.default_rng(3).uniform(-9, 9, (300, 5))
+    for target in (-1.0, -0.3, 0.0, 0.8):
+        margins = model.predict_margin(X, model.constant_params(5, target))
+        np.testing.assert_allclose(margins, target, atol=1e-9)
+    for target in (-1e3, 1e3):
+        margins = model.predict_margin(X, model.constant_params(5, target))
+        assert np.ptp(margins) < 1e-9 and np.sign(margins[0]) == np.sign(target) and abs(margins[0]) > 1
+
+
+def test_a_kan_worse_than_the_majority_class_gives_way_to_it_on_a_lake():
+    """The KAN's guard: a model that predicts the minority class everywhere loses the comparison, and the
+    published parameters are KAN weights whose every prediction is the majority class, at the noisy
+    class frequencies' log-odds; the run's μ is unchanged (parallel composition)."""
+    from dpstream.models import KANModel
+    from dpstream.release_guard import ClassificationGuard
+
+    model = KANModel(num_hidden=16, feature_low=-1, feature_high=1)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(-1, 1, (4_000, 3))
+    y = np.where(rng.random(4_000) < 0.8, 1.0, -1.0)  # 80 % class +1
+    guard = LakeGuard(
+        ClassificationGuard(0.5, NeighbouringRelation.REPLACE_ONE, 2), lambda: iter([(X, y)]), 4_000, 3, None
+    )
+    minority = model.constant_params(3, -2.0)  # predicts −1 everywhere
+    report = _report(mu=0.5)
+    params, stated, decision = guard.finish(KEY, model, minority, report)
+    assert not decision.model
+    margins = model.predict_margin(X, params)
+    assert np.ptp(margins) < 1e-9 and margins[0] == pytest.approx(math.log(0.8 / 0.2), abs=0.1)
+    assert stated.mu == report.mu
+    assert "the majority class" in stated.notes[-1]

@@ -372,5 +372,8 @@ register(
         state_types=(AMBSSGDState,),
         user_level=UserLevel(),
         audited=_audited,
+        # Measured over 1 to 4 (BENCHMARKS.md "A private preconditioner"): its few large steps gain
+        # most from rows that fill the box, clipped at 1.5 sd
+        whitening_spread=1.5,
     )
 )

@@ -20,6 +20,7 @@ does not use is refused (its declaration's ``uses``), naming those it does use, 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,8 @@ from dpstream.algorithms.registry import algorithm_names, declared
 from dpstream.algorithms.user_level import check_user_level
 from dpstream.models.kinds.base import training_defaults
 from dpstream.noise.registry import declared_noise, noise_declarations, noise_names
-from dpstream.privacy import PrivacyUnit
+from dpstream.preconditioner import PRECONDITIONER_SHARE, worth_releasing
+from dpstream.privacy import NeighbouringRelation, PrivacyUnit, mu_for_epsilon_delta
 
 __all__ = [
     "AlgorithmSpec",
@@ -83,6 +85,12 @@ class AlgorithmSpec:
     # estimators set it where private bounds map the columns, the scale it was measured on. A run over a
     # lake leaves it False: each iterative step is a round trip to the workers, AdaSSP's is one pass.
     small_budget_eligible: bool = False
+    # Whether the caller whitens the rows of an algorithm that declares a ``whitening_spread`` (the
+    # estimators' private preconditioner, ``dpstream.preconditioner``), where the release resolves them
+    whitens: bool = False
+    # A DP bound on λ_max(E[xxᵀ]) of the rows the algorithm reads (the estimators' private preconditioner,
+    # ``dpstream.preconditioner``): the default step is then 1/(L·row_curvature); None: R², the inputs.
+    row_curvature: float | None = None
     given: frozenset[str] = (
         frozenset()
     )  # hyperparameters set explicitly: refused where the algorithm ignores them
@@ -97,9 +105,10 @@ class AlgorithmSpec:
             )
 
 
-def default_learning_rate(model: Any, num_params: int) -> float:
+def default_learning_rate(model: Any, num_params: int, row_curvature: float | None = None) -> float:
     """The step used when none is given: the model kind's (the KAN's fixed step: its curvature has no
-    public bound), else stable for the GLMs (``stable_learning_rate``, from their public bound on φ'')."""
+    public bound), else stable for the GLMs (``stable_learning_rate``, from their public bound on φ''
+    and ``row_curvature``, a DP bound on the rows' λ_max(E[xxᵀ]), or else R²: the inputs)."""
     declared = training_defaults(model).learning_rate
     if declared is not None:
         return declared
@@ -108,7 +117,7 @@ def default_learning_rate(model: Any, num_params: int) -> float:
             f"{type(model).__name__} states no curvature bound and belongs to no declared model kind, so "
             "there is no default step size; pass learning_rate"
         )
-    return stable_learning_rate(model, num_params // model.outputs)
+    return stable_learning_rate(model, row_curvature or num_params // model.outputs)
 
 
 def resolve_model_defaults(spec: AlgorithmSpec, model: Any) -> AlgorithmSpec:
@@ -139,7 +148,18 @@ def chosen_algorithm(spec: AlgorithmSpec, model: Any, num_params: int, num_rows:
         epsilon=spec.auto_epsilon if spec.auto_epsilon is not None else spec.epsilon,
         user_level=spec.unit is not None and spec.unit.is_user,
         given=spec.given,
+        whitened=_whitened(spec, num_params // model.outputs, num_rows),
     )
+
+
+def _whitened(spec: AlgorithmSpec, inputs: int, num_rows: int | None) -> bool:
+    """Whether the caller's private preconditioner would whiten these rows (``spec.whitens`` and the
+    release, at its share of the whole budget's μ, resolves their covariance): public quantities."""
+    if not (spec.whitens and spec.small_budget_eligible and num_rows is not None):
+        return False
+    epsilon = spec.auto_epsilon if spec.auto_epsilon is not None else spec.epsilon
+    mu = math.sqrt(PRECONDITIONER_SHARE) * mu_for_epsilon_delta(epsilon, spec.delta)
+    return worth_releasing(inputs, num_rows, mu, NeighbouringRelation.parse(spec.relation))
 
 
 def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:
@@ -151,7 +171,9 @@ def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: 
     if spec.unit is not None and spec.unit.is_user:
         check_user_level(name, model)
     learning_rate = (
-        spec.learning_rate if spec.learning_rate is not None else default_learning_rate(model, num_params)
+        spec.learning_rate
+        if spec.learning_rate is not None
+        else default_learning_rate(model, num_params, spec.row_curvature)
     )
     return name, declared(name).build(spec, model, num_rows, learning_rate)
 

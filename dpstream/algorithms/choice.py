@@ -4,9 +4,10 @@
 GLMs) and at most ``SSP_MAX_DIM`` parameters: one release of noisy XᵀX and Xᵀy, exact at any N and with
 no step size to tune; DP-SGD otherwise (the KAN, or d where the d² statistics per block cost more than
 the d-vector ones). A step hyperparameter named by the user selects the algorithm it belongs to. A model
-kind may name where it does better at a small budget (``TrainingDefaults.small_budget``: the linear
-regression runs Accelerated-DP-SRGD at the row level, ε ≤ 1, N ≥ 20,000, at least 20 inputs), decided
-from public quantities only: the budget's ε, the row count N, the inputs d and the privacy unit.
+kind may name where it does better (``TrainingDefaults.small_budget``: the linear regression runs
+Accelerated-DP-SRGD at the row level over N ≥ 20,000 rows and at least 20 inputs, at ε ≤ 1 or wherever
+the estimators' private preconditioner whitens its rows), decided from public quantities only: the
+budget's ε, the row count N, the inputs d and the privacy unit.
 
 ``stable_learning_rate``: 1/(L·R²). For a loss φ(⟨x, w⟩, y) with φ'' ≤ L and rows ‖x‖ ≤ R the Hessian of
 the mean loss has norm ≤ L·R², so gradient steps with η ≤ 1/(L·R²) contract (η·λ_max ≤ 1 < 2) on every
@@ -38,11 +39,14 @@ def choose_algorithm(
     epsilon: float | None = None,
     user_level: bool = False,
     given: frozenset[str] = frozenset(),
+    whitened: bool = False,
 ) -> str:
     """The algorithm to run for ``requested`` (``"auto"`` or a declared one: ``registry.algorithm_names``) on
     ``model`` with ``num_params`` parameters. ``num_rows``, ``epsilon`` (the whole budget's) and
     ``user_level`` decide the model kind's small-budget choice, which needs the first two; ``given`` (the
-    settings the user named) keeps AdaSSP where they are its own (``row_norm_bound``, ``label_bound``)."""
+    settings the user named) keeps AdaSSP where they are its own (``row_norm_bound``, ``label_bound``);
+    ``whitened``: the caller's private preconditioner would whiten the rows of an algorithm that declares a
+    ``whitening_spread`` (``SmallBudgetChoice.any_epsilon_whitened``)."""
     if requested != AUTO:
         declared(requested)  # an unknown name is refused, naming the declared ones
     moments = getattr(model, "supports_moments", False)
@@ -85,7 +89,10 @@ def choose_algorithm(
         and epsilon is not None
         and num_rows >= small.min_rows
         and num_params >= small.min_inputs
-        and epsilon <= small.max_epsilon
+        and (
+            epsilon <= small.max_epsilon
+            or (small.any_epsilon_whitened and whitened and declared(small.algorithm).whitening_spread)
+        )
     ):
         return small.algorithm
     return "ssp"

@@ -1,5 +1,6 @@
 """The algorithms, each declared once: its name, the hyperparameters it reads, how it is built, the
-state types it checkpoints, whether it trains under the user privacy unit, and its audited configuration.
+state types it checkpoints, whether it trains under the user privacy unit, its audited configuration
+and whether the estimators precondition its rows.
 
 An algorithm is one module (its state machine) plus one ``register(AlgorithmDeclaration(...))`` at the
 end of that module, and its import in ``dpstream.algorithms``. Everything that names algorithms reads
@@ -57,6 +58,10 @@ class AlgorithmDeclaration:
     # (epsilon, delta, relation, noise process or None) -> the configuration ``dpstream audit`` runs; the
     # noise process is given to an algorithm that ``uses`` "noise", once per process DP-SGD takes
     audited: Callable[[float, float, str, Any], Any] | None = None
+    # The estimators whiten its rows first with a private preconditioner (``dpstream.preconditioner``)
+    # where that was measured to help it, mapping this many whitened standard deviations onto [−1, 1];
+    # None: its rows are not preconditioned
+    whitening_spread: float | None = None
 
     @property
     def display_name(self) -> str:

@@ -34,6 +34,7 @@ from dpstream.algorithms.user_level import check_user_level
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
 from dpstream.estimators.guarding import GuardedRelease
+from dpstream.estimators.preconditioning import Preconditioned
 from dpstream.estimators.support import (
     FitWarnings,
     PublicScale,
@@ -47,6 +48,7 @@ from dpstream.models import Model, ModelKind
 from dpstream.models.users import bound_contributions
 from dpstream.noise import NoiseKey, dpsgd_noise_names
 from dpstream.person_ids import people_of
+from dpstream.preconditioner import PRECONDITIONER_SHARE
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
 from dpstream.validation import check_budget
 
@@ -69,7 +71,7 @@ def _block_cuts(num_rows: int, block_rows: int, users: np.ndarray | None) -> lis
 BLOCK_ROWS = 65536  # rows per block of the single pass (the ``block_rows`` default)
 
 
-class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimator):
+class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Preconditioned, BaseEstimator):
     """The fit every dpstream estimator shares: input checks, blocks of ``block_rows``, public or private
     bounds, the noise key, one run of the algorithm over the rows, the fit's warnings and
     ``privacy_report_``. Each estimator states its own parameters and defaults (``__init__``), the model it
@@ -137,7 +139,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
 
     def _stable_learning_rate(self) -> float:
         model = self._trained_model
-        return default_learning_rate(model, model.num_params(self._model_inputs()))
+        return default_learning_rate(model, model.num_params(self._model_inputs()), self._row_curvature())
 
     def _given_hyperparameters(self) -> frozenset[str]:
         """The hyperparameters set to other than their default: the builder refuses those the chosen
@@ -194,6 +196,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
             unit=unit,
             auto_epsilon=self.epsilon,  # "auto" decides by the fit's whole budget, before any share
             small_budget_eligible=self._private_scale(),
+            whitens=self._preconditions(),
+            row_curvature=self._row_curvature(),
             given=self._given_hyperparameters(),
             known=self._known_hyperparameters(),
             **self._algorithm_request(model, dim),
@@ -246,7 +250,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         its user codes under the user unit."""
         for block, labels, block_users in self._raw_blocks(X, y, users):
             block, labels = self._to_public_scale(block, labels)
-            block = self._model_rows(block)
+            block = self._model_rows(self._precondition(block))
             yield (block, labels) if users is None else (block, labels, block_users)
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
@@ -309,15 +313,19 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
         bounds = self._private_bounds(
             lambda: self._raw_blocks(X, y, users), num_rows, key, mu, people=users is not None
         )
-        # Private bounds and the release guard take shares of μ²; training gets the rest, so the three
-        # compose to (ε, δ).
+        # Private bounds, the preconditioner and the release guard take shares of μ²; training gets the
+        # rest, so the four compose to (ε, δ).
         inputs = self._model_inputs()
         model = self._trained_model = self._fit_model()
         dim = model.num_params(inputs)
         guard_share = self._guard_share(model, dim, unit, num_rows)
-        share = guard_share + (0.0 if bounds is None else bounds.share)
+        spread = self._whitening_spread(model, dim, unit, num_rows, mu)
+        whitening_share = PRECONDITIONER_SHARE if spread else 0.0
+        share = guard_share + whitening_share + (0.0 if bounds is None else bounds.share)
         epsilon = epsilon_for_delta(self.delta, math.sqrt(1 - share) * mu)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
+        pre_mu = math.sqrt(whitening_share) * mu
+        self._release_preconditioner(spread, pre_mu, self._blocks(X, y, users), num_rows, key)
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon, unit)
         guard = self._release_guard(math.sqrt(guard_share) * mu)
         constant = guard and self._guard_constant(guard, self._blocks(X, y, users), num_rows, key)
@@ -330,6 +338,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, BaseEstimato
             key=key,
         )
         report = result.report if bounds is None else bounds.combine(result.report, self.delta)
+        report = self._preconditioned_report(report, self.delta)
         blocks = self._blocks(X, y, users)
         report = self._guarded_release(model, result.params, blocks, guard, constant, num_rows, key, report)
         if getattr(result.state, "label_mean_only", False):  # AdaSSP's λ₀ > N rule released the noisy mean

@@ -16,11 +16,16 @@ more passes over the rows and a share of the budget; public bounds, where known,
 
 Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
 exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that;
-a linear regression with private bounds at the row level, ε ≤ 1, N ≥ 20,000 and at least 20 inputs runs
-Accelerated-DP-SRGD instead (the linear kind's ``SmallBudgetChoice``: measured, BENCHMARKS.md). The
+a linear regression with private bounds at the row level, N ≥ 20,000 and at least 20 inputs runs
+Accelerated-DP-SRGD instead at ε ≤ 1, and at any ε where the private preconditioner whitens its rows (the linear kind's ``SmallBudgetChoice``: measured, BENCHMARKS.md). The
 iterative algorithms default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]),
 L = 1 (squared loss) or 1/4 (logistic): stable for every dataset on that scale. A training loss that
 rises sharply warns (operator only).
+
+Preconditioner (``dpstream.estimators.preconditioning``): a regression trained by DP-AMBSSGD or
+Accelerated-DP-SRGD first releases its rows' noisy second moment with 10 % of μ², where the rows are
+many enough for it, and trains on the rows centred and whitened by it, with the step 1/(L·λ̃) from the
+same release; ``preconditioner_`` holds it (None where none was made).
 
 ``backend="cupy"`` computes the batch statistics on a GPU, ``"auto"`` where one is usable.
 
@@ -157,9 +162,14 @@ class _DPGLMEstimator(SinglePassEstimator):
 
     def _store(self, params: np.ndarray) -> None:
         intercept = float(params[-1]) if self.fit_intercept else 0.0
+        weights, intercept = self._unwhiten(params[: self.n_features_in_], intercept)
         self.coef_, self.intercept_ = unmap_linear(
-            params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_
+            weights, intercept, self.feature_bounds_, self.label_bounds_
         )
+
+    def _preconditions(self) -> bool:
+        """A regression with an intercept reads whitened rows (centring needs the intercept to absorb it)."""
+        return is_regressor(self) and self.fit_intercept
 
     def _has_intercept(self) -> bool:
         return self.fit_intercept
@@ -205,7 +215,8 @@ _PARAMETERS = """
         The run's (ε, δ)-DP guarantee under ``relation``; noise is calibrated with exact Gaussian DP.
     algorithm : {"auto", "ssp", "ambssgd", "dpsgd", "srgd"}, default "auto"
         "auto": AdaSSP ("ssp") for at most 256 inputs, else "dpsgd"; a linear regression with private
-        bounds, row-level DP, ε ≤ 1, N ≥ 20,000 and at least 20 inputs runs "srgd"; naming ``num_steps``
+        bounds, row-level DP, N ≥ 20,000 and at least 20 inputs runs "srgd" (at ε ≤ 1, or where the private
+        preconditioner whitens its rows); naming ``num_steps``
         selects "ambssgd", ``batch_size`` or ``learning_rate`` selects "dpsgd" (``dpstream.algorithms.choice``).
     noise : {"independent", "lambda", "nu"}, default "independent"
         Used by "dpsgd": the increment noise process (DP-λCGD, ν-DP-FTRL).
@@ -218,7 +229,8 @@ _PARAMETERS = """
     batch_size : int or None, default None
         Used by "dpsgd" (None: max(64, N/1000)) and "srgd" (None: sqrt(N)).
     learning_rate : float or None, default None
-        Used by "dpsgd" and "ambssgd"; None: the stable step 1/(L·R²) on the public scale.
+        Used by "dpsgd" and "ambssgd"; None: the stable step 1/(L·R²) on the public scale, or 1/(L·λ̃)
+        on rows the private preconditioner whitened.
     num_steps : int or None, default None
         Used by "ambssgd"; None: about 4 ln N steps.
     stat_bound : float, default 1e4

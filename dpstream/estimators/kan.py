@@ -38,7 +38,7 @@ from dpstream.estimators.support import ClassifierLabels
 from dpstream.models import KANModel
 from dpstream.models.kinds.kan import KAN
 from dpstream.noise import NoiseKey
-from dpstream.release_guard import GuardDecision
+from dpstream.release_guard import GuardDecision, constant_params
 
 __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
 
@@ -202,19 +202,15 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
     def _store(self, params: np.ndarray) -> None:
         self.weights_ = params.reshape(self.model_.num_hidden, -1)
         self.second_layer_ = self.model_.second_layer()
-        self.constant_margin_ = None
 
     def _store_constant(self, decision: GuardDecision) -> None:
-        """The majority class: every margin is the log-odds of the noisy class frequencies."""
-        self._store(np.zeros(self.model_.num_params(self.n_features_in_)))
-        self.constant_margin_ = float(decision.constant.intercepts()[0])
+        """The majority class: weights whose margin is the log-odds of the noisy class frequencies on every
+        row (``KANModel.constant_params``)."""
+        self._store(constant_params(self.model_, self.n_features_in_, None, decision.constant))
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "weights_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        constant = getattr(self, "constant_margin_", None)  # a model loaded from model.json has none
-        if constant is not None:  # the guard released the majority class
-            return np.full(X.shape[0], constant)
         if self.feature_bounds_ is not None:  # the private bounds the fit estimated
             X = self.feature_bounds_.to_unit(X)
         return self.model_.predict_margin(X, self.weights_.ravel())

@@ -142,6 +142,36 @@ class KANModel:
         """c ~ N(0, I_{mp}), drawn once from the public seed and never trained."""
         return _second_layer(int(self.seed), int(self.num_hidden), self.num_basis)
 
+    def constant_params(self, num_features: int, margin: float) -> np.ndarray:
+        """Parameters W whose margin is ``margin`` on every row (the nearest the second layer reaches:
+        about ±7 for m = 64), for publishing a constant predictor (``dpstream.release_guard``).
+
+        The B-splines on [−1, 1] sum to 1 there (partition of unity) and ``map_inputs`` keeps every
+        coordinate in [−1, 1], so a W whose row j is the constant v_j gives (1/√d)(W h(x))_j = √d·v_j for
+        every x: hidden unit j outputs g_j(u_j) = ⟨c_j, h(u_j)⟩ at u_j = σ(√d·v_j) whatever the row. Each
+        u_j moves on a path from the minimum of g_j to its maximum (t ∈ [0, 1]); the margin
+        (1/√m) Σ_j g_j(u_j(t)) is continuous in t, and bisection finds the t that gives ``margin``. A
+        function of ``margin`` and the public seed only."""
+        u_low, u_high = (-0.999, 0.999) if self.activation == "tanh" else (0.0005, 0.9995)
+        grid = np.linspace(u_low, u_high, 2001)
+        outputs = dense_basis(grid, self.grid_size) @ self.second_layer().T  # (grid, m): g_j(u)
+        start, end = grid[outputs.argmin(axis=0)], grid[outputs.argmax(axis=0)]
+        scale = 1.0 / math.sqrt(self.num_hidden)
+
+        def margin_at(t: float) -> float:
+            units = (1 - t) * start + t * end
+            return scale * float(np.sum(dense_basis(units, self.grid_size) * self.second_layer()))
+
+        low, high = 0.0, 1.0
+        target = min(max(margin, margin_at(low)), margin_at(high))
+        for _ in range(60):
+            middle = (low + high) / 2
+            low, high = (middle, high) if margin_at(middle) < target else (low, middle)
+        units = (1 - high) * start + high * end
+        hidden = np.arctanh(units) if self.activation == "tanh" else np.log(units / (1 - units))
+        rows = hidden / math.sqrt(num_features)  # v_j = z_j / √d
+        return np.repeat(rows[:, None], num_features * self.num_basis, axis=1).ravel()
+
     def map_inputs(self, X: Any, xp: Any = np) -> Any:
         """Public bounds → [−1, 1] per feature, then into the unit ball for ``input_map="ball"``."""
         d = X.shape[1]

@@ -1,6 +1,7 @@
 """The release guard of a run on a lake (``dpstream.guarded_run.LakeGuard``), built from the config and
 the plan: over the held-out file, at the run's μ (parallel composition: the held-out rows or people are
-disjoint from the training ones), for the model kinds whose parameters hold a constant predictor."""
+disjoint from the training ones), for the model kinds whose parameters hold a constant predictor (every
+kind today: ``ModelKind.holds_constant``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ __all__ = ["lake_guard"]
 
 
 def lake_guard(inputs: RunInputs, planned: PlannedRun) -> LakeGuard | None:
-    """The run's guard, or None for a model kind that cannot hold the constant (the KAN), and for a
+    """The run's guard, or None for a model kind that cannot hold the constant, and for a
     regression whose label no public preprocessing bounded (a lake not written by ``dpstream convert``
     nor read with ``[preprocess]``): its labels are not within [−1, 1], which the guard's sensitivity
     needs."""
     config = inputs.config
     declaration = config.model.declaration
-    if not declaration.intercept_constant:
+    if not declaration.holds_constant:
         return None
     if not declaration.classifies and label_range(planned.preprocessing, config.lake.label) is None:
         return None

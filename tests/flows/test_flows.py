@@ -252,6 +252,9 @@ def test_train_flow_with_a_kan(tmp_path, prefect_api):
     # The classes are 50/50 (a linear rule reaches 0.91). This setting, measured with the estimator on the
     # same rows: mean 0.818, std 0.0034, min 0.812 over 20 fits; λ = 0 gave mean 0.800, std 0.0135.
     assert accuracy > 0.79, accuracy
+    # The KAN's run is guarded too, over the held-out file (parallel composition: no share of μ)
+    assert result["released"] == "model"
+    assert any(note.startswith("release guard") for note in result["report"].notes)
 
 
 def test_refusals_are_not_retried_and_passing_faults_are():

@@ -175,16 +175,18 @@ def probabilities(outputs: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SmallBudgetChoice:
-    """Where "auto" runs ``algorithm`` instead of AdaSSP: row-level DP at ε ≤ ``max_epsilon`` (the fit's
-    whole budget) over at least ``min_rows`` rows and ``min_inputs`` model inputs (features and the
-    intercept), all public. AdaSSP's noisy XᵀX grows with d² and its private ridge with it; an
-    iterative algorithm's noise is a d-vector. Measured, not derived: the crossover figures are in
-    BENCHMARKS.md ("Where auto runs Accelerated-DP-SRGD")."""
+    """Where "auto" runs ``algorithm`` instead of AdaSSP: row-level DP over at least ``min_rows`` rows and
+    ``min_inputs`` model inputs (features and the intercept), at ε ≤ ``max_epsilon`` (the fit's whole
+    budget) or, with ``any_epsilon_whitened``, at any ε where the estimators' private preconditioner
+    whitens its rows (``dpstream.preconditioner.worth_releasing``), all public. AdaSSP's noisy XᵀX
+    grows with d² and its private ridge with it; an iterative algorithm's noise is a d-vector. Measured,
+    not derived: the crossover figures are in BENCHMARKS.md ("Where auto runs Accelerated-DP-SRGD")."""
 
     algorithm: str
     max_epsilon: float
     min_rows: int
     min_inputs: int
+    any_epsilon_whitened: bool = False
 
 
 @dataclass(frozen=True)
@@ -210,9 +212,10 @@ class ModelKind:
     max_classes: int | None = None  # classification: the most classes it takes (None: any)
     algorithms: tuple[str, ...] | None = None  # the algorithms it trains with (None: every one)
     training: TrainingDefaults = TrainingDefaults()  # its defaults of the settings a kind may tune
-    # Its parameters hold the constant predictor as weights 0 and an intercept (a linear model): a run
-    # on a lake can then release the constant where it beats the model (``dpstream.guarded_run``).
-    intercept_constant: bool = False
+    # Its parameters hold the constant predictor (a linear model: weights 0 and an intercept; the KAN:
+    # ``KANModel.constant_params``): a run on a lake can then release the constant where it beats the
+    # model (``dpstream.guarded_run``, ``dpstream.release_guard.constant_params``).
+    holds_constant: bool = False
 
     @property
     def classifies(self) -> bool:

@@ -21,6 +21,6 @@ LOGISTIC = register(
         description="logistic regression (two classes, or K with the softmax loss)",
         settings=(),
         build_model=_build,
-        intercept_constant=True,
+        holds_constant=True,
     )
 )
