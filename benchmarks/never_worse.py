@@ -16,9 +16,10 @@ where the estimator raises ValueError (its refusals: too few rows for private bo
 that does not train under the person unit, ``dpstream.algorithms.user_level``). Non-private: OLS on
 the raw columns, logistic regression on the columns mapped by the documented bounds.
 
-Targets (a line per cell that misses one): median ≤ constant; worst ≤ 1.05 × constant (classification:
-error rate ≤ 1.05 × the majority's); at N ≥ 20,000 training rows, an iterative algorithm's excess ≤ 2 ×
-AdaSSP's, and classification median ≥ majority + ½ gap. Warnings are caught and counted per cell.
+Targets (a line per cell that misses one, with its reason: ``benchmarks.never_worse_reasons``): median ≤
+constant; worst ≤ 1.05 × constant (classification: error rate ≤ 1.05 × the majority's); at N ≥ 20,000
+training rows, an iterative algorithm's excess ≤ 2 × AdaSSP's, and classification median ≥ majority + ½
+gap. Warnings are caught and counted per cell.
 
 A person-level fit keeps at most ``max_rows_per_user`` rows per person drawn from OS entropy, so where
 that bound binds a rerun differs slightly (``DPLinearRegression``'s ``max_rows_per_user``).
@@ -42,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.common import markdown_table
+from benchmarks.never_worse_reasons import reason
 from benchmarks.real_data import noise_key
 from benchmarks.real_datasets import DATASETS, Dataset, load, split_groups
 from dpstream.scaling import PublicBounds
@@ -136,6 +138,7 @@ class Cell:
     scores: list[float] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)  # one reason per refused fit
     warnings: Counter = field(default_factory=Counter)  # warning text (first line) -> count
+    constants: int = 0  # fits whose release guard (or AdaSSP's λ₀ > N rule) released the constant
 
     @property
     def regression(self) -> bool:
@@ -206,6 +209,7 @@ def evaluate_cell(
                 model = _estimator(prepared, algorithm, bounds, level, epsilon, seed + fit)
                 model.fit(prepared.X_train, prepared.y_train, groups=groups)
                 cell.scores.append(prepared.score(model.predict(prepared.X_test)))
+                cell.constants += model.released_ == "constant"
             except ValueError as error:
                 cell.refusals.append(str(error))
         cell.warnings.update(str(w.message).split("\n")[0][:100] for w in caught)
@@ -215,37 +219,43 @@ def evaluate_cell(
 
 
 def misses(cells: list[Cell]) -> list[str]:
-    """One line per scored cell that misses a target (the module docstring lists them)."""
+    """One line per target a scored cell misses (the module docstring lists them), with its reason
+    (``benchmarks.never_worse_reasons``)."""
     reference = {(c.prepared.dataset.name, c.bounds, c.level): c for c in cells if c.algorithm == REFERENCE}
     lines = []
     for c in cells:
         if c.refused:
             continue
         where = f"{c.prepared.dataset.name} · {c.level} · {c.bounds} · {c.algorithm}"
-        const = c.prepared.constant
-        if c.regression:
-            if c.median() > const:
-                lines.append(f"{where}: median RMSE {c.median() / const:.3f}× the constant's")
-            if c.worst() > WORST_SLACK * const:
-                lines.append(f"{where}: worst RMSE {c.worst() / const:.3f}× the constant's (> {WORST_SLACK})")
-        else:
-            if c.median() < const:
-                lines.append(f"{where}: median accuracy {c.median():.3f} < majority {const:.3f}")
-            if 1 - c.worst() > WORST_SLACK * (1 - const):
-                lines.append(
-                    f"{where}: worst accuracy {c.worst():.3f}: error > {WORST_SLACK}× the majority's"
-                )
-            if c.train_rows >= LARGE and c.median() < c.target() - 0.5 / len(c.prepared.y_test):  # half a row
-                lines.append(f"{where}: median accuracy {c.median():.3f} < majority + ½ gap {c.target():.3f}")
         ref = reference.get((c.prepared.dataset.name, c.bounds, c.level))
-        if c.algorithm != REFERENCE and c.train_rows >= LARGE and ref is not None and not ref.refused:
-            if c.excess() > 2 * max(ref.excess(), 0.0):
-                ratio = excess_ratio(c, ref)
-                versus = (
-                    f"{ratio:.3g}× AdaSSP's" if math.isfinite(ratio) else f"{c.excess():.3g}, AdaSSP's ≤ 0"
-                )
-                lines.append(f"{where}: excess {versus} (> 2×)")
+        for target, text in _missed(c, ref):
+            lines.append(f"{where}: {text} — {reason(c, target, ref)}")
     return lines
+
+
+def _missed(c: Cell, ref: Cell | None) -> list[tuple[str, str]]:
+    """(target, what was measured) for each target ``c`` misses; ``ref``: AdaSSP's cell beside it."""
+    const, missed = c.prepared.constant, []
+    if c.regression:
+        if c.median() > const:
+            missed.append(("median", f"median RMSE {c.median() / const:.3f}× the constant's"))
+        if c.worst() > WORST_SLACK * const:
+            missed.append(("worst", f"worst RMSE {c.worst() / const:.3f}× the constant's (> {WORST_SLACK})"))
+    else:
+        if c.median() < const:
+            missed.append(("median", f"median accuracy {c.median():.3f} < majority {const:.3f}"))
+        if 1 - c.worst() > WORST_SLACK * (1 - const):
+            missed.append(("worst", f"worst accuracy {c.worst():.3f}: error > {WORST_SLACK}× the majority's"))
+        if c.train_rows >= LARGE and c.median() < c.target() - 0.5 / len(c.prepared.y_test):  # half a row
+            missed.append(
+                ("half gap", f"median accuracy {c.median():.3f} < majority + ½ gap {c.target():.3f}")
+            )
+    if c.algorithm != REFERENCE and c.train_rows >= LARGE and ref is not None and not ref.refused:
+        if c.excess() > 2 * max(ref.excess(), 0.0):
+            ratio = excess_ratio(c, ref)
+            versus = f"{ratio:.3g}× AdaSSP's" if math.isfinite(ratio) else f"{c.excess():.3g}, AdaSSP's ≤ 0"
+            missed.append(("excess", f"excess {versus} (> 2×)"))
+    return missed
 
 
 def excess_ratio(cell: Cell, ref: Cell) -> float:

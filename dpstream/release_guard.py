@@ -329,9 +329,9 @@ def constant_params(
     model: Model, inputs: int, intercept_index: int | None, constant: GuardConstant
 ) -> np.ndarray:
     """The parameters of ``model`` that predict ``constant`` on every row: a model that states how
-    (``constant_params(inputs, margin)``: the KAN) from the constant's margin, a linear model as weights 0
-    and the constant's intercepts (``with_intercepts``)."""
-    own = getattr(model, "constant_params", None)
+    (``constant_margin_params(inputs, margin)``: the KAN) from the constant's margin, a linear model as
+    weights 0 and the constant's intercepts (``with_intercepts``)."""
+    own = getattr(model, "constant_margin_params", None)
     if own is not None:
         return own(inputs, float(constant.intercepts()[0]))
     return with_intercepts(np.zeros(model.num_params(inputs)), inputs, intercept_index, constant)

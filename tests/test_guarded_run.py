@@ -118,7 +118,7 @@ def test_model_json_says_constant_for_the_guard_and_for_adassps_label_mean_rule(
 @pytest.mark.parametrize("activation", ["tanh", "sigmoid"])
 @pytest.mark.parametrize("input_map", ["cube", "ball"])
 def test_kan_weights_hold_any_reachable_constant_margin(activation, input_map):
-    """``KANModel.constant_params``: the margin is the target on every row, however far outside the public
+    """``KANModel.constant_margin_params``: the margin is the target on every row, however far outside the public
     bounds; a target beyond the second layer's reach gives its extreme, with the target's sign."""
     from dpstream.models import KANModel
 
@@ -127,10 +127,10 @@ def test_kan_weights_hold_any_reachable_constant_margin(activation, input_map):
     )
     X = np.random.default_rng(3).uniform(-9, 9, (300, 5))
     for target in (-1.0, -0.3, 0.0, 0.8):
-        margins = model.predict_margin(X, model.constant_params(5, target))
+        margins = model.predict_margin(X, model.constant_margin_params(5, target))
         np.testing.assert_allclose(margins, target, atol=1e-9)
     for target in (-1e3, 1e3):
-        margins = model.predict_margin(X, model.constant_params(5, target))
+        margins = model.predict_margin(X, model.constant_margin_params(5, target))
         assert np.ptp(margins) < 1e-9 and np.sign(margins[0]) == np.sign(target) and abs(margins[0]) > 1
 
 
@@ -148,7 +148,7 @@ def test_a_kan_worse_than_the_majority_class_gives_way_to_it_on_a_lake():
     guard = LakeGuard(
         ClassificationGuard(0.5, NeighbouringRelation.REPLACE_ONE, 2), lambda: iter([(X, y)]), 4_000, 3, None
     )
-    minority = model.constant_params(3, -2.0)  # predicts −1 everywhere
+    minority = model.constant_margin_params(3, -2.0)  # predicts −1 everywhere
     report = _report(mu=0.5)
     params, stated, decision = guard.finish(KEY, model, minority, report)
     assert not decision.model
@@ -156,3 +156,25 @@ def test_a_kan_worse_than_the_majority_class_gives_way_to_it_on_a_lake():
     assert np.ptp(margins) < 1e-9 and margins[0] == pytest.approx(math.log(0.8 / 0.2), abs=0.1)
     assert stated.mu == report.mu
     assert "the majority class" in stated.notes[-1]
+
+
+def test_a_kan_that_cannot_output_both_signs_is_refused_when_built():
+    """The guard may choose the majority class; a KAN whose public output layer cannot reach margins of both
+    signs could not publish it, so it is refused up front, naming the fix (one hidden unit, one grid
+    interval: most seeds)."""
+    from dpstream.models import KANModel
+
+    refused = 0
+    for seed in range(20):
+        try:
+            model = KANModel(num_hidden=1, grid_size=1, seed=seed)
+        except ValueError as error:
+            refused += 1
+            assert "more hidden units or another seed" in str(error)
+            continue
+        low, high = model.margin_reach()
+        assert low < 0 < high
+        for target in (low / 2, high / 2):  # both classes reachable
+            margins = model.predict_margin(np.zeros((3, 2)), model.constant_margin_params(2, target))
+            assert np.allclose(margins, target, atol=1e-9)
+    assert 0 < refused < 20

@@ -55,3 +55,45 @@ def test_private_bounds_beat_documented_ranges_much_wider_than_the_data(name, me
     private = evaluate_cell(prepared, "ssp", "private", "row", fits=FITS)
     documented = evaluate_cell(prepared, "ssp", "documented", "row", fits=FITS)
     assert private.median() < documented.median(), (private.median(), documented.median(), measured)
+
+
+def test_every_missed_target_states_its_reason():
+    """``benchmarks.never_worse_reasons``: each kind of miss the 20-fit run shows gets its measured cause,
+    from the cell's public facts."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from benchmarks.never_worse import Cell, misses
+
+    def prepared(rows, regression=True, nonprivate=0.5, people=None, name="set"):
+        groups = None if people is None else np.arange(rows) % people
+        return SimpleNamespace(
+            regression=regression,
+            constant=1.0 if regression else 0.6,
+            nonprivate=nonprivate if regression else 0.7,
+            y_train=np.zeros(rows),
+            y_test=np.zeros(1_000),
+            groups_train=groups,
+            dataset=SimpleNamespace(name=name),
+        )
+
+    def cell(data, algorithm="ssp", scores=(1.02, 1.1), level="row", bounds="documented", constants=0):
+        made = Cell(data, algorithm, bounds, level, list(scores))
+        made.constants = constants
+        return made
+
+    small = cell(prepared(353))
+    people = cell(prepared(40_000, people=900), level="person", bounds="private")
+    mean = cell(prepared(40_000), constants=2)
+    low_signal = [cell(prepared(40_000, nonprivate=0.99, name="low"), scores=(0.992,)), None]
+    low_signal[1] = cell(low_signal[0].prepared, "srgd", scores=(0.999,))
+    labels = prepared(40_000, regression=False, name="labels")
+    classes = [cell(labels, scores=(0.69,)), cell(labels, "ambssgd", scores=(0.60,))]
+    lines = "\n".join(misses([small, people, mean, *low_signal, *classes]))
+    assert "small N (353 rows)" in lines
+    assert "person level over 900 people" in lines and "clipped tail" in lines
+    assert "released the noisy mean in 2 of 2 fits" in lines
+    assert "low signal: non-private OLS is 0.990" in lines
+    assert "an iterative algorithm on labels" in lines
+    assert all(" — " in line for line in lines.splitlines())

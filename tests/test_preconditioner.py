@@ -12,12 +12,7 @@ import pytest
 
 from dpstream.estimators import DPLinearRegression, DPLogisticRegression
 from dpstream.noise import NoiseKey
-from dpstream.preconditioner import (
-    PRECONDITIONER_SHARE,
-    Whitening,
-    gram_sensitivity,
-    release_whitening,
-)
+from dpstream.preconditioner import PRECONDITIONER_SHARE, Whitening, release_whitening
 from dpstream.privacy import NeighbouringRelation, mu_for_epsilon_delta
 
 REPLACE, ZERO = NeighbouringRelation.REPLACE_ONE, NeighbouringRelation.ZERO_OUT
@@ -41,7 +36,7 @@ def test_one_contribution_moves_the_second_moment_by_at_most_the_sensitivity(rel
     rng = np.random.default_rng(0)
     features = 5
     dim = features + 1
-    bound = gram_sensitivity(dim, relation)
+    bound = relation.gram_sensitivity(math.sqrt(dim))
     worst = 0.0
     for _ in range(2_000):
         k, k_other = rng.integers(1, 4, size=2)
@@ -76,12 +71,11 @@ def test_without_noise_the_release_centres_and_whitens_exactly():
 
 
 def test_the_release_reads_only_the_noisy_moment_and_n():
-    """Post-processing: two data sets with the same second moment and N give the same preconditioner under
-    the same key, and the noise is the documented σ = Δ/μ."""
+    """Post-processing: the rows in another order and other blocks (the same second moment and N) give the
+    same preconditioner under the same key, and the noise is the documented σ = Δ/μ."""
     rng = np.random.default_rng(2)
     rows = _rows(rng, 400, 3)
-    rotation = np.linalg.qr(rng.normal(size=(400, 400)))[0]  # same XᵀX, other rows (not on the box)
-    other = rotation @ rows
+    other = rows[rng.permutation(400)]
     key = NoiseKey.generate()
     first = release_whitening([(rows, None)], 400, 0.5, REPLACE, key, 3.0)
     second = release_whitening([(other[:150], None), (other[150:], None)], 400, 0.5, REPLACE, key, 3.0)
@@ -166,9 +160,33 @@ def test_person_level_fit_is_preconditioned_with_the_person_weights():
     assert "user" in model.privacy_report_.ledger_unit
 
 
+def test_the_guard_judges_the_published_model_on_the_public_scale():
+    """The release guard compares the model as published (linear in the features, the whitening mapped
+    back) over the rows on the public scale, not the whitened, clipped rows training read."""
+    from dpstream.estimators import guarding
+
+    X, y = _regression(rows=20_000, seed=5)
+    seen = {}
+
+    def spy(guard, model, params, blocks, *rest):
+        blocks = list(blocks)
+        seen["params"], seen["rows"] = params, blocks[0][0]
+        return original(guard, model, params, iter(blocks), *rest)
+
+    original = guarding.guard_decision
+    with mock.patch.object(guarding, "guard_decision", spy):
+        fitted = _fit(DPLinearRegression(algorithm="ambssgd", noise_key=NoiseKey.generate()), X, y)
+    assert fitted.preconditioner_ is not None
+    rows = seen["rows"]
+    np.testing.assert_allclose(rows[:, :-1], fitted.feature_bounds_.to_unit(X[: len(rows)]), atol=1e-12)
+    on_public_scale = rows @ seen["params"]
+    predicted = fitted.label_bounds_.to_unit(fitted.predict(X[: len(rows)]))
+    np.testing.assert_allclose(np.clip(on_public_scale, -1, 1), predicted, atol=1e-9)
+
+
 def test_a_fit_predicts_with_the_unmapped_weights():
-    """coef_ and intercept_ are the whitened model stated in the user's units: predictions on the training
-    rows match the model the algorithm trained (up to the training clip, which few rows reach)."""
+    """coef_ and intercept_ are the whitened model stated in the user's units, linear in the features
+    (the training clip at the spread is not applied at prediction)."""
     X, y = _regression(rows=20_000, seed=4)
     model = _fit(DPLinearRegression(algorithm="srgd", noise_key=NoiseKey.generate()), X, y)
     assert model.released_ == "model"

@@ -20,7 +20,6 @@ does not use is refused (its declaration's ``uses``), naming those it does use, 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,7 @@ from dpstream.algorithms.registry import algorithm_names, declared
 from dpstream.algorithms.user_level import check_user_level
 from dpstream.models.kinds.base import training_defaults
 from dpstream.noise.registry import declared_noise, noise_declarations, noise_names
-from dpstream.preconditioner import PRECONDITIONER_SHARE, worth_releasing
+from dpstream.preconditioner import whitens_at
 from dpstream.privacy import NeighbouringRelation, PrivacyUnit, mu_for_epsilon_delta
 
 __all__ = [
@@ -158,8 +157,8 @@ def _whitened(spec: AlgorithmSpec, inputs: int, num_rows: int | None) -> bool:
     if not (spec.whitens and spec.small_budget_eligible and num_rows is not None):
         return False
     epsilon = spec.auto_epsilon if spec.auto_epsilon is not None else spec.epsilon
-    mu = math.sqrt(PRECONDITIONER_SHARE) * mu_for_epsilon_delta(epsilon, spec.delta)
-    return worth_releasing(inputs, num_rows, mu, NeighbouringRelation.parse(spec.relation))
+    mu = mu_for_epsilon_delta(epsilon, spec.delta)
+    return whitens_at(inputs, num_rows, mu, NeighbouringRelation.parse(spec.relation))
 
 
 def build_algorithm(spec: AlgorithmSpec, model: Any, num_rows: int, num_params: int) -> tuple[str, Any]:

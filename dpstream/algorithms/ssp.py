@@ -60,7 +60,7 @@ from dpstream.algorithms import ssp_solve
 from dpstream.algorithms.base import OneRoundTrip, Plan, PrivacyReport, StepSpan, build_report, resolve_unit
 from dpstream.algorithms.registry import AlgorithmDeclaration, UserLevel, register
 from dpstream.models import BatchStats, StatsRequest
-from dpstream.noise import IndependentNoise, NoiseKey
+from dpstream.noise import IndependentNoise, NoiseKey, symmetric_noise
 from dpstream.privacy import (
     ComposedEvent,
     GaussianEvent,
@@ -103,13 +103,6 @@ class SSPState:
     # tr(XᵀX + E)/d, centred if there is an intercept: the data's mean curvature, a DP output
     curvature: float | None = None
     label_mean_only: bool = False  # the plan released Σy alone: params are the noisy label mean
-
-
-def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
-    """The symmetric matrix whose upper triangle (diagonal included, row-major) is ``draws``."""
-    upper = np.zeros((dim, dim))
-    upper[np.triu_indices(dim)] = draws
-    return upper + np.triu(upper, 1).T
 
 
 @dataclass(frozen=True)
@@ -362,8 +355,8 @@ class AdaSSP(OneRoundTrip):
             f"too few {units} for the regression: AdaSSP's noise bound λ₀ = "
             f"{self.noise_bound(gram_std, plan.num_params):.4g} exceeds N = {plan.num_rows:,} {units} (the most "
             f"curvature a feature on [-1, 1] can give) at this epsilon and {plan.num_params - 1} features, so only "
-            f"the label sum was released (labels clipped to |y| ≤ {self.label_bound:.6g}) and the model is the noisy "
-            "label mean, the constant predictor"
+            f"the label sum was released (labels clipped to |y| ≤ {self.label_bound:.6g} on the public scale, i.e. to "
+            "the label bounds) and the model is the noisy label mean, the constant predictor"
         )
 
 

@@ -245,12 +245,15 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         """A block on the public scale as the model reads it (a GLM appends its intercept column)."""
         return block
 
-    def _blocks(self, X: Any, y: Any, users: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, ...]]:
-        """The training pass: each block clipped and mapped with the fit's bounds (``PublicScale``), with
-        its user codes under the user unit."""
+    def _blocks(
+        self, X: Any, y: Any, users: np.ndarray | None = None, whiten: bool = True
+    ) -> Iterator[tuple[np.ndarray, ...]]:
+        """The training pass: each block clipped and mapped with the fit's bounds (``PublicScale``), and
+        whitened by the fit's preconditioner unless ``whiten`` is False, with its user codes under the
+        user unit."""
         for block, labels, block_users in self._raw_blocks(X, y, users):
             block, labels = self._to_public_scale(block, labels)
-            block = self._model_rows(self._precondition(block))
+            block = self._model_rows(self._precondition(block) if whiten else block)
             yield (block, labels) if users is None else (block, labels, block_users)
 
     def _validate_input(self, X: Any, y: Any) -> tuple[Any, Any, int]:
@@ -298,6 +301,9 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
         users, unit = None, None
+        self.preconditioner_ = (
+            None  # not the previous fit's: nothing below reads it before this fit's release
+        )
         if groups is None and self.max_rows_per_user is not None:
             raise ValueError(
                 "max_rows_per_user bounds a person's rows: pass groups=ids to fit (user-level DP), or leave "
@@ -324,6 +330,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         share = guard_share + whitening_share + (0.0 if bounds is None else bounds.share)
         epsilon = epsilon_for_delta(self.delta, math.sqrt(1 - share) * mu)
         self._training_epsilon = epsilon  # the ε training was calibrated to, after any private bounds
+        if spread:  # the algorithm's refusals from public settings (e.g. too few rows) before the release
+            self._build_algorithm(model, num_rows, dim, epsilon, unit)
         pre_mu = math.sqrt(whitening_share) * mu
         self._release_preconditioner(spread, pre_mu, self._blocks(X, y, users), num_rows, key)
         algorithm = self._build_algorithm(model, num_rows, dim, epsilon, unit)
@@ -339,8 +347,9 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         )
         report = result.report if bounds is None else bounds.combine(result.report, self.delta)
         report = self._preconditioned_report(report, self.delta)
-        blocks = self._blocks(X, y, users)
-        report = self._guarded_release(model, result.params, blocks, guard, constant, num_rows, key, report)
+        # The guard judges the model as published: linear on the public scale, whitening mapped back
+        params, blocks = self._unwhitened(result.params), self._blocks(X, y, users, whiten=False)
+        report = self._guarded_release(model, params, blocks, guard, constant, num_rows, key, report)
         if getattr(result.state, "label_mean_only", False):  # AdaSSP's λ₀ > N rule released the noisy mean
             self.released_ = "constant"
         self.privacy_report_ = self._describe(report, num_rows)

@@ -15,12 +15,13 @@ more passes over the rows and a share of the budget; public bounds, where known,
 ``fit_intercept`` appends a public constant feature 1 to every row.
 
 Algorithm. ``algorithm="auto"`` (default) runs AdaSSP (``"ssp"``: one release of noisy XᵀX and Xᵀy,
-exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass DP-SGD above that;
-a linear regression with private bounds at the row level, N ≥ 20,000 and at least 20 inputs runs
-Accelerated-DP-SRGD instead at ε ≤ 1, and at any ε where the private preconditioner whitens its rows (the linear kind's ``SmallBudgetChoice``: measured, BENCHMARKS.md). The
-iterative algorithms default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]),
-L = 1 (squared loss) or 1/4 (logistic): stable for every dataset on that scale. A training loss that
-rises sharply warns (operator only).
+exact at any N) for models with at most ``dpstream.algorithms.choice.SSP_MAX_DIM`` inputs, and one-pass
+DP-SGD above that; a linear regression with private bounds at the row level, N ≥ 20,000 and at least 20
+inputs runs Accelerated-DP-SRGD instead at ε ≤ 1, and at any ε where the private preconditioner whitens
+its rows (the linear kind's ``SmallBudgetChoice``: measured, BENCHMARKS.md). The iterative algorithms
+default to the step size 1/(L·R²), R² = inputs (the row-norm bound on [−1, 1]), L = 1 (squared loss)
+or 1/4 (logistic): stable for every dataset on that scale. A training loss that rises sharply warns
+(operator only).
 
 Preconditioner (``dpstream.estimators.preconditioning``): a regression trained by DP-AMBSSGD or
 Accelerated-DP-SRGD first releases its rows' noisy second moment with 10 % of μ², where the rows are
@@ -162,13 +163,13 @@ class _DPGLMEstimator(SinglePassEstimator):
 
     def _store(self, params: np.ndarray) -> None:
         intercept = float(params[-1]) if self.fit_intercept else 0.0
-        weights, intercept = self._unwhiten(params[: self.n_features_in_], intercept)
         self.coef_, self.intercept_ = unmap_linear(
-            weights, intercept, self.feature_bounds_, self.label_bounds_
+            params[: self.n_features_in_], intercept, self.feature_bounds_, self.label_bounds_
         )
 
     def _preconditions(self) -> bool:
-        """A regression with an intercept reads whitened rows (centring needs the intercept to absorb it)."""
+        """A regression with an intercept reads whitened rows (centring needs the intercept to absorb it;
+        its parameters are the weights, then the intercept)."""
         return is_regressor(self) and self.fit_intercept
 
     def _has_intercept(self) -> bool:

@@ -205,7 +205,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
 
     def _store_constant(self, decision: GuardDecision) -> None:
         """The majority class: weights whose margin is the log-odds of the noisy class frequencies on every
-        row (``KANModel.constant_params``)."""
+        row (``KANModel.constant_margin_params``)."""
         self._store(constant_params(self.model_, self.n_features_in_, None, decision.constant))
 
     def _decision(self, X: Any) -> np.ndarray:

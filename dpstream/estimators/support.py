@@ -350,7 +350,8 @@ class FitWarnings:
         if getattr(state, "label_mean_only", False):
             _warn(
                 f"{next(note for note in self.privacy_report_.notes if note.startswith('too few '))}. "
-                "Use more rows, a larger epsilon or fewer features (more people, under the user unit)"
+                "Use more rows, a larger epsilon or fewer features (more people, under the user unit), or "
+                "algorithm='srgd', whose noise is one vector per step, not a matrix of d² entries"
             )
 
     def _warn_if_ridge_dominates(self, curvature: float | None) -> None:
@@ -361,14 +362,15 @@ class FitWarnings:
             return
         note = (
             f"AdaSSP's private ridge λ = {self.ridge_:.4g} exceeds the data's mean curvature tr(XᵀX)/d = {curvature:.4g}: "
-            "at this N, ε, number of features and feature spread the noise outweighs the data, and the model may be "
-            "little better than the constant predictor (the label mean or the majority class)"
+            "at this N, ε, number of features and feature spread the noise shrinks the weights towards 0, the "
+            "constant predictor (the label mean or the majority class), by more than the data pulls them away"
         )
         self.privacy_report_ = dataclasses.replace(
             self.privacy_report_, notes=self.privacy_report_.notes + (note,)
         )
         _warn(
-            f"{note}. Use more rows, a larger epsilon, fewer features, tighter feature_bounds, or algorithm='srgd'"
+            f"{note}. Use more rows, a larger epsilon, fewer features or tighter feature_bounds; with many features "
+            "algorithm='srgd' may do better (BENCHMARKS.md, \"Where auto runs Accelerated-DP-SRGD\")"
         )
 
     def _warn_if_diverging(self) -> None:

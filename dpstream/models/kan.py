@@ -126,6 +126,15 @@ class KANModel:
                 "feature_low < feature_high must hold for every feature, with finite public bounds"
             )
         array_module(self.backend)  # "cupy" without a GPU fails here, naming the fix
+        low, high = self.margin_reach()
+        if not low < 0.0 < high:  # the release guard's constant must be able to predict either class
+            raise ValueError(
+                f"a KAN with num_hidden={self.num_hidden}, grid_size={self.grid_size}, activation="
+                f"{self.activation!r} and seed {self.seed} has an output layer (public, from the seed) whose "
+                f"margins, on weights that ignore the input, only reach [{low:.3g}, {high:.3g}]: it cannot "
+                "publish the majority class when the release guard chooses it. Use more hidden units or "
+                "another seed (random_state)"
+            )
 
     @property
     def num_basis(self) -> int:
@@ -142,9 +151,22 @@ class KANModel:
         """c ~ N(0, I_{mp}), drawn once from the public seed and never trained."""
         return _second_layer(int(self.seed), int(self.num_hidden), self.num_basis)
 
-    def constant_params(self, num_features: int, margin: float) -> np.ndarray:
-        """Parameters W whose margin is ``margin`` on every row (the nearest the second layer reaches:
-        about ±7 for m = 64), for publishing a constant predictor (``dpstream.release_guard``).
+    def _unit_outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(a grid of hidden values u inside σ's range, g_j(u) = ⟨c_j, h(u)⟩ on it for every unit j)."""
+        u_low, u_high = (-0.999, 0.999) if self.activation == "tanh" else (0.0005, 0.9995)
+        grid = np.linspace(u_low, u_high, 2001)
+        return grid, dense_basis(grid, self.grid_size) @ self.second_layer().T
+
+    def margin_reach(self) -> tuple[float, float]:
+        """The least and largest margin a constant-margin W reaches (``constant_margin_params``): public."""
+        _, outputs = self._unit_outputs()
+        scale = 1.0 / math.sqrt(self.num_hidden)
+        return scale * float(outputs.min(axis=0).sum()), scale * float(outputs.max(axis=0).sum())
+
+    def constant_margin_params(self, num_features: int, margin: float) -> np.ndarray:
+        """Parameters W whose margin is ``margin`` on every row (clamped into ``margin_reach``, which holds
+        margins of both signs: ``__post_init__``), for publishing a constant predictor
+        (``dpstream.release_guard.constant_params``).
 
         The B-splines on [−1, 1] sum to 1 there (partition of unity) and ``map_inputs`` keeps every
         coordinate in [−1, 1], so a W whose row j is the constant v_j gives (1/√d)(W h(x))_j = √d·v_j for
@@ -152,9 +174,7 @@ class KANModel:
         u_j moves on a path from the minimum of g_j to its maximum (t ∈ [0, 1]); the margin
         (1/√m) Σ_j g_j(u_j(t)) is continuous in t, and bisection finds the t that gives ``margin``. A
         function of ``margin`` and the public seed only."""
-        u_low, u_high = (-0.999, 0.999) if self.activation == "tanh" else (0.0005, 0.9995)
-        grid = np.linspace(u_low, u_high, 2001)
-        outputs = dense_basis(grid, self.grid_size) @ self.second_layer().T  # (grid, m): g_j(u)
+        grid, outputs = self._unit_outputs()
         start, end = grid[outputs.argmin(axis=0)], grid[outputs.argmax(axis=0)]
         scale = 1.0 / math.sqrt(self.num_hidden)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dpstream.noise.base import NoiseProcess, NoiseState, encoder_matrix, max_column_norm
 from dpstream.noise.correlated import LambdaCorrelatedNoise
 from dpstream.noise.independent import IndependentNoise
-from dpstream.noise.keys import NoiseKey, gaussian
+from dpstream.noise.keys import NoiseKey, gaussian, symmetric_noise
 from dpstream.noise.registry import declared_noise, dpsgd_noise_names, noise_names
 from dpstream.noise.toeplitz import ToeplitzNoise, inverse_coefficients, nu_coefficients, nu_gamma_infinity
 from dpstream.noise.tree import TreeNoise
@@ -13,6 +13,7 @@ from dpstream.noise.tree import TreeNoise
 __all__ = [
     "NoiseKey",
     "gaussian",
+    "symmetric_noise",
     "NoiseProcess",
     "NoiseState",
     "IndependentNoise",

@@ -101,3 +101,11 @@ def gaussian(key: NoiseKey, step: int, stream: str, size: int | tuple[int, ...])
     """Standard normal draws (float64) for (step, stream), identical on every call and process."""
     generator = np.random.Generator(np.random.Philox(key=key.philox_key(step, stream)))
     return generator.standard_normal(size)
+
+
+def symmetric_noise(draws: np.ndarray, dim: int) -> np.ndarray:
+    """The symmetric matrix whose upper triangle (diagonal included, row-major) is ``draws``: the noise of
+    a released XᵀX (AdaSSP, the private preconditioner), d(d + 1)/2 draws."""
+    upper = np.zeros((dim, dim))
+    upper[np.triu_indices(dim)] = draws
+    return upper + np.triu(upper, 1).T

@@ -213,7 +213,7 @@ class ModelKind:
     algorithms: tuple[str, ...] | None = None  # the algorithms it trains with (None: every one)
     training: TrainingDefaults = TrainingDefaults()  # its defaults of the settings a kind may tune
     # Its parameters hold the constant predictor (a linear model: weights 0 and an intercept; the KAN:
-    # ``KANModel.constant_params``): a run on a lake can then release the constant where it beats the
+    # ``KANModel.constant_margin_params``): a run on a lake can then release the constant where it beats the
     # model (``dpstream.guarded_run``, ``dpstream.release_guard.constant_params``).
     holds_constant: bool = False
 

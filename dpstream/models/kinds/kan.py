@@ -32,6 +32,6 @@ KAN = register(
         algorithms=("dpsgd", "auto"),
         # The KAN's curvature has no public bound, so no stable step 1/(L·R²): a fixed step instead.
         training=TrainingDefaults(learning_rate=2.0, clip_norm=0.5, noise="lambda"),
-        holds_constant=True,  # weights whose margin is constant (B-splines sum to 1)
+        holds_constant=True,  # weights whose margin is constant (``KANModel.constant_margin_params``)
     )
 )
