@@ -3,13 +3,21 @@
 The DP core. It imports neither Dask nor Prefect (see docs/design.md): ``dpstream.privacy`` (exact
 accountant, events, calibration, ledger) and ``dpstream.noise`` (replayable noise processes).
 The scikit-learn-style estimators are importable from the top level: ``from dpstream import
-DPLinearRegression, DPLogisticRegression, DPKANClassifier``.
+DPLinearRegression, DPLogisticRegression, DPKANClassifier``, and so is the budget they share:
+``dpstream.PrivacyBudget`` (``dpstream.privacy.budget``).
 """
 
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["DPLinearRegression", "DPLogisticRegression", "DPKANClassifier", "__version__"]
+__all__ = [
+    "DPLinearRegression",
+    "DPLogisticRegression",
+    "DPKANClassifier",
+    "PrivacyBudget",
+    "BudgetError",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +26,8 @@ def __getattr__(name: str) -> Any:
         from dpstream import estimators
 
         return getattr(estimators, name)
+    if name in ("PrivacyBudget", "BudgetError"):
+        from dpstream.privacy import budget
+
+        return getattr(budget, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

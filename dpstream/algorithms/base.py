@@ -27,6 +27,7 @@ import numpy as np
 from dpstream.models import BatchStats, StatsRequest
 from dpstream.noise import NoiseKey
 from dpstream.privacy import (
+    GaussianEvent,
     GdpAccountant,
     NeighbouringRelation,
     PrivacyEvent,
@@ -111,6 +112,12 @@ class PrivacyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def event(self) -> GaussianEvent:
+        """The whole release as one event for an accountant: a μ-GDP mechanism under ``relation`` (exact
+        for composing with other fits, which is all Gaussian DP needs of it; ``events`` describes its parts)."""
+        return GaussianEvent(1.0, 1.0 / self.mu, NeighbouringRelation.parse(self.relation), self.mechanism)
 
     def composed_with(self, event: PrivacyEvent, note: str, delta: float) -> PrivacyReport:
         """This report extended by another release over the same data (private bounds before training, the

@@ -12,6 +12,7 @@ when the fit did not learn (``FitWarnings``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ from dpstream.noise import NoiseKey, dpsgd_noise_names
 from dpstream.person_ids import people_of
 from dpstream.preconditioner import PRECONDITIONER_SHARE
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
+from dpstream.privacy.budget import PrivacyBudget, active_budget
 from dpstream.validation import check_budget
 
 __all__ = ["SinglePassEstimator", "BLOCK_ROWS"]
@@ -92,6 +94,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
         "relation": [StrOptions({"replace-one", "zero-out"})],
         "noise_key": [NoiseKey, None],
+        "budget": [PrivacyBudget, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
         "max_rows_per_user": [Interval(Integral, 1, None, closed="left"), None],
         "backend": [StrOptions(set(BACKENDS))],
@@ -136,6 +139,29 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         return self.n_features_in_
 
     # The shared fit.
+
+    def _budget(self) -> PrivacyBudget | None:
+        """The budget this fit charges: ``budget``, else that of an enclosing ``with budget:``, else none."""
+        return self.budget if self.budget is not None else active_budget()
+
+    def _charge_budget(self, mu: float, people: bool) -> None:
+        """Charge the fit's whole μ to its budget, if any, before anything is released (``BudgetError``
+        refuses the fit, charging nothing)."""
+        budget = self._budget()
+        if budget is not None:
+            what = f"{type(self).__name__}.fit(epsilon={self.epsilon:g}, delta={self.delta:g})"
+            budget.charge(mu, what, self.relation, people)
+
+    def _budget_note(self, report: Any) -> Any:
+        """The report with what the budget holds after this fit."""
+        budget = self._budget()
+        if budget is None:
+            return report
+        note = (
+            f"charged to {budget!r}: epsilon={budget.spent_epsilon():.4g} spent of {budget.epsilon:g} after "
+            f"{len(budget.charges)} fit(s), exact Gaussian-DP composition"
+        )
+        return dataclasses.replace(report, notes=report.notes + (note,))
 
     def _stable_learning_rate(self) -> float:
         model = self._trained_model
@@ -316,6 +342,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
+        self._charge_budget(mu, people=users is not None)  # before the first release, or refused
         bounds = self._private_bounds(
             lambda: self._raw_blocks(X, y, users), num_rows, key, mu, people=users is not None
         )
@@ -352,7 +379,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         report = self._guarded_release(model, params, blocks, guard, constant, num_rows, key, report)
         if getattr(result.state, "label_mean_only", False):  # AdaSSP's λ₀ > N rule released the noisy mean
             self.released_ = "constant"
-        self.privacy_report_ = self._describe(report, num_rows)
+        self.privacy_report_ = self._budget_note(self._describe(report, num_rows))
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output

@@ -62,6 +62,7 @@ from dpstream.estimators.support import (
 )
 from dpstream.models import Model, model_kind
 from dpstream.noise import NoiseKey
+from dpstream.privacy.budget import PrivacyBudget
 from dpstream.release_guard import GuardConstant, GuardDecision, linear_prediction_range, with_intercepts
 from dpstream.scaling import unmap_linear
 
@@ -104,6 +105,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         relation: str = AlgorithmSpec.relation,
         fit_intercept: bool = True,
         noise_key: NoiseKey | None = None,
+        budget: PrivacyBudget | None = None,
         block_rows: int = BLOCK_ROWS,
         max_rows_per_user: int | None = None,
         backend: str = "numpy",
@@ -125,6 +127,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         self.relation = relation
         self.fit_intercept = fit_intercept
         self.noise_key = noise_key
+        self.budget = budget
         self.block_rows = block_rows
         self.max_rows_per_user = max_rows_per_user
         self.backend = backend

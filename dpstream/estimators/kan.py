@@ -38,6 +38,7 @@ from dpstream.estimators.support import ClassifierLabels
 from dpstream.models import KANModel
 from dpstream.models.kinds.kan import KAN
 from dpstream.noise import NoiseKey
+from dpstream.privacy.budget import PrivacyBudget
 from dpstream.release_guard import GuardDecision, constant_params
 
 __all__ = ["DPKANClassifier", "theorem_f12_noise_multiplier"]
@@ -104,6 +105,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         random_state: int = KANModel.seed,
         backend: str = "numpy",
         noise_key: NoiseKey | None = None,
+        budget: PrivacyBudget | None = None,
         block_rows: int = BLOCK_ROWS,
         max_rows_per_user: int | None = None,
     ):
@@ -126,6 +128,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         self.random_state = random_state
         self.backend = backend
         self.noise_key = noise_key
+        self.budget = budget
         self.block_rows = block_rows
         self.max_rows_per_user = max_rows_per_user
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dpstream.privacy.accountant import GdpAccountant, PldAccountant, UnsupportedEventError, event_mu
+from dpstream.privacy.budget import BudgetError, PrivacyBudget, active_budget
 from dpstream.privacy.calibrate import NoiseCalibration, calibrate_clipped_sum, calibrate_gaussian
 from dpstream.privacy.events import (
     ComposedEvent,
@@ -73,4 +74,7 @@ __all__ = [
     "BudgetExceededError",
     "RunIdReusedError",
     "UnitMismatchError",
+    "PrivacyBudget",
+    "BudgetError",
+    "active_budget",
 ]
