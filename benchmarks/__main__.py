@@ -36,6 +36,7 @@ MODULES = [
     "benchmarks.srgd_crossover",
     "benchmarks.step_oracle",
     "benchmarks.preconditioner",
+    "benchmarks.private_search",
     "benchmarks.kan_correlation",
     "benchmarks.privacy_audit",
     "benchmarks.cli_startup",

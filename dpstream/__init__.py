@@ -11,6 +11,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 __all__ = [
+    "DPSearchCV",
     "DPLinearRegression",
     "DPLogisticRegression",
     "DPKANClassifier",
@@ -22,7 +23,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The estimators pull in scikit-learn: resolved on first use, so `import dpstream.privacy` stays light.
-    if name in ("DPLinearRegression", "DPLogisticRegression", "DPKANClassifier"):
+    if name in ("DPLinearRegression", "DPLogisticRegression", "DPKANClassifier", "DPSearchCV"):
         from dpstream import estimators
 
         return getattr(estimators, name)

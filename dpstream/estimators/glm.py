@@ -252,6 +252,10 @@ _PARAMETERS = """
         A classifier's labels need no bounds.
     noise_key : NoiseKey or None, default None
         None draws a fresh key from OS entropy at each fit; a key reproduces a fit bit for bit.
+    budget : PrivacyBudget or None, default None
+        A budget shared across fits (``dpstream.PrivacyBudget``): the fit charges its whole (ε, δ) to it
+        before releasing anything and is refused with ``BudgetError`` past its total; None: the budget of
+        an enclosing ``with budget:`` block, if any.
     block_rows : int, default 65536
         Rows per block streamed through the single pass.
     max_rows_per_user : int or None, default None

@@ -68,7 +68,8 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
     ``learning_rate`` and ``projection_radius`` as in ``DPLogisticRegression(algorithm="dpsgd")``; the
     model's ``num_hidden``, ``grid_size``, ``activation``, ``input_map`` and ``random_state`` (its seed)
     as in ``KANModel``). ``feature_low`` / ``feature_high``: public bounds (one for all features or one
-    per feature), or both None (the default) to estimate them with DP within (epsilon, delta)."""
+    per feature), or both None (the default) to estimate them with DP within (epsilon, delta).
+    ``budget``: a ``dpstream.PrivacyBudget`` the fit charges, as in ``DPLogisticRegression``."""
 
     _kind = KAN  # binary only: the kind's class limit
     _parameter_constraints: dict = {

@@ -62,6 +62,14 @@ class NoiseKey:
         without revealing the key."""
         return hashlib.blake2b(self._secret, digest_size=8, person=b"dpstream-keyid").hexdigest()
 
+    def derive(self, name: str) -> NoiseKey:
+        """An independent key for the named part of a run (a search's candidate), a keyed one-way hash of
+        this key's secret: who holds the derived key learns nothing of this one."""
+        digest = hashlib.blake2b(
+            name.encode("utf-8"), key=self._secret, digest_size=_SECRET_BYTES, person=b"dpstream-derive"
+        )
+        return NoiseKey(digest.digest())
+
     def philox_key(self, step: int, stream: str) -> int:
         if not isinstance(step, (int, np.integer)) or step < 0 or step >= 2**63:
             raise ValueError(f"step must be an integer in [0, 2**63), got {step!r}")
