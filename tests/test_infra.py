@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.terminal import as_terminal_job
+
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra"
 BIN = Path(sys.executable).parent
@@ -275,9 +277,8 @@ def test_the_local_cluster_script_serves_work_and_stops_everything():
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        # As from a terminal: SIGINT at its default. Some earlier tests leave it ignored in this process, and
-        # a signal ignored when bash starts cannot be trapped, so Ctrl-C would never reach the script's trap.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # A signal ignored when bash starts cannot be trapped: as from a terminal, SIGINT at its default
+        preexec_fn=as_terminal_job,
         text=True,
     )
     try:

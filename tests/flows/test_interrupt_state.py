@@ -18,6 +18,7 @@ import httpx
 
 from tests.flows.test_release_safety import write_config
 from tests.pipelines.conftest import local_put, write_lake
+from tests.terminal import as_terminal_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +50,7 @@ def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_p
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        preexec_fn=as_terminal_job,
     )
     deadline = time.monotonic() + 300
     while not (runs := flow_runs(cli_prefect_api, "interrupted")) or runs[0]["state_type"] != "RUNNING":

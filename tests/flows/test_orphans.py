@@ -28,6 +28,7 @@ import pytest
 
 from tests.flows.test_release_safety import write_config
 from tests.pipelines.conftest import local_put, write_lake
+from tests.terminal import as_terminal_job
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = "prefect.server.api.server:create_app"
@@ -58,6 +59,7 @@ def start_command(config: Path, logs: Path, *command: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=as_terminal_job,
     )
 
 

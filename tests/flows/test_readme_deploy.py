@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,23 @@ def readme_block() -> str:
     text = (ROOT / "README.md").read_text()
     after = text[text.index(MARKER) :]
     return re.search(r"```bash\n(.*?)```", after, re.S).group(1)
+
+
+def stop_group(group: int, grace: float = 10.0) -> None:
+    """SIGTERM to a process group, then SIGKILL to whatever of it is left after ``grace`` seconds: a
+    Prefect worker can outlive SIGTERM, and nothing a test starts may outlive the test."""
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.killpg(group, signal.SIGKILL)
 
 
 def test_the_readme_deployment_commands_run_verbatim(prefect_server, tmp_path):  # noqa: F811
@@ -55,7 +73,7 @@ def test_the_readme_deployment_commands_run_verbatim(prefect_server, tmp_path): 
         try:
             runner.wait(timeout=420)
         finally:
-            os.killpg(runner.pid, signal.SIGTERM)  # the `prefect worker start ... &` the block left running
+            stop_group(runner.pid)  # the `prefect worker start ... &` the block left running
     output = log.read_text()
     assert runner.returncode == 0, output[-4000:]
     (deployment,) = api(env, "POST", "/deployments/filter", {})

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pytest
 
 from tests.pipelines.conftest import DIM, local_put, make_table, write_lake
+from tests.terminal import as_terminal_job
 
 pytestmark = pytest.mark.usefixtures("cli_prefect_api")  # one Prefect API for the module's CLI runs
 
@@ -229,6 +230,7 @@ every_steps = 50
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=as_terminal_job,
     )
     checkpoint = tmp_path / "ckpt" / "ctrl-c" / "checkpoint.npz"
     deadline = time.monotonic() + 300
