@@ -110,6 +110,12 @@ def test_bad_settings_are_refused_with_the_fix(offset_data):
         DPSearchCV(DPLinearRegression(), {"fit_intercept": [True]}).fit(X, y)
     with pytest.raises(ValueError, match="selection_share"):
         DPSearchCV(DPLinearRegression(**BOUNDS), {"fit_intercept": [True]}, selection_share=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="param_grid sets epsilon"):
+        DPSearchCV(DPLinearRegression(**BOUNDS), {"epsilon": [0.5, 1.0]}).fit(X, y)
+    from sklearn.pipeline import make_pipeline
+
+    with pytest.raises(ValueError, match="takes a dpstream estimator"):
+        DPSearchCV(make_pipeline(DPLinearRegression(**BOUNDS)), {}, score_bounds=(-10, 30)).fit(X, y)
     with pytest.raises(ValueError, match="at least 8 rows"):
         DPSearchCV(DPLinearRegression(**BOUNDS), {"fit_intercept": [True, False]}).fit(X[:5], y[:5])
 

@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
+from dpstream.estimators.base import SinglePassEstimator
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (
     DisjointUnionEvent,
@@ -46,6 +47,7 @@ from dpstream.privacy.budget import PrivacyBudget, active_budget
 __all__ = ["DPSearchCV"]
 
 SCORE_STREAM = "search-score"
+SEARCH_OWNS = frozenset({"epsilon", "delta", "noise_key", "budget"})  # set per candidate by the search
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,9 +124,20 @@ class DPSearchCV(MetaEstimatorMixin, BaseEstimator):
         return self
 
     def _validated(self) -> tuple[list[dict[str, Any]], tuple[float, float] | None]:
+        if not isinstance(self.estimator, SinglePassEstimator):
+            raise ValueError(
+                f"DPSearchCV takes a dpstream estimator (DPLinearRegression, DPLogisticRegression, DPKANClassifier), "
+                f"got {type(self.estimator).__name__}: it sets the estimator's epsilon, noise key and budget"
+            )
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise ValueError("param_grid holds no candidate")
+        owned = sorted({name for candidate in candidates for name in candidate} & SEARCH_OWNS)
+        if owned:
+            raise ValueError(
+                f"param_grid sets {', '.join(owned)}, which the search sets itself (each candidate's budget is "
+                "its share of the search's epsilon and delta): remove them, and give DPSearchCV(epsilon=...)"
+            )
         if not 0 < self.selection_share < 1:
             raise ValueError(f"selection_share must lie in (0, 1), got {self.selection_share!r}")
         bounds = self.score_bounds
