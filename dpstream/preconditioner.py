@@ -13,9 +13,10 @@ Alg. 2): over the model rows x = (x₁..x_q, 1) on the public scale, ‖x‖² �
 
     G̃ = Σ w_i x_i x_iᵀ + E,   E symmetric with N(0, σ²) upper-triangle entries, σ = Δ / μ_pre,
 
-with w_i = 1 (rows) or 1/k_u (a person's k_u rows, ``dpstream.models.users``), so each contribution is
-a PSD matrix of Frobenius norm ≤ d: Δ = √2·d replace-one (‖A − B‖²_F ≤ ‖A‖² + ‖B‖² for PSD A, B) and d
-zero-out. Everything below is post-processing of G̃ and the public count N:
+with w_i = 1 (rows) or AdaSSP's person weight w_u = min(1, √d / Σ_u‖x_i‖) (``dpstream.models.moments``,
+``dpstream.models.users.ssp_user_weights``), so each contribution is a PSD matrix of Frobenius norm
+≤ d: Δ = √2·d replace-one (‖A − B‖²_F ≤ ‖A‖² + ‖B‖² for PSD A, B) and d zero-out. Everything below
+is post-processing of G̃ and the public count N:
 
     m̃ = G̃[:q, q] / N                        (the noisy column means)
     C̃ = G̃[:q, :q] / N − m̃ m̃ᵀ              (the noisy covariance)
@@ -53,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpstream.models.users import histogram_weights
+from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.noise import NoiseKey, gaussian, symmetric_noise
 from dpstream.privacy import GaussianEvent, NeighbouringRelation
 
@@ -128,14 +129,15 @@ def release_whitening(
     the targets second, a block's user codes third under the user unit), mapping ``spread`` whitened
     standard deviations onto [−1, 1]; ``contributions`` is N."""
     gram = None
-    for rows, _, *users in blocks:
-        rows = np.asarray(rows, dtype=np.float64)
-        # Rows on the public scale already have ‖x‖² ≤ d; clipped here too, so Δ holds whatever the caller
-        norms = np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-300)
-        rows = rows * np.minimum(1.0, math.sqrt(rows.shape[1]) / norms)
-        weights = histogram_weights(users[0] if users else None)
-        weighted = rows if weights is None else rows * weights[:, None]
-        gram = weighted.T @ rows if gram is None else gram + weighted.T @ rows
+    for rows, targets, *users in blocks:
+        # AdaSSP's statistics: rows clipped to ‖x‖ ≤ √d (on the public scale they already are), a person's
+        # rows weighted as one row's bounds allow; the label moment is not used
+        rows, bound = np.asarray(rows, dtype=np.float64), math.sqrt(rows.shape[1])
+        weights = block_ssp_weights(rows, users[0], bound)[0] if users else None
+        block_gram, _, _ = moment_sums(
+            rows, np.asarray(targets, dtype=np.float64), bound, 1.0, weights=weights
+        )
+        gram = block_gram if gram is None else gram + block_gram
     if gram is None:
         raise ValueError("the preconditioner needs at least one row")
     dim = gram.shape[0]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dpstream.estimators import DPLinearRegression, DPLogisticRegression
+from dpstream.models.moments import block_ssp_weights, moment_sums
 from dpstream.noise import NoiseKey
 from dpstream.preconditioner import PRECONDITIONER_SHARE, Whitening, release_whitening
 from dpstream.privacy import NeighbouringRelation, mu_for_epsilon_delta
@@ -30,9 +31,17 @@ def _extreme_rows(rng: np.random.Generator, count: int, features: int) -> np.nda
     return rows
 
 
+def person_moment(rows: np.ndarray) -> np.ndarray:
+    """One person's contribution to the release: their rows' second moment, weighted as the release does
+    (AdaSSP's statistics and person weights, ``dpstream.models.moments``)."""
+    bound = math.sqrt(rows.shape[1])
+    weights = block_ssp_weights(rows, np.zeros(len(rows), dtype=int), bound)[0]
+    return moment_sums(rows, np.zeros(len(rows)), bound, 1.0, weights=weights)[0]
+
+
 @pytest.mark.parametrize("relation", [REPLACE, ZERO])
 def test_one_contribution_moves_the_second_moment_by_at_most_the_sensitivity(relation):
-    """Replace-one: ‖xxᵀ − x'x'ᵀ‖_F ≤ √2·d; zero-out: ‖xxᵀ‖_F ≤ d; for a person's 1/k-weighted rows too."""
+    """Replace-one: ‖xxᵀ − x'x'ᵀ‖_F ≤ √2·d; zero-out: ‖xxᵀ‖_F ≤ d; for a person's weighted rows too."""
     rng = np.random.default_rng(0)
     features = 5
     dim = features + 1
@@ -40,11 +49,9 @@ def test_one_contribution_moves_the_second_moment_by_at_most_the_sensitivity(rel
     worst = 0.0
     for _ in range(2_000):
         k, k_other = rng.integers(1, 4, size=2)
-        mine = _extreme_rows(rng, k, features)
-        other = _extreme_rows(rng, k_other, features)
-        moment = mine.T @ mine / k
+        moment = person_moment(_extreme_rows(rng, k, features))
         if relation is REPLACE:
-            change = moment - other.T @ other / k_other
+            change = moment - person_moment(_extreme_rows(rng, k_other, features))
         else:
             change = moment
         worst = max(worst, float(np.linalg.norm(change)))
@@ -60,7 +67,7 @@ def test_without_noise_the_release_centres_and_whitens_exactly():
     features[:, 1] += 0.1 * features[:, 0]  # correlated
     rows = np.column_stack([features, np.ones(len(features))])
     with mock.patch("dpstream.preconditioner.gaussian", lambda key, step, stream, size: np.zeros(size)):
-        whitening = release_whitening([(rows, None)], len(rows), 1.0, REPLACE, NoiseKey.generate(), 3.0)
+        whitening = release_whitening([(rows, np.zeros(len(rows)))], len(rows), 1.0, REPLACE, NoiseKey.generate(), 3.0)
     np.testing.assert_allclose(whitening.centre, features.mean(axis=0), atol=1e-12)
     covariance = np.cov(features, rowvar=False, bias=True)
     np.testing.assert_allclose(whitening.transform @ covariance @ whitening.transform, np.eye(2), atol=1e-8)
@@ -77,13 +84,13 @@ def test_the_release_reads_only_the_noisy_moment_and_n():
     rows = _rows(rng, 400, 3)
     other = rows[rng.permutation(400)]
     key = NoiseKey.generate()
-    first = release_whitening([(rows, None)], 400, 0.5, REPLACE, key, 3.0)
-    second = release_whitening([(other[:150], None), (other[150:], None)], 400, 0.5, REPLACE, key, 3.0)
+    first = release_whitening([(rows, np.zeros(len(rows)))], 400, 0.5, REPLACE, key, 3.0)
+    second = release_whitening([(other[:150], np.zeros(150)), (other[150:], np.zeros(250))], 400, 0.5, REPLACE, key, 3.0)
     np.testing.assert_allclose(first.transform, second.transform, atol=1e-9)
     np.testing.assert_allclose(first.centre, second.centre, atol=1e-12)
     assert first.event.noise_std == pytest.approx(math.sqrt(2) * 4 / 0.5)
     assert first.event.sensitivity / first.event.noise_std == pytest.approx(0.5)
-    again = release_whitening([(rows, None)], 400, 0.5, REPLACE, key, 3.0)
+    again = release_whitening([(rows, np.zeros(len(rows)))], 400, 0.5, REPLACE, key, 3.0)
     np.testing.assert_array_equal(first.transform, again.transform)  # a retry releases the same values
 
 

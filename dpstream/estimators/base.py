@@ -327,9 +327,8 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
         users, unit = None, None
-        self.preconditioner_ = (
-            None  # not the previous fit's: nothing below reads it before this fit's release
-        )
+        # Not the previous fit's: nothing below reads it before this fit's release
+        self.preconditioner_ = None
         if groups is None and self.max_rows_per_user is not None:
             raise ValueError(
                 "max_rows_per_user bounds a person's rows: pass groups=ids to fit (user-level DP), or leave "
