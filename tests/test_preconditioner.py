@@ -67,7 +67,9 @@ def test_without_noise_the_release_centres_and_whitens_exactly():
     features[:, 1] += 0.1 * features[:, 0]  # correlated
     rows = np.column_stack([features, np.ones(len(features))])
     with mock.patch("dpstream.preconditioner.gaussian", lambda key, step, stream, size: np.zeros(size)):
-        whitening = release_whitening([(rows, np.zeros(len(rows)))], len(rows), 1.0, REPLACE, NoiseKey.generate(), 3.0)
+        whitening = release_whitening(
+            [(rows, np.zeros(len(rows)))], len(rows), 1.0, REPLACE, NoiseKey.generate(), 3.0
+        )
     np.testing.assert_allclose(whitening.centre, features.mean(axis=0), atol=1e-12)
     covariance = np.cov(features, rowvar=False, bias=True)
     np.testing.assert_allclose(whitening.transform @ covariance @ whitening.transform, np.eye(2), atol=1e-8)
@@ -85,7 +87,9 @@ def test_the_release_reads_only_the_noisy_moment_and_n():
     other = rows[rng.permutation(400)]
     key = NoiseKey.generate()
     first = release_whitening([(rows, np.zeros(len(rows)))], 400, 0.5, REPLACE, key, 3.0)
-    second = release_whitening([(other[:150], np.zeros(150)), (other[150:], np.zeros(250))], 400, 0.5, REPLACE, key, 3.0)
+    second = release_whitening(
+        [(other[:150], np.zeros(150)), (other[150:], np.zeros(250))], 400, 0.5, REPLACE, key, 3.0
+    )
     np.testing.assert_allclose(first.transform, second.transform, atol=1e-9)
     np.testing.assert_allclose(first.centre, second.centre, atol=1e-12)
     assert first.event.noise_std == pytest.approx(math.sqrt(2) * 4 / 0.5)

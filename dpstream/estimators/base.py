@@ -387,6 +387,6 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         self._warn_if_label_mean_only(result.state)
         self._warn_if_ridge_dominates(getattr(result.state, "curvature", None))
         self._warn_if_diverging()
-        self._warn_if_constant_released()
+        self._warn_if_constant_released(result.state)
         self._warn_if_one_class(X)
         return self

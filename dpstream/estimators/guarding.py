@@ -119,11 +119,12 @@ class GuardedRelease:
         )
         return report.composed_with(decision.event, note, self.delta)
 
-    def _warn_if_constant_released(self) -> None:
+    def _warn_if_constant_released(self, state: Any = None) -> None:
         """The guard published the constant: say so, with what would change it (all DP outputs). Where
-        AdaSSP's λ₀ > N rule released only the label mean, no model was fitted and its own warning says so."""
+        AdaSSP's λ₀ > N rule released only the label mean (``state.label_mean_only``), no model was fitted
+        and its own warning says so."""
         decision = getattr(self, "guard_", None)
-        if decision is None or decision.model:
+        if decision is None or decision.model or getattr(state, "label_mean_only", False):
             return
         what = "the noisy label mean" if is_regressor(self) else "the majority class"
         warnings.warn(
