@@ -72,7 +72,10 @@ def test_the_kan_settings_are_the_models():
         assert getattr(config, name) == getattr(model, name), name
     for name in ("num_hidden", "grid_size", "activation", "input_map"):
         assert estimator[name] == getattr(model, name), name
-    assert estimator["random_state"] == model.seed
+    assert estimator["random_state"] is None  # the public KANModel.seed, with fresh noise
+    kan = DPKANClassifier()
+    kan.n_features_in_ = 2
+    assert kan._fit_model().seed == model.seed
 
 
 def kan_config(**algorithm):

@@ -116,8 +116,12 @@ class PrivacyReport:
     @property
     def event(self) -> GaussianEvent:
         """The whole release as one event for an accountant: a μ-GDP mechanism under ``relation`` (exact
-        for composing with other fits, which is all Gaussian DP needs of it; ``events`` describes its parts)."""
-        return GaussianEvent(1.0, 1.0 / self.mu, NeighbouringRelation.parse(self.relation), self.mechanism)
+        for composing with other fits, which is all Gaussian DP needs of it; ``events`` describes its parts).
+        A report of nothing released (μ = 0) is an event of sensitivity 0."""
+        relation = NeighbouringRelation.parse(self.relation)
+        if self.mu == 0:
+            return GaussianEvent(0.0, 1.0, relation, self.mechanism)
+        return GaussianEvent(1.0, 1.0 / self.mu, relation, self.mechanism)
 
     def composed_with(self, event: PrivacyEvent, note: str, delta: float) -> PrivacyReport:
         """This report extended by another release over the same data (private bounds before training, the

@@ -12,7 +12,6 @@ when the fit did not learn (``FitWarnings``).
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 from collections.abc import Iterator
@@ -21,7 +20,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, is_regressor
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from dpstream.algorithms.builder import (
@@ -34,7 +32,10 @@ from dpstream.algorithms.builder import (
 from dpstream.algorithms.user_level import check_user_level
 from dpstream.backend import BACKENDS
 from dpstream.coordinator import InMemoryExecutor, run
+from dpstream.estimators.accounting import FitAccounting, refuse_fit_params
 from dpstream.estimators.guarding import GuardedRelease
+from dpstream.estimators.leaks import pipeline_leaks
+from dpstream.estimators.parameters import Interval, Options, check_parameters
 from dpstream.estimators.preconditioning import Preconditioned
 from dpstream.estimators.support import (
     FitWarnings,
@@ -51,7 +52,7 @@ from dpstream.noise import NoiseKey, dpsgd_noise_names
 from dpstream.person_ids import people_of
 from dpstream.preconditioner import PRECONDITIONER_SHARE
 from dpstream.privacy import PrivacyUnit, epsilon_for_delta, mu_for_epsilon_delta
-from dpstream.privacy.budget import PrivacyBudget, active_budget
+from dpstream.privacy.budget import PrivacyBudget
 from dpstream.validation import check_budget
 
 __all__ = ["SinglePassEstimator", "BLOCK_ROWS"]
@@ -73,7 +74,9 @@ def _block_cuts(num_rows: int, block_rows: int, users: np.ndarray | None) -> lis
 BLOCK_ROWS = 65536  # rows per block of the single pass (the ``block_rows`` default)
 
 
-class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Preconditioned, BaseEstimator):
+class SinglePassEstimator(
+    PublicScale, FitWarnings, GuardedRelease, Preconditioned, FitAccounting, BaseEstimator
+):
     """The fit every dpstream estimator shares: input checks, blocks of ``block_rows``, public or private
     bounds, the noise key, one run of the algorithm over the rows, the fit's warnings and
     ``privacy_report_``. Each estimator states its own parameters and defaults (``__init__``), the model it
@@ -85,19 +88,20 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
     _parameter_constraints: dict = {  # the parameters every estimator has; each adds its own
         "epsilon": [Interval(Real, 0, None, closed="neither")],
         "delta": [Interval(Real, 0, 1, closed="neither")],
-        "noise": [StrOptions(set(dpsgd_noise_names()))],
+        "noise": [Options(set(dpsgd_noise_names()))],
         "correlation": [Interval(Real, 0, 1, closed="left")],
         "nu": [Interval(Real, 0, 1, closed="right")],
         "clip_norm": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
         "projection_radius": [Interval(Real, 0, None, closed="neither"), None],
-        "relation": [StrOptions({"replace-one", "zero-out"})],
+        "relation": [Options({"replace-one", "zero-out"})],
         "noise_key": [NoiseKey, None],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
         "budget": [PrivacyBudget, None],
         "block_rows": [Interval(Integral, 1, None, closed="left")],
         "max_rows_per_user": [Interval(Integral, 1, None, closed="left"), None],
-        "backend": [StrOptions(set(BACKENDS))],
+        "backend": [Options(set(BACKENDS))],
     }
 
     def __sklearn_tags__(self):
@@ -139,29 +143,6 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         return self.n_features_in_
 
     # The shared fit.
-
-    def _budget(self) -> PrivacyBudget | None:
-        """The budget this fit charges: ``budget``, else that of an enclosing ``with budget:``, else none."""
-        return self.budget if self.budget is not None else active_budget()
-
-    def _charge_budget(self, mu: float, people: bool) -> None:
-        """Charge the fit's whole μ to its budget, if any, before anything is released (``BudgetError``
-        refuses the fit, charging nothing)."""
-        budget = self._budget()
-        if budget is not None:
-            what = f"{type(self).__name__}.fit(epsilon={self.epsilon:g}, delta={self.delta:g})"
-            budget.charge(mu, what, self.relation, people)
-
-    def _budget_note(self, report: Any) -> Any:
-        """The report with what the budget holds after this fit."""
-        budget = self._budget()
-        if budget is None:
-            return report
-        note = (
-            f"charged to {budget!r}: epsilon={budget.spent_epsilon():.4g} spent of {budget.epsilon:g} after "
-            f"{len(budget.charges)} fit(s), exact Gaussian-DP composition"
-        )
-        return dataclasses.replace(report, notes=report.notes + (note,))
 
     def _stable_learning_rate(self) -> float:
         model = self._trained_model
@@ -208,7 +189,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
                 "(customer, patient, device) column"
             )
         # Text ids name people as the lake's shuffle does: "HEAVY", " heavy" and "HEAVY\u200b" are one.
-        bounded = bound_contributions(people_of(ids), self.max_rows_per_user)  # OS entropy: not reproducible
+        bounded = bound_contributions(people_of(ids), self.max_rows_per_user, self._rows_rng())
         unit = PrivacyUnit.user("groups", self.max_rows_per_user, self.relation)
         return X[bounded.rows], np.asarray(y)[bounded.rows], bounded.users, bounded.num_users, unit
 
@@ -316,14 +297,17 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         self._check_targets(y)
         return X, y, X.shape[0]
 
-    def fit(self, X: Any, y: Any, groups: Any = None) -> SinglePassEstimator:
+    def fit(self, X: Any, y: Any, groups: Any = None, **fit_params: Any) -> SinglePassEstimator:
         """Fit in one pass. ``groups`` (scikit-learn's convention: one id per row, e.g. a customer) makes
         the privacy unit the user: at most ``max_rows_per_user`` rows per id are kept (chosen uniformly
         at random), each id's rows are combined into one contribution, and the guarantee protects every
         row of one id together (``dpstream.privacy.PrivacyUnit``: AdaSSP, and DP-SGD / DP-AMBSSGD on the
         linear, logistic and KAN models, ``dpstream.algorithms.user_level.check_user_level``). The ids themselves
-        are read once and never kept."""
-        self._validate_params()
+        are read once and never kept. ``sample_weight`` is refused, naming why (``refuse_fit_params``):
+        scikit-learn's ``has_fit_parameter`` sees none, so its tools do not pass weights."""
+        refuse_fit_params(type(self).__name__, fit_params)
+        check_parameters(self)
+        leaks = pipeline_leaks(self)  # named before any release: the steps fitted before this one
         check_budget(self.epsilon, self.delta)  # the whole fit's ε, before private bounds take a share
         X, y, num_rows = self._validate_input(X, y)
         users, unit = None, None
@@ -338,7 +322,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         if groups is not None:
             self._refuse_user_level(X, y, num_rows)  # before any row is read for the release
             X, y, users, num_rows, unit = self._bound_users(X, y, groups, num_rows)
-        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
+        key = self._fit_key()
         self._prepare_classes(y)
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
         self._charge_budget(mu, people=users is not None)  # before the first release, or refused
@@ -378,7 +362,7 @@ class SinglePassEstimator(PublicScale, FitWarnings, GuardedRelease, Precondition
         report = self._guarded_release(model, params, blocks, guard, constant, num_rows, key, report)
         if getattr(result.state, "label_mean_only", False):  # AdaSSP's λ₀ > N rule released the noisy mean
             self.released_ = "constant"
-        self.privacy_report_ = self._budget_note(self._describe(report, num_rows))
+        self.privacy_report_ = self._stated(self._describe(report, num_rows), leaks)
         self.training_loss_ = np.asarray(result.training_loss)  # non-private: operator only
         self.n_steps_ = len(result.training_loss)
         self.ridge_ = getattr(result.state, "ridge", None)  # AdaSSP's λ, a DP output

@@ -50,12 +50,12 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin, is_regressor
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.algorithms.registry import AUTO, algorithm_names
 from dpstream.estimators.base import BLOCK_ROWS, SinglePassEstimator
+from dpstream.estimators.parameters import Interval, Options
 from dpstream.estimators.support import (
     ClassifierLabels,
     check_finite,
@@ -79,12 +79,12 @@ class _DPGLMEstimator(SinglePassEstimator):
 
     _parameter_constraints: dict = {
         **SinglePassEstimator._parameter_constraints,
-        "algorithm": [StrOptions({AUTO, *algorithm_names()})],
+        "algorithm": [Options({AUTO, *algorithm_names()})],
         "num_steps": [Interval(Integral, 1, None, closed="left"), None],
         "stat_bound": [Interval(Real, 0, None, closed="neither")],
         "fit_intercept": ["boolean"],
-        "feature_bounds": [tuple, list, StrOptions({"private"}), None],
-        "label_bounds": [tuple, list, StrOptions({"private"}), None],
+        "feature_bounds": [tuple, list, Options({"private"}), None],
+        "label_bounds": [tuple, list, Options({"private"}), None],
     }
 
     def __init__(
@@ -105,6 +105,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         relation: str = AlgorithmSpec.relation,
         fit_intercept: bool = True,
         noise_key: NoiseKey | None = None,
+        random_state: int | None = None,
         budget: PrivacyBudget | None = None,
         block_rows: int = BLOCK_ROWS,
         max_rows_per_user: int | None = None,
@@ -127,6 +128,7 @@ class _DPGLMEstimator(SinglePassEstimator):
         self.relation = relation
         self.fit_intercept = fit_intercept
         self.noise_key = noise_key
+        self.random_state = random_state
         self.budget = budget
         self.block_rows = block_rows
         self.max_rows_per_user = max_rows_per_user
@@ -252,6 +254,10 @@ _PARAMETERS = """
         A classifier's labels need no bounds.
     noise_key : NoiseKey or None, default None
         None draws a fresh key from OS entropy at each fit; a key reproduces a fit bit for bit.
+    random_state : int or None, default None
+        For tests only: an int reproduces the noise (and the rows ``max_rows_per_user`` keeps) from
+        it, with a ``PrivacyLeakWarning`` and a note in ``privacy_report_``, since whoever knows the
+        seed can subtract the noise. ``noise_key``, where given, is used instead.
     budget : PrivacyBudget or None, default None
         A budget shared across fits (``dpstream.PrivacyBudget``): the fit charges its whole (ε, δ) to it
         before releasing anything and is refused with ``BudgetError`` past its total; None: the budget of
@@ -263,8 +269,8 @@ _PARAMETERS = """
         uniformly at random (None: all). Each id's rows are combined into one contribution with one
         row's bounds, so the guarantee protects all of a person's rows at the stated epsilon
         (``dpstream.models.users``; AdaSSP only so far). The number of ids is treated as public, as N is
-        for rows. The rows kept are drawn from OS entropy: where the bound binds, ``noise_key`` alone does
-        not reproduce a fit.
+        for rows. The rows kept are drawn from OS entropy (from ``random_state`` where it is set): where
+        the bound binds, ``noise_key`` alone does not reproduce a fit.
     backend : {"numpy", "cupy", "auto"}, default "numpy"
         Where the batch statistics are computed.
 

@@ -13,7 +13,9 @@ A sibling of ``DPLinearRegression`` and ``DPLogisticRegression``: the same singl
 same conventions: NumPy, pandas or Dask inputs, any two labels (the larger is +1), a fresh noise key
 from OS entropy on each fit, ``training_loss_`` non-private (operator only). Features are mapped with
 the public bounds ``feature_low``/``feature_high``, or (left out) bounds estimated with DP within the
-fit's budget; W₀ and the fixed second layer come from the public ``random_state``.
+fit's budget; W₀ and the fixed second layer come from the public seed ``KANModel.seed``, or from
+``random_state`` where it is set, which then reproduces the noise too (for tests only: a
+``PrivacyLeakWarning`` says so, ``dpstream.estimators.leaks``).
 
 Defaults are the KAN's, stated once: the model's settings in ``dpstream.models.KANModel`` (``input_map``
 "cube"), the training's in the kind's ``TrainingDefaults`` (``dpstream.models.kinds.kan``: λ-correlated
@@ -29,11 +31,11 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpstream.algorithms.builder import AlgorithmSpec
 from dpstream.estimators.base import BLOCK_ROWS, SinglePassEstimator
+from dpstream.estimators.parameters import Interval, Options
 from dpstream.estimators.support import ClassifierLabels
 from dpstream.models import KANModel
 from dpstream.models.kinds.kan import KAN
@@ -66,8 +68,9 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
     """Differentially private binary classifier: a two-layer B-spline KAN (``dpstream.models.KANModel``),
     trained by one-pass DP-SGD (``noise``, ``correlation``, ``nu``, ``clip_norm``, ``batch_size``,
     ``learning_rate`` and ``projection_radius`` as in ``DPLogisticRegression(algorithm="dpsgd")``; the
-    model's ``num_hidden``, ``grid_size``, ``activation``, ``input_map`` and ``random_state`` (its seed)
-    as in ``KANModel``). ``feature_low`` / ``feature_high``: public bounds (one for all features or one
+    model's ``num_hidden``, ``grid_size``, ``activation``, ``input_map`` as in ``KANModel``; ``random_state``: None
+    seeds the model from ``KANModel.seed`` with fresh noise, an int seeds the model and, for tests only,
+    the noise). ``feature_low`` / ``feature_high``: public bounds (one for all features or one
     per feature), or both None (the default) to estimate them with DP within (epsilon, delta).
     ``budget``: a ``dpstream.PrivacyBudget`` the fit charges, as in ``DPLogisticRegression``."""
 
@@ -76,12 +79,11 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         **SinglePassEstimator._parameter_constraints,
         "num_hidden": [Interval(Integral, 1, None, closed="left")],
         "grid_size": [Interval(Integral, 1, None, closed="left")],
-        "activation": [StrOptions({"tanh", "sigmoid"})],
+        "activation": [Options({"tanh", "sigmoid"})],
         "feature_low": [Real, "array-like", None],
         "feature_high": [Real, "array-like", None],
-        "input_map": [StrOptions({"ball", "cube"})],
+        "input_map": [Options({"ball", "cube"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],  # no stable step to default to
-        "random_state": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
@@ -103,7 +105,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
         learning_rate: float = KAN.training.learning_rate,
         projection_radius: float | None = None,
         relation: str = AlgorithmSpec.relation,
-        random_state: int = KANModel.seed,
+        random_state: int | None = None,
         backend: str = "numpy",
         noise_key: NoiseKey | None = None,
         budget: PrivacyBudget | None = None,
@@ -184,7 +186,7 @@ class DPKANClassifier(ClassifierLabels, SinglePassEstimator):
             feature_low=bounds[0],
             feature_high=bounds[1],
             input_map=self.input_map,
-            seed=int(self.random_state),
+            seed=KANModel.seed if self.random_state is None else int(self.random_state),
             backend=self.backend,
         )
         return self.model_

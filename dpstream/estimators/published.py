@@ -61,7 +61,7 @@ def fitted_estimator(document: PublishedModel) -> SinglePassEstimator:
             feature_low=model.feature_low,
             feature_high=model.feature_high,
             input_map=model.input_map,
-            random_state=model.seed,
+            random_state=None if model.seed == KANModel.seed else model.seed,
         )
         estimator.model_ = model
         estimator.feature_bounds_ = None  # the lake's features are read as stored: the KAN maps them
