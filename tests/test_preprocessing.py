@@ -9,7 +9,7 @@ import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.impute import SimpleImputer
 from sklearn.model_selection import GridSearchCV
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -140,6 +140,8 @@ def test_a_non_private_step_before_a_dp_fit_warns_and_is_noted(before):
         )
     (message,) = leak_warnings(record)
     assert "without differential privacy" in message and type(before).__name__ in message
+    if isinstance(before, Pipeline):  # a composite names its part that learnt from the rows
+        assert "(Pipeline: 'standardscaler' StandardScaler)" in message
     assert any("not (epsilon, delta)-DP" in note for note in pipeline[-1].privacy_report_.notes)
 
 

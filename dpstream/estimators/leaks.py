@@ -75,15 +75,27 @@ def data_independent(step: Any) -> bool:
             and step.min_frequency is None
             and step.max_categories is None
         )
-    if isinstance(step, Pipeline):
-        return all(data_independent(inner) for _, inner in step.steps)
-    if isinstance(step, ColumnTransformer):
-        return all(data_independent(inner) for _, inner, _ in step.transformers) and data_independent(
-            step.remainder
-        )
-    if isinstance(step, FeatureUnion):
-        return all(data_independent(inner) for _, inner in step.transformer_list)
+    if isinstance(step, (Pipeline, ColumnTransformer, FeatureUnion)):
+        return all(data_independent(part) for _, part in _parts(step))
     return False
+
+
+def _parts(step: Any) -> list[tuple[str, Any]]:
+    """The named parts of a composite step (none for a plain one)."""
+    if isinstance(step, Pipeline):
+        return list(step.steps)
+    if isinstance(step, ColumnTransformer):
+        return [(name, inner) for name, inner, _ in step.transformers] + [("remainder", step.remainder)]
+    if isinstance(step, FeatureUnion):
+        return list(step.transformer_list)
+    return []
+
+
+def _describe(step: Any) -> str:
+    """A step's class, and for a composite the parts that learn from the rows: "ColumnTransformer:
+    'num' SimpleImputer"."""
+    inner = [f"{name!r} {_describe(part)}" for name, part in _parts(step) if not data_independent(part)]
+    return type(step).__name__ + (": " + ", ".join(inner) if inner else "")
 
 
 def _enclosing_pipeline(fitted: Any) -> tuple[Pipeline, int] | None:
@@ -141,7 +153,7 @@ def pipeline_leaks(fitted: Any) -> PipelineCheck:
     leaky = [name for name, step in pipeline.steps[:position] if not data_independent(step)]
     if not leaky:
         return PipelineCheck((), earlier)
-    names = ", ".join(f"{name!r} ({type(dict(pipeline.steps)[name]).__name__})" for name in leaky)
+    names = ", ".join(f"{name!r} ({_describe(dict(pipeline.steps)[name])})" for name in leaky)
     note = (
         f"the Pipeline fitted {names} on the rows without differential privacy before this step: its fitted "
         "values are outside this guarantee, so the pipeline as a whole is not (epsilon, delta)-DP. Use "

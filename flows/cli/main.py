@@ -34,6 +34,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from dpstream import __version__
 from dpstream.flows.cli import parsers
 from dpstream.flows.cli.budget import audit_arguments, budget_arguments
 from dpstream.flows.cli.interrupt import Interrupted, arrived_signal, exit_interrupted, unwind_on_signals
@@ -130,6 +131,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dpstream", description="Differentially private training over Parquet lakes.")
+    parser.add_argument("--version", action="version", version=f"dpstream {__version__}")
     parser.add_argument(
         "--verbose",
         action="store_true",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import dpstream as dpstream_package
 from dpstream.privacy import Ledger, LifetimeBudget
 from examples.california import SPEC
 from examples.data import CALIFORNIA_HOUSING as HOUSING
@@ -248,6 +249,11 @@ def test_help_everywhere():
     ):
         result = dpstream(*args, "--help")
         assert result.returncode == 0 and "usage: dpstream" in result.stdout
+
+
+def test_version_prints_the_package_version():
+    result = dpstream("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"dpstream {dpstream_package.__version__}"
 
 
 def test_console_script_installed():
