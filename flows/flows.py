@@ -47,6 +47,7 @@ from dpstream.flows.assembly.planning import (
     PlannedRun,
     evaluate_holdout,
     lake_ledger,
+    overridden_lifetime,
     plan_run,
     with_bound_note,
     with_source_note,
@@ -154,6 +155,9 @@ def plan_task(inputs: RunInputs, manifest: Manifest, run_id: str, locations: Run
     checkpoint_url = locations.checkpoints
     plan = plan_run(inputs, training, checkpoint_url, preprocessing)
     lake = lake_ledger(inputs, manifest)
+    notices = tuple(filter(None, [overridden_lifetime(lake)]))
+    for notice in notices:
+        get_run_logger().warning(notice)
     entry = lake.entry(run_id)
     if entry is not None and not CheckpointStore(plan.checkpoint).exists(run_id):
         raise RunIdReusedError(
@@ -162,7 +166,7 @@ def plan_task(inputs: RunInputs, manifest: Manifest, run_id: str, locations: Run
             "or set checkpoint.url to where the run was checkpointed"
         )
     lake.check(run_id, plan.mu)
-    planned = PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing)
+    planned = PlannedRun(run_id, locations, plan, manifest, training, holdout, preprocessing, notices)
     tell_plan(planned, lake)
     return planned
 
@@ -373,6 +377,7 @@ def train_flow(
         "steps": planned.plan.steps.num_steps,
         "released": released(fit),
         "flow_run_id": flow_run.id,  # Prefect's, for the UI's link (None outside a flow run)
+        "warnings": planned.warnings,
     }
 
 

@@ -55,6 +55,10 @@ DEFERRED_PROJECT_OK = {
         "dpstream.flows.flows",
     ): "the Prefect flows import Prefect: only commands that run one",
     ("dpstream.flows.cli", "dpstream.flows.prefect_api"): "imports Prefect: only commands that run a flow",
+    ("dpstream.flows.cli.ledger", "dpstream.flows.assembly"): (
+        "`budget show CONFIG` validates the config's lake (pyarrow, the sources); with a fingerprint the "
+        "command reads only the ledger"
+    ),
     ("dpstream", "dpstream.privacy.budget"): (
         "the budget imports the accountant (scipy.special, ~0.3 s): `import dpstream` (module __getattr__) "
         "loads it only when `dpstream.PrivacyBudget` is asked for"

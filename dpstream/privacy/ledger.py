@@ -107,6 +107,7 @@ class LakeLedger:
         self.store = store
         self.fingerprint = fingerprint
         self.budget = budget
+        self.proposed: LifetimeBudget | None = None  # a config's budget the recorded one overrode
         self.files = files
         self.outage = outage or OutagePolicy()
 

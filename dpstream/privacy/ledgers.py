@@ -62,11 +62,16 @@ class Ledger:
         fingerprint: str,
         budget: LifetimeBudget | None = None,
         files: tuple[str, ...] | frozenset[str] | None = None,
+        proposed: bool = False,
     ) -> LakeLedger:
         """Open (and on first use create) the ledger of the lake with this fingerprint.
 
         ``budget`` is required the first time; afterwards it must match the recorded one, so a
-        lifetime budget cannot be raised by accident (``set_budget`` is the deliberate change).
+        lifetime budget cannot be raised by accident (``set_budget`` is the deliberate change). With
+        ``proposed`` (a pipeline config's ``lifetime_epsilon``), ``budget`` only proposes the lake's first
+        budget: the recorded one is the lake's one lifetime budget and wins where they differ in ε or δ
+        (``LakeLedger.proposed`` keeps the losing proposal, for the run to say so); another relation is
+        still refused.
         ``files`` are the content identities of the lake's source files (``pipelines`` computes them):
         recorded once, they make runs on lakes that share files count against the same records.
         """
@@ -93,6 +98,10 @@ class Ledger:
                     f"lake do not mix (a second ledger would not make them: the records are the same). Train with "
                     f"the lake's unit ({unit_setting(recorded.unit)})"
                 )
+            if proposed and budget is not None and budget != recorded and budget.relation == recorded.relation:
+                opened = self._open(fingerprint, recorded, self._files(fingerprint, files))
+                opened.proposed = budget
+                return opened
             if budget is not None and budget != recorded:
                 raise ValueError(
                     f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "

@@ -43,6 +43,7 @@ __all__ = [
     "checkpoint_policy",
     "lake_ledger",
     "source_ledger",
+    "overridden_lifetime",
     "bound_charge",
     "with_bound_note",
     "evaluate_holdout",
@@ -209,6 +210,7 @@ class PlannedRun:
     training: Manifest
     holdout: Manifest
     preprocessing: dict[str, Any] | None
+    warnings: tuple[str, ...] = ()  # for the user's terminal as well as the run's log
 
 
 def checkpoint_policy(config: PipelineConfig, checkpoint_url: str) -> CheckpointPolicy:
@@ -236,6 +238,21 @@ def source_ledger(inputs: RunInputs, fingerprint: str, files: tuple[str, ...]) -
         fingerprint,
         LifetimeBudget(budget.lifetime_epsilon, budget.delta, budget.relation, unit=inputs.unit.ledger_unit),
         files=files or None,
+        proposed=True,  # the config proposes a first run's budget; the ledger's record is the lake's one
+    )
+
+
+def overridden_lifetime(lake: LakeLedger) -> str | None:
+    """What to tell the user where the config's ``budget.lifetime_epsilon`` / ``delta`` is not the lake's
+    recorded lifetime budget (which wins: ``Ledger.lake(proposed=True)``)."""
+    if lake.proposed is None:
+        return None
+    return (
+        f"the config's lifetime budget (budget.lifetime_epsilon = {lake.proposed.epsilon:g}, delta = "
+        f"{lake.proposed.delta:g}) is not lake {lake.fingerprint}'s: its ledger records epsilon = "
+        f"{lake.budget.epsilon:g}, delta = {lake.budget.delta:g}, and the ledger's record is the lake's one lifetime "
+        "budget (the config only proposes a lake's first; `dpstream budget set-lifetime` changes the record). "
+        "Runs are charged against the recorded one; set the config's to match to silence this"
     )
 
 

@@ -13,8 +13,12 @@ __all__ = ["budget_arguments", "audit_arguments"]
 
 def budget_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["show", "reset", "set-lifetime"])
-    parser.add_argument("lake", help="the lake fingerprint (`dpstream validate CONFIG` prints it)")
-    parser.add_argument("--ledger", required=True, help="ledger URL")
+    parser.add_argument(
+        "lake",
+        help="a pipeline config (its lake and budget.ledger_url), or a lake fingerprint (`dpstream validate "
+        "CONFIG` prints it) with --ledger",
+    )
+    parser.add_argument("--ledger", default=None, help="ledger URL (default: the config's budget.ledger_url)")
     parser.add_argument("--epsilon", type=float, default=None, help="set-lifetime: the new lifetime ε")
     parser.add_argument(
         "--delta", type=float, default=None, help="set-lifetime: the new δ (default: the recorded one)"

@@ -161,7 +161,8 @@ def run_demo(
     )
     console.print(
         f"[bold]dpstream demo[/bold]: {rows:,} rows × {dim} features in {files} Parquet files under {root}/raw "
-        f"({time.perf_counter() - start:.1f} s); running the train flow …"
+        f"({time.perf_counter() - start:.1f} s); running the train flow …",
+        markup=True,
     )
     result = train_flow(config, output_dir=os.path.join(root, "run"), show_progress=show_progress)
     manifest = read_manifest(os.path.join(root, "shuffled"))
@@ -174,7 +175,8 @@ def run_demo(
         f"non-private, operator only): DP model RMSE {dp_rmse:.4f} (ε = {result['report'].epsilon:.3g}) vs "
         f"non-private least squares {baseline:.4f}; the label noise alone gives 1.0. Excess risk "
         f"½‖w − w*‖²: DP {0.5 * np.sum((result['params'] - w_star) ** 2):.3g}, non-private "
-        f"{0.5 * np.sum((baseline_weights - w_star) ** 2):.3g}."
+        f"{0.5 * np.sum((baseline_weights - w_star) ** 2):.3g}.",
+        markup=True,
     )
     console.print(
         f"Executor mode: {result['mode']}. Model, report and plots: {os.path.dirname(result['paths']['model'])}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import math
+from pathlib import Path
 
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console
@@ -17,8 +18,28 @@ __all__ = ["run"]
 INTERACTIVE_OUTAGE_SECONDS = 30.0
 
 
+def _lake_and_ledger(args: argparse.Namespace) -> tuple[str, str]:
+    """(the lake's fingerprint, the ledger URL) from a pipeline config, or as given."""
+    if not Path(args.lake).is_file():
+        if args.ledger is None:
+            raise ValueError(
+                f"{args.lake} is not a pipeline config file, so it is read as a lake fingerprint, which needs "
+                "--ledger URL; or pass the config (its budget.ledger_url is the ledger)"
+            )
+        return args.lake, args.ledger
+    from dpstream.flows.assembly.cluster import preparation_client  # the config's lake, read as validate does
+    from dpstream.flows.assembly.loading import load_inputs
+    from dpstream.flows.assembly.prepare import validate
+
+    inputs = load_inputs(args.lake)
+    with preparation_client(inputs.config.cluster) as client:
+        fingerprint = validate(inputs, client).summary.fingerprint
+    return fingerprint, args.ledger or inputs.config.budget.ledger_url
+
+
 def run(args: argparse.Namespace) -> int:
     console = result_console()
+    args.lake, args.ledger = _lake_and_ledger(args)
     # Someone at a terminal: an unreachable ledger is reported within half a minute, not a run's 10.
     ledger = Ledger(args.ledger, outage=OutagePolicy(window_seconds=INTERACTIVE_OUTAGE_SECONDS))
     lake = ledger.lake(args.lake)

@@ -13,8 +13,10 @@ __all__ = ["result_console", "warn"]
 
 
 def result_console() -> Console:
-    """The console a command prints its result to: one record per line, whatever the terminal's width."""
-    return Console(soft_wrap=True)
+    """The console a command prints its result to: one record per line, whatever the terminal's width.
+    Text prints as written: Rich's markup would eat "[preprocess]" or a column named "[x]" (a line that
+    wants markup asks for it, ``print(..., markup=True)``)."""
+    return Console(soft_wrap=True, markup=False)
 
 
 def warn(warnings: Sequence[str]) -> None:

@@ -14,7 +14,7 @@ from dpstream.flows.cli.interrupt import exit_on_interrupt, set_interrupt_messag
 from dpstream.flows.cli.log_file import log_to_file
 from dpstream.flows.cli.run_state import stopped_run_message
 from dpstream.flows.cli.support import EXIT_OK, run_places
-from dpstream.flows.cli.terminal import result_console
+from dpstream.flows.cli.terminal import result_console, warn
 from dpstream.flows.flows import train_flow
 from dpstream.flows.prefect_api import command_owns_sigterm, flow_run_url, mark_flow_run_crashed, prefect_api
 from dpstream.models.kinds.base import summarise
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             show_progress=not args.quiet,
         )
     set_interrupt_message(f"run {run_id} had finished; its release is under {locations.output}")
+    warn(result["warnings"])
     console.print(result["report"].to_markdown())
     if result["released"] == "constant":
         console.print(

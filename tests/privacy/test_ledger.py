@@ -301,3 +301,13 @@ def test_lakes_sharing_files_share_their_unit(tmp_path):
     people = ledger.lake("people", PEOPLE, files=("md5:1", "md5:2"))
     with pytest.raises(UnitMismatchError, match="shares source files with lake rows"):
         people.reserve("u1", 0.2, mechanism="m", relation="replace-one", unit="user:customer")
+
+
+def test_a_proposed_budget_yields_to_the_recorded_one_but_not_across_relations(tmp_path):
+    ledger = Ledger(str(tmp_path))
+    ledger.lake("lake1", BUDGET)
+    lake = ledger.lake("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6), proposed=True)
+    assert lake.budget == BUDGET and lake.proposed.epsilon == 8.0
+    assert ledger.lake("lake1", BUDGET, proposed=True).proposed is None
+    with pytest.raises(ValueError, match="already has lifetime budget"):
+        ledger.lake("lake1", LifetimeBudget(epsilon=8.0, delta=1e-6, relation="zero-out"), proposed=True)
