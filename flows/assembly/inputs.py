@@ -155,7 +155,10 @@ def _convert_spec(
             columns=tuple(column for column in features if column not in section.categories),
             label=label,
             missing="impute",
-            impute_values={column: float(value) for column, value in section.impute.items()},
+            impute_values={  # a category column's constant is one of its categories (text)
+                column: value if isinstance(value, str) else float(value)
+                for column, value in section.impute.items()
+            },
             categorical={column: tuple(values) for column, values in section.categories.items()},
             bounds={column: (float(low), float(high)) for column, (low, high) in section.bounds.items()},
             scale_range=(-1.0, 1.0),

@@ -14,9 +14,10 @@ from dpstream.flows.cli.support import EXIT_OK, parse_pairs
 from dpstream.flows.cli.terminal import result_console
 from dpstream.pipelines.conversion.config import check_config_location, default_columns, write_pipeline_toml
 from dpstream.pipelines.conversion.convert import (
+    ConvertedLake,
     check_csv_columns,
     check_empty_location,
-    csv_to_parquet,
+    convert_csv,
     read_convert_record,
 )
 from dpstream.pipelines.preprocessing.private_bounds import PrivateBoundsRequest
@@ -28,6 +29,10 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace) -> int:
     console = result_console()
+    if args.drop_missing_ids and args.user is None:
+        raise ValueError(
+            "--drop-missing-ids drops the rows without a person id: name the person column with --user"
+        )
     impute, categorical, bounds = _public_policies(args)
     label_classes = tuple(name.strip() for name in (args.label_classes or "").split(",") if name.strip())
     config = None if args.no_config else (args.config or _beside(args.out, "pipeline.toml"))
@@ -76,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
         if private
         else None,
     )
-    paths = csv_to_parquet(args.csv, args.out, spec)
+    if args.drop_missing_ids and args.user is None:
+        raise ValueError(
+            "--drop-missing-ids drops the rows without a person id: name the person column with --user"
+        )
+    converted = convert_csv(args.csv, args.out, spec, drop_missing_ids=args.drop_missing_ids)
+    paths = converted.paths
+    console.print(_rows_line(converted, args))
     console.print(
         f"wrote {len(paths)} Parquet file(s) under {args.out} with features {', '.join(spec.output_columns())}"
         + (
@@ -92,15 +103,31 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _rows_line(converted: ConvertedLake, args: argparse.Namespace) -> str:
+    """Where every row of the CSV went (exact counts: printed for the operator, recorded nowhere)."""
+    parts = [f"read {converted.rows_read:,} rows, wrote {converted.rows_written:,}"]
+    if converted.rows_for_bounds:
+        parts.append(f"{converted.rows_for_bounds:,} spent on the private bounds (left out of the lake)")
+    if converted.rows_dropped:
+        policies = [f"--missing {args.missing}", f"--unknown-category {args.unknown_category}"]
+        parts.append(f"{converted.rows_dropped:,} dropped by {' / '.join(policies)}")
+    if converted.rows_without_id:
+        parts.append(f"{converted.rows_without_id:,} without a {args.user!r} id (--drop-missing-ids)")
+    return "; ".join(parts) + " (exact counts, shown here only: not in the lake, its record or a model)"
+
+
 def _public_policies(
     args: argparse.Namespace,
-) -> tuple[dict[str, float], dict[str, tuple[str, ...]], dict[str, tuple[float, float]]]:
+) -> tuple[dict[str, float | str], dict[str, tuple[str, ...]], dict[str, tuple[float, float]]]:
     """The public imputation constants, category lists and ranges of ``--impute``, ``--categorical`` and
     ``--bounds``; ``ValueError`` for one that does not read as COLUMN=VALUE, COLUMN=A,B,C or COLUMN=LOW,HIGH."""
-    impute = {column: float(value) for column, value in parse_pairs(args.impute, "--impute").items()}
     categorical = {
         column: tuple(v for v in values.split(",") if v)
         for column, values in parse_pairs(args.categorical, "--categorical").items()
+    }
+    impute = {  # a category column's constant stays text: one of its categories
+        column: value if column in categorical else _number_or_text(value)
+        for column, value in parse_pairs(args.impute, "--impute").items()
     }
     bounds = {}
     for column, text in parse_pairs(args.bounds, "--bounds").items():
@@ -109,6 +136,14 @@ def _public_policies(
             raise ValueError(f"--bounds must look like COLUMN=LOW,HIGH, got {column}={text!r}")
         bounds[column] = (float(parts[0]), float(parts[1]))
     return impute, categorical, bounds
+
+
+def _number_or_text(value: str) -> float | str:
+    """A number column's constant as a number; text is kept for the spec to refuse, naming the column."""
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def _write_config(console: Console, config: str, out: str, paths: list[str]) -> None:

@@ -68,6 +68,11 @@ def _convert_inputs(parser: argparse.ArgumentParser) -> None:
         "written config protects people ([privacy] unit = 'user')",
     )
     parser.add_argument(
+        "--drop-missing-ids",
+        action="store_true",
+        help="with --user: leave out the rows without a person id (counted and printed) instead of refusing them",
+    )
+    parser.add_argument(
         "--drop", nargs="*", default=[], metavar="COLUMN", help="columns left out of the default --columns"
     )
     parser.add_argument(

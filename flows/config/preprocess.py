@@ -10,6 +10,7 @@ their own units (dollars, years, category names), applied to each row as the shu
     ocean_proximity = ["<1H OCEAN", "INLAND", "ISLAND", "NEAR BAY", "NEAR OCEAN"]
     [preprocess.impute]                       # public constants for missing values
     total_bedrooms = 400
+    ocean_proximity = "INLAND"                # a category column's constant: one of its categories
 
 It is what ``dpstream convert`` does to a CSV, without writing a second lake: the table (a Delta or
 Iceberg version, a Parquet folder) stays the data the ledger charges, and every row is kept (a missing
@@ -36,7 +37,7 @@ class PreprocessConfig(BaseModel):
 
     bounds: dict[str, list[float]] = Field(default_factory=dict)
     categories: dict[str, list[str | int | bool]] = Field(default_factory=dict)
-    impute: dict[str, float] = Field(default_factory=dict)
+    impute: dict[str, float | str] = Field(default_factory=dict)
     unscaled: list[str] = Field(default_factory=list)  # columns already on [-1, 1]: indicators, 0/1
     intercept: bool = True
 
@@ -82,21 +83,37 @@ class PreprocessConfig(BaseModel):
                 f"preprocess.categories: the label {label!r} is coded by model.classes (a classifier's public "
                 "class list), not one-hot; move its values there"
             )
-        for key, columns in (("bounds", self.bounds), ("unscaled", self.unscaled), ("impute", self.impute)):
+        self._check_imputed_kinds()
+        for key, columns in (("bounds", self.bounds), ("unscaled", self.unscaled)):
             coded = [column for column in columns if column in self.categories]
             if coded:
                 raise ValueError(
                     f"preprocess.{key}: {', '.join(map(repr, coded))} is a category column (one-hot, in "
                     "preprocess.categories), not a number; remove it here"
                 )
-            if label in columns and (classifies or key == "impute"):
+            if label in columns and classifies:
                 raise ValueError(
-                    f"preprocess.{key}: the label {label!r} "
-                    + ("of a classifier is a class, not a number" if classifies else "is never imputed")
-                    + "; remove it here"
+                    f"preprocess.{key}: the label {label!r} of a classifier is a class, not a number; remove it here"
                 )
+        if label in self.impute:
+            raise ValueError(f"preprocess.impute: the label {label!r} is never imputed; remove it here")
         if self.intercept and "intercept" in known:
             raise ValueError(
                 "preprocess.intercept: lake.features or lake.label has a column named 'intercept', the name of the "
                 "constant feature; set preprocess.intercept = false or rename the column"
             )
+
+    def _check_imputed_kinds(self) -> None:
+        """A category column's constant is one of its public categories; a number column's is a number."""
+        for column, value in self.impute.items():
+            categories = self.categories.get(column)
+            if categories is None and isinstance(value, str):
+                raise ValueError(
+                    f"preprocess.impute: {column} = {value!r} is text, and {column!r} is a number column; give a "
+                    f"number, or list {column!r}'s categories in preprocess.categories to impute a category"
+                )
+            if categories is not None and value not in categories:
+                raise ValueError(
+                    f"preprocess.impute: {column} = {value!r} is not among the public categories of {column!r}, "
+                    f"{categories!r}; impute one of them, or add it to preprocess.categories.{column}"
+                )

@@ -13,7 +13,7 @@ failure leaves nothing behind. The source is only read.
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,8 @@ from dpstream.storage import open_url, read_json, write_json_atomic
 
 __all__ = [
     "csv_to_parquet",
+    "convert_csv",
+    "ConvertedLake",
     "check_csv_columns",
     "check_empty_location",
     "read_convert_record",
@@ -68,6 +70,22 @@ def check_empty_location(out_url: str, storage_options: dict[str, Any] | None = 
         raise LakeError(f"{out_url} is not empty; convert into a new location")
 
 
+@dataclass(frozen=True)
+class ConvertedLake:
+    """What ``convert_csv`` wrote, and where every row of the CSV went (for the user's terminal only:
+    exact counts of the sensitive rows, never written into the lake, its record or a model)."""
+
+    paths: list[str]
+    rows_read: int
+    rows_for_bounds: int  # spent on the private bounds, left out of the lake
+    rows_without_id: int  # dropped for a missing person id (``drop_missing_ids``)
+    rows_dropped: int  # dropped by the policies: a missing value (missing="drop"), an unknown category
+
+    @property
+    def rows_written(self) -> int:
+        return self.rows_read - self.rows_for_bounds - self.rows_without_id - self.rows_dropped
+
+
 def csv_to_parquet(
     source_url: str,
     out_url: str,
@@ -76,7 +94,24 @@ def csv_to_parquet(
     storage_options: dict[str, Any] | None = None,
     block_size: int = 16 << 20,
 ) -> list[str]:
-    """Convert one CSV file into Parquet parts under ``out_url``; returns the written paths."""
+    """Convert one CSV file into Parquet parts under ``out_url``; returns the written paths
+    (``convert_csv`` also says where every row went)."""
+    return convert_csv(
+        source_url, out_url, spec, storage_options=storage_options, block_size=block_size
+    ).paths
+
+
+def convert_csv(
+    source_url: str,
+    out_url: str,
+    spec: ConvertSpec,
+    *,
+    drop_missing_ids: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    block_size: int = 16 << 20,
+) -> ConvertedLake:
+    """Convert one CSV file into Parquet parts under ``out_url``. A row without its person's id (with
+    ``spec.user_column``) is refused, or dropped and counted with ``drop_missing_ids``."""
     source_fs, source_path = open_url(source_url, storage_options)
     if not source_fs.exists(source_path):
         raise LakeError(f"{source_url} does not exist; check the path")
@@ -85,20 +120,31 @@ def csv_to_parquet(
     staging = f"{root}/_tmp-{uuid.uuid4().hex[:8]}"
     name = source_path.rsplit("/", 1)[-1]
     parts, pending, offset = [], [], 0
+    counts = {"read": 0, "bounds": 0, "without_id": 0, "dropped": 0}
 
     def batches():
         with source_fs.open(source_path, "rb") as handle:
             yield from pcsv.open_csv(handle, read_options=pcsv.ReadOptions(block_size=block_size))
 
     try:
-        spec, provenance, every = _release_private_bounds(spec, batches(), name)
+        spec, provenance, every = _release_private_bounds(spec, batches(), name, drop_missing_ids)
         for batch in batches():
-            rows, positions = batch.num_rows, None
-            if every:  # the sampled rows (people) were spent on the bounds and are not written
-                mask = _sampled(batch, offset, every, spec.user_column, name)
-                positions = np.arange(offset, offset + rows)[~mask]
-                batch = split_batch(batch, mask)[1]
-            pending.append(convert_rows(batch, spec, offset, name, positions, raw_label=True))
+            rows = batch.num_rows
+            without_id = _without_id(batch, offset, spec.user_column, name, drop_missing_ids)
+            left_out = without_id | (
+                _sampled(batch, every, spec.user_column, offset) & ~without_id
+                if every
+                else np.zeros(rows, dtype=bool)
+            )
+            positions = np.arange(offset, offset + rows)[~left_out]
+            converted = convert_rows(
+                split_batch(batch, left_out)[1], spec, offset, name, positions, raw_label=True
+            )
+            counts["read"] += rows
+            counts["without_id"] += int(without_id.sum())
+            counts["bounds"] += int(left_out.sum() - without_id.sum())
+            counts["dropped"] += positions.size - converted.num_rows
+            pending.append(converted)
             offset += rows
             while sum(t.num_rows for t in pending) >= spec.rows_per_file:
                 table = pa.concat_tables(pending)
@@ -122,7 +168,7 @@ def csv_to_parquet(
         if provenance:
             record["private_bounds"] = provenance
         write_json_atomic(out_fs, f"{root}/{CONVERT_RECORD}", record)
-        return final
+        return ConvertedLake(final, counts["read"], counts["bounds"], counts["without_id"], counts["dropped"])
     except pa.ArrowInvalid as error:
         raise LakeError(
             f"{name}: the CSV could not be parsed ({error}); fix the file or its delimiter"
@@ -132,24 +178,34 @@ def csv_to_parquet(
             out_fs.rm(staging, recursive=True)
 
 
-def _sampled(batch: pa.RecordBatch, offset: int, every: int, person: str | None, source: str) -> np.ndarray:
+def _without_id(
+    batch: pa.RecordBatch, offset: int, person: str | None, source: str, drop: bool
+) -> np.ndarray:
+    """The batch's rows without a person id (none without ``person``): refused, or with ``drop`` marked."""
+    if person is None:
+        return np.zeros(batch.num_rows, dtype=bool)
+    missing = missing_ids(
+        batch.column(person)
+    )  # a null, an empty CSV cell, or only spaces or invisible characters
+    if missing.any() and not drop:
+        row = offset + int(np.flatnonzero(missing)[0])
+        raise LakeError(
+            f"{source}: data row {row} (line {row + 2} of the file) has no {person!r} (the person column): every "
+            "row needs its person's id; fill it in, or pass --drop-missing-ids to leave such rows out (counted)"
+        )
+    return missing
+
+
+def _sampled(batch: pa.RecordBatch, every: int, person: str | None, offset: int) -> np.ndarray:
     """The batch's rows spent on the private bounds: every ``every``-th row, or with ``person`` every row of
     the people in the public 1-in-``every`` partition of ids (``person_sample_mask``)."""
     if person is None:
         return sample_mask(offset, batch.num_rows, every)
-    ids = batch.column(person)
-    missing = missing_ids(ids)  # a null, an empty CSV cell, or only spaces or invisible characters
-    if missing.any():
-        row = offset + int(np.flatnonzero(missing)[0])
-        raise LakeError(
-            f"{source}: data row {row} has no {person!r} (the person column): every row needs its person's id; "
-            "drop the row or fill in the id it belongs to"
-        )
-    return person_sample_mask(ids, every)
+    return person_sample_mask(batch.column(person), every)
 
 
 def _release_private_bounds(
-    spec: ConvertSpec, batches: Any, source: str
+    spec: ConvertSpec, batches: Any, source: str, drop_missing_ids: bool
 ) -> tuple[ConvertSpec, dict[str, Any] | None, int]:
     """(the spec with the released bounds in place of the request, their provenance, the sampling period;
     0 without a request): one pass over the sampled rows, converted by the same policies with the
@@ -164,7 +220,8 @@ def _release_private_bounds(
     sampled_people: set = set()
     offset, sampled = 0, 0
     for batch in batches:
-        mask = _sampled(batch, offset, request.sample_every, person, source)
+        without_id = _without_id(batch, offset, person, source, drop_missing_ids)
+        mask = _sampled(batch, request.sample_every, person, offset) & ~without_id
         sampled += int(mask.sum())  # positions, public: rows dropped for missing values still count
         positions = np.arange(offset, offset + batch.num_rows)[mask]
         chosen = split_batch(batch, mask)[0]

@@ -58,8 +58,11 @@ def convert_rows(
     feature_dtype = prepared_feature_type(
         [table.column(name).type for name in spec.columns]
     ).to_pandas_dtype()
+    table = _categories_imputed(table, spec)
     if spec.on_read:
-        _refuse_missing(table, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of)
+        _refuse_missing(
+            table, spec, [*spec.categorical, *(label if spec.label_classes else [])], source, row_of
+        )
     if spec.label_classes and with_label:
         numeric[spec.label] = _coded_label(table, spec, keep, source, row_of)
     for column in list(spec.columns) + ([] if spec.label_classes else label):
@@ -325,15 +328,36 @@ def _category_positions(values: pa.ChunkedArray | pa.Array, categories: tuple[An
     return positions
 
 
-def _refuse_missing(table: pa.Table, columns: list[str], source: str, row_of: RowNamer) -> None:
-    """A null in a column coded by a public list (a category, a class label) has no code and no constant to
-    impute it with: refused, naming its row."""
+def _categories_imputed(table: pa.Table, spec: ConvertSpec) -> pa.Table:
+    """``table`` with the nulls of each category column that has a public constant filled with it."""
+    for column in spec.categorical:
+        constant = spec.impute_values.get(column)
+        values = table.column(column)
+        if constant is None or values.null_count == 0:
+            continue
+        kind = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+        if pa.types.is_dictionary(values.type):
+            values = pc.cast(values, kind)
+        filled = pc.fill_null(values, pa.scalar(constant).cast(kind))
+        table = table.set_column(table.schema.get_field_index(column), column, filled)
+    return table
+
+
+def _refuse_missing(
+    table: pa.Table, spec: ConvertSpec, columns: list[str], source: str, row_of: RowNamer
+) -> None:
+    """A null in a column coded by a public list (a category, a class label) with no constant to impute it
+    with: refused, naming its row and the fix."""
     for column in columns:
         nulls = table.column(column).is_null().to_numpy(zero_copy_only=False)
         if nulls.any():
+            fix = (
+                f"give preprocess.impute.{column} a public constant (one of its categories), or fill it in in the table"
+                if column in spec.categorical
+                else "fill it in in the table (a label is never imputed)"
+            )
             raise LakeError(
-                f"{source}: row {row_of(int(np.argmax(nulls)))} of column {column!r} is missing (null); fill it in or "
-                "delete the row through the table"
+                f"{source}: row {row_of(int(np.argmax(nulls)))} of column {column!r} is missing (null); {fix}"
             )
 
 

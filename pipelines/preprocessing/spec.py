@@ -40,7 +40,7 @@ class ConvertSpec:
     columns: tuple[str, ...]  # numeric feature columns to keep, in order
     label: str
     missing: str = "drop"  # "drop" rows with a missing value, or "impute" the public constants below
-    impute_values: dict[str, float] = field(default_factory=dict)
+    impute_values: dict[str, float | str] = field(default_factory=dict)  # a category column's: a category
     categorical: dict[str, tuple[str, ...]] = field(
         default_factory=dict
     )  # column -> public categories (one-hot)
@@ -108,6 +108,17 @@ class ConvertSpec:
 
     def _check_column_roles(self) -> None:
         """Refuse a column named in a role it cannot take, or in two roles that exclude each other."""
+        for column, value in self.impute_values.items():
+            categories = self.categorical.get(column)
+            if categories is not None and value not in categories:
+                raise LakeError(
+                    f"the imputation constant {value!r} of category column {column!r} is not among its public "
+                    f"categories {list(categories)}; impute one of them"
+                )
+            if categories is None and isinstance(value, str):
+                raise LakeError(
+                    f"the imputation constant {value!r} of number column {column!r} must be a number"
+                )
         for column, (low, high) in self.bounds.items():
             if column not in self.columns and column != self.label:
                 raise LakeError(

@@ -253,7 +253,7 @@ def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_co
     rows["region"][5] = None
     write_deltalake(str(tmp_path / "null"), pa.table(rows))
     with pytest.raises(
-        ValueError, match=r"row 5 of column 'region' is missing \(null\); fill it in or delete"
+        ValueError, match=r"row 5 of column 'region' is missing \(null\); give preprocess.impute.region"
     ):
         validate_lake(load_inputs(str(write_config(tmp_path, str(tmp_path / "null")))).lake)
     rows = people(40).to_pydict()
@@ -310,3 +310,32 @@ def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_
     config_path.write_text(config_path.read_text().replace("carat = [0.2, 5.01]", "carat = [0.0, 6.0]"))
     with pytest.raises(ValueError, match=r"preprocessed otherwise \(\[preprocess\] changed"):
         shuffle_once(load_inputs(str(config_path)).lake, config.lake.shuffled_url)
+
+
+def test_a_category_column_is_imputed_with_one_of_its_public_categories(tmp_path, table):
+    from dpstream.pipelines import validate_lake
+
+    holes = people(10, seed=4).to_pydict()
+    holes["region"][3] = None
+    write_deltalake(table, pa.table(holes), mode="append")
+    path = write_config(tmp_path, table)
+    with pytest.raises(
+        ValueError, match=r"row 3 of column 'region' is missing \(null\); give preprocess.impute.region"
+    ):
+        validate_lake(load_inputs(str(path)).lake)
+    base = path.read_text()
+    for constant, message in (
+        (
+            'region = "middle"',
+            r"preprocess.impute: region = 'middle' is not among the public categories of 'region'",
+        ),
+        (
+            'income = "unknown"',
+            r"preprocess.impute: income = 'unknown' is text, and 'income' is a number column",
+        ),
+    ):
+        path.write_text(base + f"\n[preprocess.impute]\n{constant}\n")
+        with pytest.raises(ValueError, match=message):
+            load_config(str(path))
+    path.write_text(base + '\n[preprocess.impute]\nregion = "north"\n')
+    assert validate_lake(load_inputs(str(path)).lake).num_rows == 2010  # imputed, every row kept

@@ -346,7 +346,10 @@ def test_absurd_budgets_are_refused_and_the_operator_has_a_command_to_change_one
     # One lifetime budget: the ledger's record wins over the config's lifetime_epsilon = 1, and says so.
     again = dpstream("train", config, "--run-id", "b", "--quiet")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "budget.lifetime_epsilon = 1, delta = 1e-06) is not lake" in again.stderr and "records epsilon = 4" in again.stderr
+    assert (
+        "budget.lifetime_epsilon = 1, delta = 1e-06) is not lake" in again.stderr
+        and "records epsilon = 4" in again.stderr
+    )
     assert ledger_runs(ledger) == {"a": "committed", "b": "committed"}
     shown = dpstream("budget", "show", config)  # the config names the lake and its ledger
     assert shown.returncode == 0 and fingerprint in shown.stdout and "b: mu=" in shown.stdout, shown.stderr

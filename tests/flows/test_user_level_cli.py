@@ -9,9 +9,11 @@ import os
 import re
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.flows.test_cli import dpstream
+from tests.flows.test_single_pass_cli import one_line
 from tests.pipelines.conftest import DIM, ID_PREFIX, local_put, write_user_lake
 
 pytestmark = pytest.mark.usefixtures("cli_prefect_api")
@@ -190,3 +192,38 @@ def test_a_carried_id_is_never_a_feature_and_a_row_config_on_people_warns(tmp_pa
     assert "converted with --user customer" in note and 'user_column = "customer"' in note
     assert _row_level_note(load_config(write_config(tmp_path)), {"user_column": "customer"}) is None
     assert _row_level_note(config, {"passthrough": ["customer"]}) is None
+
+
+def test_convert_counts_every_row_and_drops_rows_without_a_person_only_when_asked(tmp_path):
+    from tests.pipelines.test_convert import person_csv
+
+    person_csv(tmp_path / "panel.csv")
+    lines = (tmp_path / "panel.csv").read_text().splitlines()
+    lines[5] = "," + lines[5].split(",", 1)[1]  # no person id
+    lines[9] = "  ," + lines[9].split(",", 1)[1]  # only spaces
+    cells = lines[12].split(",")
+    lines[12] = ",".join([cells[0], "", *cells[2:]])  # a missing income: dropped by --missing drop
+    (tmp_path / "panel.csv").write_text("\n".join(lines) + "\n")
+    args = ("convert", tmp_path / "panel.csv", tmp_path / "lake", "--label", "spend", "--user", "person")
+    refused = dpstream(*args)
+    assert refused.returncode == 2 and "data row 4 (line 6 of the file) has no 'person'" in refused.stderr
+    assert "--drop-missing-ids" in refused.stderr and not (tmp_path / "lake").exists()
+    converted = dpstream(*args, "--drop-missing-ids")
+    assert converted.returncode == 0, converted.stderr
+    counts = re.search(
+        r"read ([\d,]+) rows, wrote ([\d,]+); ([\d,]+) spent on the private bounds .*; 1 dropped by --missing "
+        r"drop / --unknown-category error; 2 without a 'person' id \(--drop-missing-ids\)",
+        converted.stdout,
+    )
+    assert counts, converted.stdout
+    read, written, bounds = (int(group.replace(",", "")) for group in counts.groups())
+    assert read == len(lines) - 1 and written == read - bounds - 3
+    lake_rows = sum(pq.read_metadata(path).num_rows for path in (tmp_path / "lake").glob("*.parquet"))
+    assert lake_rows == written
+    one_line(
+        dpstream(
+            "convert", tmp_path / "panel.csv", tmp_path / "rows", "--label", "spend", "--drop-missing-ids"
+        ),
+        2,
+        "name the person column with --user",
+    )

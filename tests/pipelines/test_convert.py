@@ -366,7 +366,9 @@ def test_a_row_without_its_person_is_refused(tmp_path):
         private_bounds=PrivateBoundsRequest(("income", "age", "spend"), label="spend", user_column="person"),
         require_bounds=True,
     )
-    with pytest.raises(LakeError, match=r"data row 2 has no 'person' \(the person column\)"):
+    with pytest.raises(
+        LakeError, match=r"data row 2 \(line 4 of the file\) has no 'person' \(the person column\)"
+    ):
         csv_to_parquet(str(tmp_path / "panel.csv"), str(tmp_path / "lake"), spec)
     assert not (tmp_path / "lake").exists() or not os.listdir(tmp_path / "lake")
 
