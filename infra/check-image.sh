@@ -45,7 +45,7 @@ step "build $IMAGE with $BUILDER"
 
 step "dpstream --help"
 run dpstream --help >/dev/null
-run id -u | grep -qx 10001
+test "$(run id -u)" = 10001
 
 step "dpstream demo"
 run dpstream demo --rows 40000 --files 4 --quiet --directory "$shared/demo"
@@ -64,7 +64,10 @@ sed -i "s|^n_workers = 2$|address = \"tcp://127.0.0.1:$PORT\"\nworker_timeout = 
 grep -qx "address = \"tcp://127.0.0.1:$PORT\"" "$config" # else the train would start a LocalCluster of its own
 run dpstream train "$config" --quiet --output "$shared/published"
 test -s "$shared/published/model.json"
-"$BUILDER" logs "dpstream-check-worker-$suffix" 2>&1 | grep -q "Registered to" # the worker did join
+# The worker did join. Its log is read whole first: `logs | grep -q` under pipefail failed with SIGPIPE
+# (exit 141) whenever grep stopped at the match before a long log was written out.
+worker_log=$("$BUILDER" logs "dpstream-check-worker-$suffix" 2>&1)
+grep -q "Registered to" <<<"$worker_log"
 
 step "size"
 size=$("$BUILDER" image inspect "$IMAGE" --format '{{.Size}}')

@@ -27,6 +27,7 @@ __all__ = [
     "completed_within",
     "live_workers",
     "wait_for_workers",
+    "report_each",
 ]
 
 POLL_SECONDS = 1.0
@@ -34,6 +35,15 @@ POLL_SECONDS = 1.0
 
 class NoWorkersError(RuntimeError):
     """The cluster had no worker for longer than the configured timeout."""
+
+
+def report_each(futures: list[Any], on_done: Callable[[], None] | None) -> list[Any]:
+    """``futures``, each calling ``on_done()`` (a progress bar's step) once it has finished without error,
+    from the client's thread; nothing with ``on_done`` None."""
+    if on_done is not None:
+        for future in futures:
+            future.add_done_callback(lambda done: done.status == "finished" and on_done())
+    return futures
 
 
 def live_workers(client: Any) -> list[str]:

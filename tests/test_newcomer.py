@@ -99,6 +99,8 @@ def test_the_readme_path_from_a_csv_to_a_model(work):
             result.stderr,
         )
         outputs[command[1]] = result.stdout
+        if command[1] == "predict":  # a bar of the files scored, and the time it took
+            assert re.search(r"score \S+ 1/1 files .* \d:\d\d:\d\d", result.stderr), result.stderr
     assert "Training will use 16,512 rows and hold out 4,128" in outputs["validate"]
 
     # A model clearly better than predicting the mean (ε = 1; AdaSSP's median held-out RMSE is about

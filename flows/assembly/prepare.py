@@ -37,10 +37,16 @@ class ValidatedLake:
     warnings: tuple[str, ...]  # stray files beside the lake, δ ≥ 1/N, person ids spelled several ways
 
 
-def validate(inputs: RunInputs, client: Any = None, generation: str | None = None) -> ValidatedLake:
+def validate(
+    inputs: RunInputs,
+    client: Any = None,
+    generation: str | None = None,
+    progress: Callable[[int], Callable[[], None]] | None = None,
+) -> ValidatedLake:
     """Validate the lake for the config's model (labels included; one Dask task per file with ``client``)
     and refuse a layout that leaves no file to hold out, before anything is shuffled. ``generation``: a
-    resumed run's shuffle generation, whose table version is validated again (not the table's latest)."""
+    resumed run's shuffle generation, whose table version is validated again (not the table's latest).
+    ``progress``: ``validate_lake``'s per-file progress hook."""
     config, spec = inputs.config, inputs.lake
     if generation is not None:
         shuffled = read_manifest(config.lake.shuffled_url, config.lake.storage_options, generation)
@@ -50,6 +56,7 @@ def validate(inputs: RunInputs, client: Any = None, generation: str | None = Non
         labels=config.label_contract,
         client=client,
         worker_timeout=config.cluster.worker_timeout,
+        progress=progress,
         cache=(
             cache := validation_cache(
                 config.lake.shuffled_url,

@@ -23,6 +23,7 @@ __all__ = [
 
 def validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def convert_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,6 +149,7 @@ def _convert_private_bounds(parser: argparse.ArgumentParser) -> None:
 
 
 def predict_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("model", help="model.json of a run (or the run's folder)")
     parser.add_argument(
         "lake",

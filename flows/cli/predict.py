@@ -8,6 +8,7 @@ import argparse
 from dpstream.export import read_model
 from dpstream.flows.cli.interrupt import exit_code, report_interrupted, signal_of
 from dpstream.flows.cli.log_file import log_to_file
+from dpstream.flows.cli.progress import RunProgress
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console
 from dpstream.locations import Protected
@@ -29,15 +30,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = connect(args.scheduler, n_workers=args.workers, memory_limit=args.memory_limit)
         try:
-            summary = predict_lake(
-                model,
-                args.lake,
-                args.out,
-                client=client,
-                keep=tuple(args.keep),
-                source=SourceSpec(version=args.version),
-                out_format=args.format,
-            )
+            with RunProgress(enabled=not args.quiet) as progress:
+                summary = predict_lake(
+                    model,
+                    args.lake,
+                    args.out,
+                    client=client,
+                    keep=tuple(args.keep),
+                    source=SourceSpec(version=args.version),
+                    out_format=args.format,
+                    progress=progress.files("score"),
+                )
         finally:
             client.close()
     except KeyboardInterrupt as interrupted:  # Ctrl-C, or SIGTERM / SIGHUP under the console script

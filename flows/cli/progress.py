@@ -1,4 +1,5 @@
-"""Rich progress bars for the shuffle and the training run: rows, rows/s and ε spent.
+"""Rich progress bars for the shuffle, the training run and scoring: rows, rows/s, ε spent and the time
+left.
 
 The bars are for the operator's terminal (stderr). ε spent after t steps is the exact accountant's ε,
 at the run's δ, of the releases made so far (``dpstream.algorithms.base.report_after``); the ledger
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
 from dpstream.algorithms.base import Plan, report_after
@@ -46,6 +47,22 @@ class RowsPerSecond(ProgressColumn):
         return Text("" if speed is None else f"{_count(speed)} {unit}/s", style="progress.data.speed")
 
 
+def _clock(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+class TimeLeft(ProgressColumn):
+    """The time left while a bar runs ("ETA 0:01:23", from Rich's smoothed speed), and the time it took
+    once it is done: one column, so the bar keeps within 80 columns."""
+
+    def render(self, task: Task) -> Text:
+        if task.finished:
+            return Text(_clock(task.finished_time or task.elapsed or 0.0), style="progress.elapsed")
+        left = task.time_remaining
+        return Text("ETA " + ("-:--:--" if left is None else _clock(left)), style="progress.remaining")
+
+
 class RunProgress:
     """``with RunProgress() as progress:`` then pass ``progress.shuffle(total)`` to ``shuffle_once`` and
     ``progress.training(algorithm, plan)`` to ``train_on_lake``; disabled, the callbacks do nothing."""
@@ -56,11 +73,11 @@ class RunProgress:
             # At most about 78 columns with a billion rows (tests/flows/test_progress.py): a bar that wraps in
             # an 80-column terminal prints a new line at every refresh.
             TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=12),
+            BarColumn(bar_width=8),
             RowsDone(),
             RowsPerSecond(),
             TextColumn("{task.fields[epsilon]}"),
-            TimeElapsedColumn(),
+            TimeLeft(),
             console=console or Console(stderr=True),
             transient=False,
         )
@@ -68,8 +85,11 @@ class RunProgress:
     def __enter__(self) -> RunProgress:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, error_type: Any, *exc_info: Any) -> None:
         if self._progress.live.is_started:
+            # A command that fails says so in one line: its bars leave nothing behind (cleared from a
+            # terminal, never written to a file or pipe).
+            self._progress.live.transient = error_type is not None
             self._progress.stop()
 
     def _add_bar(self, description: str, total: int, epsilon: str, unit: str = "rows") -> Any:
@@ -90,6 +110,18 @@ class RunProgress:
             self._progress.advance(bars[phase], rows)
 
         return advance
+
+    def files(self, description: str) -> Callable[[int], Callable[[], None]]:
+        """A ``progress(total)`` hook for work counted in files (validation, scoring): one bar of ``total``
+        files, drawn once the total is known; the returned step advances it by one file."""
+
+        def start(total: int) -> Callable[[], None]:
+            if not self.enabled or total == 0:
+                return lambda: None
+            bar = self._add_bar(description, total, "", "files")
+            return lambda: self._progress.advance(bar, 1)
+
+        return start
 
     def training(self, algorithm: Any, plan: Plan) -> Callable[[int, Any], None]:
         """An ``on_step(step, state)`` callback showing rows consumed and ε spent so far."""

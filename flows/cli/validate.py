@@ -12,6 +12,7 @@ from dpstream.flows.assembly.locations import protected_locations
 from dpstream.flows.assembly.planning import lake_preprocessing, plan_for
 from dpstream.flows.assembly.prepare import validate
 from dpstream.flows.cli.log_file import log_to_file
+from dpstream.flows.cli.progress import RunProgress
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console, warn
 
@@ -25,8 +26,9 @@ def run(args: argparse.Namespace) -> int:
     args.protected = protected_locations(config, args.config)
     if config.cluster.prepares_on_workers:  # the workers' output, and Dask's, go to a log file
         log_to_file(args, "validate", Path(args.config).stem, prefect=False)
-    with preparation_client(config.cluster) as client:  # cluster.prepare_on: workers or this process
-        validated = validate(inputs, client)
+    # cluster.prepare_on: workers or this process
+    with preparation_client(config.cluster) as client, RunProgress(enabled=not args.quiet) as progress:
+        validated = validate(inputs, client, progress=progress.files("validate"))
     summary = validated.summary
     # What `train` would refuse before reading a row is refused here too: a hyperparameter the chosen
     # algorithm ignores, a plan over its budget, too few rows for the algorithm. The plan is a check only

@@ -27,6 +27,7 @@ columns are copied beside the predictions: in the CSV's units where ``dpstream c
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,7 @@ from dpstream.pipelines.sources.protocol import (
 )
 from dpstream.pipelines.sources.spec import SourceSpec
 from dpstream.pipelines.sources.table_options import delta_storage_options
-from dpstream.pipelines.waiting import gather_within
+from dpstream.pipelines.waiting import gather_within, report_each
 from dpstream.storage import open_url, url_of, write_json_atomic
 
 __all__ = ["predict_lake", "check_predictions_location", "PredictSummary", "PREDICT_RECORD"]
@@ -275,11 +276,13 @@ def predict_lake(
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     source: SourceSpec | None = None,
     out_format: str = "parquet",
+    progress: Callable[[int], Callable[[], None]] | None = None,
 ) -> PredictSummary:
     """Score every live row of ``lake_url`` into ``out_url`` (module docstring); ``client`` is a
     ``distributed.Client`` (None: in this process). ``source``: the lake's format and version (default:
     detected, the latest). ``out_format="delta"``: the predictions become a new Delta table, created by
-    one commit once every part is written."""
+    one commit once every part is written. ``progress(files)``, given the number of files to score,
+    returns the step called as each one is scored (``RunProgress.files``)."""
     options = dict(storage_options or {})
     if out_format not in ("parquet", "delta"):
         raise LakeError(f"--format must be parquet or delta, got {out_format!r}")
@@ -302,12 +305,13 @@ def predict_lake(
         (model, source, options, url_of(out_fs, part), options, tuple(keep), batch_rows, file)
         for source, part, file in zip(sources, parts, listed, strict=True)
     ]
+    on_file = progress(len(arguments)) if progress is not None else None
     try:
         if client is None:
-            counts = [score_file(*args) for args in arguments]
+            counts = [_scored(score_file(*args), on_file) for args in arguments]
         else:
             futures = [client.submit(release_after, score_file, *args, pure=False) for args in arguments]
-            counts = gather_within(client, futures, worker_timeout=worker_timeout)
+            counts = gather_within(client, report_each(futures, on_file), worker_timeout=worker_timeout)
         final = _publish(out_fs, root, parts, out_url, options, out_format)
         write_json_atomic(
             out_fs,
@@ -330,6 +334,12 @@ def predict_lake(
             out_fs.rm(staging, recursive=True)
         if created and out_fs.isdir(root) and not out_fs.ls(root, detail=False):
             out_fs.rm(root, recursive=True)
+
+
+def _scored(rows: int, on_file: Callable[[], None] | None) -> int:
+    if on_file is not None:
+        on_file()
+    return rows
 
 
 def _check_kept_columns(model: ModelDocument, keep: tuple[str, ...]) -> None:

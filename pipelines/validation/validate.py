@@ -9,6 +9,7 @@ records its per-file checks under the lake's ``shuffled_url`` and reads again on
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ from dpstream.pipelines.validation.columns import feature_width
 from dpstream.pipelines.validation.content_digest import RowsDigest, refuse_copies
 from dpstream.pipelines.validation.persons import MergedIds, check_user_column, check_user_ids, merged_ids
 from dpstream.pipelines.validation.values import check_class_labels, check_values, file_name
-from dpstream.pipelines.waiting import gather_within
+from dpstream.pipelines.waiting import gather_within, report_each
 from dpstream.storage import open_url
 
 if TYPE_CHECKING:
@@ -207,6 +208,7 @@ def _check_files(
     client,
     worker_timeout: float,
     cache: ValidationCache | None = None,
+    progress: Callable[[int], Callable[[], None]] | None = None,
 ) -> list[FileCheck]:
     """Each listed file's check in path order: reused from ``cache`` where the file is unchanged since it
     was recorded (``dpstream.pipelines.validation.cache``), else run (``check_file``). Without a client
@@ -214,7 +216,10 @@ def _check_files(
     reused = cache.recorded(fs, listed) if cache is not None else [None] * len(listed)
     checks = [None if found is None else _recorded_check(*found) for found in reused]
     missing = [index for index, check in enumerate(checks) if check is None]
-    run = _run_checks(fs, tuple(listed[index] for index in missing), client, worker_timeout, spec, labels)
+    on_file = progress(len(missing)) if progress is not None else None  # the files read again
+    run = _run_checks(
+        fs, tuple(listed[index] for index in missing), client, worker_timeout, spec, labels, on_file
+    )
     for index, check in zip(missing, run, strict=False):
         checks[index] = check
     return list(itertools.takewhile(lambda check: check is not None, checks))
@@ -234,6 +239,7 @@ def _run_checks(
     worker_timeout: float,
     spec: LakeSpec,
     labels: LabelContract | None,
+    on_file: Callable[[], None] | None = None,
 ) -> list[FileCheck]:
     if not listed:
         return []
@@ -242,6 +248,8 @@ def _run_checks(
         checks = []
         for url, file in zip(urls, listed, strict=True):
             checks.append(check_file(url, spec, labels, file))
+            if on_file is not None:
+                on_file()
             if checks[-1].error:  # a later file cannot change which problem is reported
                 break
         return checks
@@ -249,7 +257,7 @@ def _run_checks(
         client.submit(release_after, check_file, url, spec, labels, file, pure=False)
         for url, file in zip(urls, listed, strict=True)
     ]
-    return gather_within(client, futures, worker_timeout=worker_timeout)
+    return gather_within(client, report_each(futures, on_file), worker_timeout=worker_timeout)
 
 
 def validate_lake(
@@ -259,6 +267,7 @@ def validate_lake(
     client=None,
     worker_timeout: float = DEFAULT_WORKER_TIMEOUT,
     cache: ValidationCache | None = None,
+    progress: Callable[[int], Callable[[], None]] | None = None,
 ) -> LakeSummary:
     """Check the whole lake before any budget is spent; ``LakeError`` names the file, column and row.
 
@@ -274,12 +283,13 @@ def validate_lake(
     records would be used twice). Under the user unit, the people whose id is stored in more than one
     spelling are counted (``LakeSummary.merged_ids``; ``validation.persons``). On a cluster left without
     workers for ``worker_timeout`` seconds it stops (``dpstream.pipelines.waiting.NoWorkersError``).
-    ``cache`` (``ValidationCache``): files unchanged since their check was recorded are not read again."""
+    ``cache`` (``ValidationCache``): files unchanged since their check was recorded are not read again.
+    ``progress(files)``, given the number of files to read, returns the step called as each is checked."""
     pinned = pin(spec)
     fs, paths, stray = pinned.fs, [file.path for file in pinned.files], pinned.stray
     if not paths:
         raise LakeError(_no_files(spec, stray))
-    checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout, cache)
+    checks = _check_files(fs, pinned.files, spec, labels, client, worker_timeout, cache, progress)
     _compare_files(paths, checks, spec, labels)
     first = checks[0]
     files = tuple(check.file for check in checks)

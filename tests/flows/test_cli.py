@@ -143,6 +143,9 @@ def test_convert_validate_shuffle_on_real_data(tmp_path):
     validated = dpstream("validate", config)
     assert validated.returncode == 0, validated.stderr
     assert "20,640 rows" in validated.stdout and "fingerprint lake-" in validated.stdout
+    # A progress bar on stderr: files checked, and the time taken (while it runs: the time left).
+    assert re.fullmatch(r"validate \S+ 1/1 files .* \d:\d\d:\d\d\s*", validated.stderr), validated.stderr
+    assert dpstream("validate", config, "--quiet").stderr == ""
     # What training will use, before anything is shuffled: the layout the shuffle then writes.
     assert (
         "Training will use 16,512 rows and hold out 4,128 (the last of 5 shuffled files)" in validated.stdout

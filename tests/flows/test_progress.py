@@ -70,6 +70,7 @@ def test_bars_fit_an_80_column_terminal_at_a_billion_rows():
     assert (
         "2.00G/2.00G rows" in lines[0]
         and "1.23G/2.00G rows" in lines[1]
+        and "ETA " in lines[1]  # a bar still running says the time left; a finished one the time it took
         and re.search(r"ε [0-9.]+ ", lines[2])
     )
     assert "train 1999 steps" in lines[2] and "2.00G/2.00G rows" in lines[2]
