@@ -98,7 +98,12 @@ class Ledger:
                     f"lake do not mix (a second ledger would not make them: the records are the same). Train with "
                     f"the lake's unit ({unit_setting(recorded.unit)})"
                 )
-            if proposed and budget is not None and budget != recorded and budget.relation == recorded.relation:
+            if (
+                proposed
+                and budget is not None
+                and budget != recorded
+                and budget.relation == recorded.relation
+            ):
                 opened = self._open(fingerprint, recorded, self._files(fingerprint, files))
                 opened.proposed = budget
                 return opened
