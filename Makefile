@@ -3,19 +3,29 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.runtime
 UV_VERSION := 0.13.9
 
 .PHONY: demo test bench bench-scale bench-gpu bench-peers california install lock clean
 
 install: $(STAMP)
 
-# Reinstall whenever the dependency declaration, the lock or the way they are installed changes.
-$(STAMP): pyproject.toml requirements.lock Makefile
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r requirements.lock
+# Two installs into one .venv: the runtime (`make demo`: requirements-runtime.lock, the core dependencies
+# alone) and everything the suite and the benchmarks use (`make test`: requirements.lock, a superset at
+# the same versions). Each reinstalls whenever the dependency declaration, its lock or the way they are
+# installed changes.
+UV_INSTALL = test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)" && \
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -r $(1) && \
 	$(BIN)/uv pip install -q --python $(BIN)/python --no-deps -e .
-	touch $(STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml requirements-runtime.lock Makefile
+	$(call UV_INSTALL,requirements-runtime.lock)
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): pyproject.toml requirements.lock Makefile
+	$(call UV_INSTALL,requirements.lock)
+	touch $(STAMP) $(RUNTIME_STAMP)
 
 # Bytecode, written ahead: where PYTHONDONTWRITEBYTECODE is set (this machine, CI, the image) Python
 # never caches what it compiles, so every process (each CLI command, each Dask worker) compiled its
@@ -25,11 +35,11 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 BYTECODE := $(BIN)/python -m compileall -q -j 0 dpstream pipelines flows examples benchmarks \
 	&& $(BIN)/python -c 'from dpstream.pipelines.preprocessing.range_map import compile_all; compile_all()'
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BYTECODE)
 	. ./.ci/env.sh && $(BIN)/dpstream demo
 
-# The real-data example: California housing, DP linear regression at epsilon = 1 (README, "Real data").
+# The real-data example: California housing, DP linear regression at epsilon = 1 (docs/lakes.md, "Real data: California housing").
 california: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m examples.california
 
@@ -68,13 +78,15 @@ bench-peers: $(STAMP)
 	$(BIN)/python -m pip install -q "torch==2.13.0" "opacus==1.6.0"
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks.opacus_compare
 
-# Regenerate the locks after changing pyproject.toml (needs the package registry): the test lock, and
-# the image's (core + kubernetes extra) at the same versions.
+# Regenerate the locks after changing pyproject.toml (needs the package registry): the test lock, then
+# at the same versions the runtime's (core alone) and the image's (core, the lake extras, kubernetes).
 lock: $(STAMP)
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 \
 	  --no-header --annotation-style line -o requirements.lock
-	$(BIN)/uv pip compile pyproject.toml --extra kubernetes -c requirements.lock --python-version 3.11 \
-	  --no-header --annotation-style line -o requirements-image.lock
+	$(BIN)/uv pip compile pyproject.toml -c requirements.lock --python-version 3.11 \
+	  --no-header --annotation-style line -o requirements-runtime.lock
+	$(BIN)/uv pip compile pyproject.toml --extra s3 --extra delta --extra iceberg --extra kubernetes \
+	  -c requirements.lock --python-version 3.11 --no-header --annotation-style line -o requirements-image.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .demo .california .bench

@@ -1,5 +1,5 @@
 """What each kind of correlation costs in sensitivity: ε at δ for the four noise processes at the same
-noise multiplier and horizon (the README table). Run: ``python -m benchmarks.noise_costs``."""
+noise multiplier and horizon (the table in docs/privacy.md). Run: ``python -m benchmarks.noise_costs``."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ class TooSpread(ValueError):
 
 
 # Of the sample the coarse bounds must hold (noisy counts): less is refused, not clipped away. A half,
-# not 3/4: the README's churn conversion (`tenure`, 7,043 rows, months 0-72 over five half-decades)
+# not 3/4: the churn conversion of docs/lakes.md (`tenure`, 7,043 rows, months 0-72 over five half-decades)
 # held 68 % in 1 run of 12 at 3/4 and was refused; the flight delay that motivated it held 35 %.
 MIN_KEPT_SHARE = 0.5
 

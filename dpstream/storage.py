@@ -23,6 +23,8 @@ from typing import Any, BinaryIO
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from dpstream.extras import missing_extra
+
 __all__ = [
     "open_url",
     "is_local",
@@ -44,7 +46,11 @@ def open_url(
     """(filesystem, path) for a local path, ``file://`` or ``s3://`` URL."""
     if not isinstance(url, (str, os.PathLike)) or not str(url).strip():
         raise ValueError(f"expected a local path or URL such as s3://bucket/prefix, got {url!r}")
-    fs, path = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    try:
+        fs, path = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    except ImportError as error:  # fsspec's "Install s3fs to access S3" sets no module name
+        extra = missing_extra(error, "s3fs" if str(url).startswith(("s3://", "s3a://")) else None)
+        raise (extra or error) from None
     return fs, path.rstrip("/") or path
 
 

@@ -47,9 +47,11 @@ def operator_pods(cluster: dict[str, Any], namespace: str = "dpstream") -> dict[
     return {"scheduler": scheduler["spec"]["template"], "worker": worker["spec"]["template"]}
 
 
-def readme_kube_kwargs() -> list[dict[str, Any]]:
-    """The KubeCluster arguments of every ``[cluster]`` example in the README."""
-    blocks = re.findall(r"```toml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+def documented_kube_kwargs() -> list[dict[str, Any]]:
+    """The KubeCluster arguments of every ``[cluster]`` example in the README and docs/ (the two of
+    docs/prefect.md)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [block for page in pages for block in re.findall(r"```toml\n(.*?)```", page.read_text(), re.S)]
     found = [tomllib.loads(block)["cluster"] for block in blocks if "KubeCluster" in block]
     assert len(found) >= 2
     return [cluster["kwargs"] for cluster in found]
@@ -119,7 +121,7 @@ def prefect_worker_pod() -> dict[str, Any]:
 
 
 def test_the_checker_refuses_the_pods_the_namespace_refused():
-    """The pods the namespace rejected fail here too: make_cluster_spec's (the README's KubeCluster
+    """The pods the namespace rejected fail here too: make_cluster_spec's (the documented KubeCluster
     before dpstream hardened it) and Prefect's default job template. So do hand-made violations."""
     from dask_kubernetes.operator import make_cluster_spec
     from prefect_kubernetes.worker import KubernetesWorker
@@ -163,9 +165,9 @@ def test_the_checker_refuses_the_pods_the_namespace_refused():
 
 def pods_the_project_produces() -> dict[str, dict[str, Any]]:
     pods = {f"DaskCluster {role}": pod for role, pod in daskcluster_pods().items()}
-    for index, kwargs in enumerate(readme_kube_kwargs()):
+    for index, kwargs in enumerate(documented_kube_kwargs()):
         pods |= {
-            f"README KubeCluster #{index} {role}": pod for role, pod in kube_cluster_pods(kwargs).items()
+            f"documented KubeCluster #{index} {role}": pod for role, pod in kube_cluster_pods(kwargs).items()
         }
     pods["flow job"] = flow_job()["spec"]["template"]
     pods["Prefect worker"] = prefect_worker_pod()
@@ -239,7 +241,7 @@ def endpoints() -> dict[str, Endpoint]:
         return Endpoint(name, namespace, template["metadata"]["labels"], ports)
 
     dask = daskcluster_pods()
-    kube = kube_cluster_pods(readme_kube_kwargs()[-1])
+    kube = kube_cluster_pods(documented_kube_kwargs()[-1])
     worker_values = documents(INFRA / "helm" / "prefect-worker.values.yaml")[0]["worker"]
     server_host = re.match(r"https?://([^:/]+):(\d+)", worker_values["selfHostedServerApiConfig"]["apiUrl"])
     service, server_namespace = server_host.group(1).split(".")[:2]
@@ -329,7 +331,7 @@ def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
             raise Refused
 
     monkeypatch.setattr(cluster_module, "import_cluster_class", lambda path: Recording)
-    kwargs = readme_kube_kwargs()[-1]
+    kwargs = documented_kube_kwargs()[-1]
     with (
         pytest.raises(Refused),
         cluster_module.cluster_client(

@@ -1,5 +1,5 @@
 """Multi-class DPLogisticRegression: scikit-learn conventions with string labels, the iterative algorithms
-on the softmax model, and the utility claims of README / BENCHMARKS as statistical tests with
+on the softmax model, and the utility claims of docs/lakes.md / BENCHMARKS as statistical tests with
 fixed noise seeds (``benchmarks.multiclass``)."""
 
 import warnings
@@ -64,7 +64,7 @@ def test_kan_stays_binary_and_one_class_is_refused():
         DPLogisticRegression(feature_bounds=(0.0, 80.0)).fit(X, np.full(500, "a"))
 
 
-# Claims (README "String and multi-class labels", BENCHMARKS "Multi-class labels"): fixed noise seeds,
+# Claims (docs/lakes.md "String and multi-class labels", BENCHMARKS "Multi-class labels"): fixed noise seeds,
 # thresholds from the measured spread of `python -m benchmarks.multiclass --fits 21`.
 @pytest.fixture(scope="module")
 def penguins_at_4():

@@ -49,7 +49,7 @@ def test_dp_ambssgd_on_the_visit_panel_starts_at_the_mean_instead_of_the_range_c
 
 @pytest.mark.parametrize("name, measured", [("doctor_visits", (0.973, 1.000)), ("gss_wages", (0.896, 1.000))])
 def test_private_bounds_beat_documented_ranges_much_wider_than_the_data(name, measured):
-    """README "Public bounds, where they are tight": AdaSSP's median with private bounds against the
+    """docs/estimators.md "Public bounds, where they are tight": AdaSSP's median with private bounds against the
     documented ranges (20 fits: private, documented)."""
     prepared = prepare(load(name))
     private = evaluate_cell(prepared, "ssp", "private", "row", fits=FITS)

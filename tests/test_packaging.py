@@ -140,3 +140,51 @@ def test_layers_import_downwards_only():
         if any(name == prefix or name.startswith(prefix + ".") for prefix in names)
     ]
     assert not crossings, crossings
+
+
+def test_a_missing_extra_is_named_with_the_command_that_installs_it():
+    """The runtime (``make demo``) has no S3, Delta, Iceberg, Kubernetes, GPU or PLD library: a feature that
+    needs one names its extra, in Python and on the command line."""
+    from dpstream.extras import EXTRAS, MissingExtra, missing_extra
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {extra for extra, _ in EXTRAS.values()} <= set(declared)
+    error = missing_extra(ModuleNotFoundError("No module named 'deltalake'", name="deltalake"))
+    assert isinstance(error, MissingExtra) and "pip install 'dpstream[delta]'" in str(error)
+    assert missing_extra(ImportError("Install s3fs to access S3"), "s3fs").name == "s3fs"
+    assert missing_extra(ModuleNotFoundError("No module named 'yaml'", name="yaml")) is None
+    runtime = {line.split("==")[0] for line in (ROOT / "requirements-runtime.lock").read_text().splitlines()}
+    assert not runtime & {
+        "s3fs",
+        "deltalake",
+        "pyiceberg",
+        "dask-kubernetes",
+        "dp-accounting",
+        "moto",
+        "pytest",
+    }
+
+
+def test_the_cli_names_the_extra_for_an_s3_location_without_s3fs(tmp_path):
+    """A process where s3fs cannot be imported: `dpstream validate` of an s3:// lake says which extra."""
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        '[lake]\nurl = "s3://bucket/raw"\nfeatures = ["x"]\nlabel = "y"\nshuffled_url = "'
+        + str(tmp_path / "s")
+        + '"\n'
+        '[budget]\nepsilon = 1.0\ndelta = 1e-6\nlifetime_epsilon = 4.0\nledger_url = "'
+        + str(tmp_path / "l")
+        + '"\n'
+    )
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "s3fs.py").write_text("raise ImportError('s3fs is blocked here')\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "dpstream.flows.cli.main", "validate", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": f"{blocker}{os.pathsep}{ROOT}"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "needs the 's3' extra" in result.stderr and "pip install 'dpstream[s3]'" in result.stderr

@@ -1,7 +1,8 @@
-"""The README's real-data claims as statistical tests: defaults on data in its own units.
+"""The real-data claims of docs/estimators.md ("Real data in its own units") as statistical tests:
+defaults on data in its own units.
 
 Each test runs ``benchmarks.real_data.evaluate`` with fixed seeds (noise keys and diffprivlib's
-``random_state``), so it is deterministic; the thresholds are the README's claims, and the figures
+``random_state``), so it is deterministic; the thresholds are the page's claims, and the figures
 measured by ``python -m benchmarks.real_data`` (20 fits, BENCHMARKS.md "Real data in its own units")
 are quoted beside each so the margin is visible. A change that makes a claim stop holding fails here.
 """
@@ -55,7 +56,7 @@ def test_classification_defaults_close_half_the_gap_to_non_private(name, measure
 @pytest.mark.parametrize("name", ["tv16", "churn"])
 def test_public_bounds_match_diffprivlib_and_are_stable(name):
     # Measured (20 fits): TV16 0.889 (p10 0.888) against diffprivlib 0.830; churn 0.789 (p10 0.784) against
-    # 0.745. California > $200k is the exception the README states: 0.799 against 0.825.
+    # 0.745. California > $200k is the exception docs/estimators.md states: 0.799 against 0.825.
     result = run(name, 1.0, ("public bounds", "diffprivlib"))
     ours = result.scores["public bounds"]
     assert np.median(ours) >= np.median(result.scores["diffprivlib"])
@@ -92,9 +93,10 @@ def test_small_data_at_epsilon_one_is_refused_with_the_fix():
 
 
 def test_the_label_mean_release_wins_where_the_noise_bound_exceeds_n():
-    """README: the full AdaSSP release loses to the noisy label mean from λ₀ ≈ N on CPS wages, not before
-    2N on California. Measured (30 fits): CPS full/mean 0.674/0.719 at λ₀ = 0.6N, 0.767/0.719 at 1.5N;
-    California full beats the mean at every ratio up to 2N ($109k against $113k)."""
+    """docs/estimators.md ("Too few rows for the regression"): the full AdaSSP release loses to the noisy
+    label mean from λ₀ ≈ N on CPS wages, not before 2N on California. Measured (30 fits): CPS full/mean
+    0.674/0.719 at λ₀ = 0.6N, 0.767/0.719 at 1.5N; California full beats the mean
+    at every ratio up to 2N ($109k against $113k)."""
     from benchmarks.real_data import label_mean_errors
 
     cps = label_mean_errors("cps1988", (0.6, 1.5, 2.0), repeats=15)

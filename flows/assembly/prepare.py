@@ -115,7 +115,7 @@ def _units_note(config: PipelineConfig, record: dict[str, Any] | None, table: bo
     way = (
         "add [preprocess] to the config with the columns' public ranges ([preprocess.bounds], the label's too) "
         "and category lists ([preprocess.categories]): the rows are then mapped onto [−1, 1], one-hot encoded and "
-        'given an intercept as the shuffle reads them (README, "A lake in its own units")'
+        'given an intercept as the shuffle reads them (docs/lakes.md, "A lake in its own units")'
         + ("" if table else "; or write the lake with `dpstream convert`")
     )
     return (

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from dpstream.extras import MissingExtra, missing_extra
 from dpstream.flows.logs import log_directory
 
 __all__ = [
@@ -148,13 +149,15 @@ def refuse(error: Exception, args) -> int:
     if ledger is not None and isinstance(error, ledger.BudgetExceededError):
         print(f"dpstream: budget refused: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BUDGET
+    if isinstance(error, ImportError):  # a feature whose extra is not installed: name the extra
+        error = missing_extra(error) or error
     if not isinstance(error, ValueError):  # a ValueError's own words name the setting and the fix
         places = [*getattr(args, "places", ()), *_common_places()]
         line = failure_line(error, places, getattr(args, "again", ""))
         if line is not None:
             print(f"{line}{_log_note(args)}", file=sys.stderr)
             return EXIT_OTHER
-    if isinstance(error, (ValueError, FileNotFoundError)):
+    if isinstance(error, (ValueError, FileNotFoundError, MissingExtra)):
         print(f"dpstream: {error}{_log_note(args)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"dpstream: {type(error).__name__}: {error}{_log_note(args)}", file=sys.stderr)

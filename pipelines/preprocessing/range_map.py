@@ -4,7 +4,7 @@ Each bounded column is mapped from its public range [lo, hi] onto the scale rang
 
     x' = t_lo + (t_hi − t_lo)·(clip(x, lo, hi) − lo)/(hi − lo)
 
-(``dpstream.pipelines.preprocessing.rows.convert_rows``; README, "A lake in its own units"). Written as NumPy
+(``dpstream.pipelines.preprocessing.rows.convert_rows``; docs/lakes.md, "A lake in its own units"). Written as NumPy
 expressions that is five passes over the column and one more to store it in the prepared width, for
 every batch that validation, the shuffle and scoring read. ``map_range`` does it in one pass: a Numba
 loop (no fast-math, so every operation is the IEEE operation of the expression, in its order, with

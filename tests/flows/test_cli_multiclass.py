@@ -1,7 +1,8 @@
-"""A string-labelled, three-class CSV from `dpstream convert` to `dpstream predict` with the README's commands:
-the label's public class list, an id carried through, features picked without typing them, the generated
-pipeline.toml, accuracy beside the majority class, predictions in the classes' spelling and the kept columns
-in the CSV's units. Plus each bad input convert handles, refused with nothing written."""
+"""A string-labelled, three-class CSV from `dpstream convert` to `dpstream predict` with the commands of
+docs/lakes.md ("String and multi-class labels"): the label's public class list, an id carried through,
+features picked without typing them, the generated pipeline.toml, accuracy beside the majority class,
+predictions in the classes' spelling and the kept columns in the CSV's units. Plus each bad input
+convert handles, refused with nothing written."""
 
 import csv
 import json

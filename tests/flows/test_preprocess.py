@@ -1,6 +1,6 @@
 """``[preprocess]``: a table in its own units, prepared from public ranges as the shuffle reads it.
 
-The claim (README "A lake in its own units", BENCHMARKS.md): on ggplot2's diamonds as a Delta table with
+The claim (docs/lakes.md "A lake in its own units", BENCHMARKS.md): on ggplot2's diamonds as a Delta table with
 10 % of its rows deleted, the defaults at ε = 1 with ``[preprocess]`` beat the label mean by a wide margin,
 and the same table trained with its columns as stored does not. The flow's noise key and shuffle come
 from OS entropy (no seed can be set, by design), so the threshold sits far from the measured spread:

@@ -1,8 +1,9 @@
-"""The README's process-pool deployment commands run as written, against a real `prefect
-server` on 127.0.0.1: the block is read from README.md and run by bash from the repository root, with
-only the two exported values (the server's URL, the config's path) replaced by this test's. The
-deployment run it starts completes and publishes model.json beside the config; the Kubernetes pool's
-command from "Run on Kubernetes" creates its pool with the shipped job template."""
+"""The process-pool deployment commands of docs/prefect.md ("Schedules and deployments") run as
+written, against a real `prefect server` on 127.0.0.1: the block is read from docs/prefect.md and run by
+bash from the repository root, with only the two exported values (the server's URL, the config's path)
+replaced by this test's. The deployment run it starts completes and publishes model.json beside the
+config; the Kubernetes pool's command from the page's "Run on Kubernetes" creates its pool with the
+shipped job template."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ import pytest
 from tests.flows.test_schedule import api, pipeline, prefect_server  # noqa: F401 - prefect_server is a fixture
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "prefect.md"  # the page that holds the deployment commands
 BIN = Path(sys.executable).parent
 MARKER = "<!-- checked verbatim by tests/flows/test_readme_deploy.py"
 
 
-def readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
+def deployment_block() -> str:
+    text = PAGE.read_text()
     after = text[text.index(MARKER) :]
     return re.search(r"```bash\n(.*?)```", after, re.S).group(1)
 
@@ -47,10 +49,10 @@ def stop_group(group: int, grace: float = 10.0) -> None:
     os.killpg(group, signal.SIGKILL)
 
 
-def test_the_readme_deployment_commands_run_verbatim(prefect_server, tmp_path):  # noqa: F811
+def test_the_documented_deployment_commands_run_verbatim(prefect_server, tmp_path):  # noqa: F811
     env = {**prefect_server, "PATH": f"{BIN}{os.pathsep}{prefect_server['PATH']}"}
     config = pipeline(tmp_path, "deployed")
-    block = readme_block()
+    block = deployment_block()
     exports = re.findall(r"^export (PREFECT_API_URL|DPSTREAM_CONFIG)=(\S+)", block, re.M)
     assert [name for name, _ in exports] == ["PREFECT_API_URL", "DPSTREAM_CONFIG"]
     script = block
@@ -87,8 +89,8 @@ def test_the_readme_deployment_commands_run_verbatim(prefect_server, tmp_path): 
     assert json.loads(model.read_text())["privacy"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
 
 
-def test_the_readme_kubernetes_pool_command_creates_the_pool_with_the_shipped_template(prefect_server):  # noqa: F811
-    text = (ROOT / "README.md").read_text()
+def test_the_documented_kubernetes_pool_command_creates_the_pool_with_the_shipped_template(prefect_server):  # noqa: F811
+    text = PAGE.read_text()
     command = re.search(
         r"(prefect work-pool create dpstream-kubernetes [^`]*?)\s+# offline", text, re.S
     ).group(1)
