@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.runtime
 UV_VERSION := 0.13.9
 
-.PHONY: demo test bench bench-scale bench-gpu bench-peers california install lock clean
+.PHONY: demo test test-lowest bench bench-scale bench-gpu bench-peers california install lock clean
 
 install: $(STAMP)
 
@@ -87,6 +87,23 @@ lock: $(STAMP)
 	  --no-header --annotation-style line -o requirements-runtime.lock
 	$(BIN)/uv pip compile pyproject.toml --extra s3 --extra delta --extra iceberg --extra kubernetes \
 	  -c requirements.lock --python-version 3.11 --no-header --annotation-style line -o requirements-image.lock
+	grep -E '^(pytest|pytest-timeout|hypothesis)==' requirements.lock | cut -d' ' -f1 > .lock-test-tools.txt
+	$(BIN)/uv pip compile pyproject.toml --extra test --resolution lowest-direct -c .lock-test-tools.txt \
+	  --python-version 3.11 --no-header --annotation-style line -o requirements-lowest.lock
+	rm -f .lock-test-tools.txt
+
+# The lowest versions pyproject.toml allows (requirements-lowest.lock; the test tools at the lock's), in
+# .venv-lowest, through the tests of the estimators, the privacy core, conversion, the CLI and a lake run
+# (docs/development.md, "Installing"). About 6 minutes; not part of `make test`.
+LOWEST_TESTS := tests/test_estimators.py tests/test_preprocessing.py tests/test_budget.py tests/test_search.py \
+	tests/test_sklearn_docs.py tests/privacy tests/pipelines/test_convert.py tests/flows/test_cli.py \
+	tests/flows/test_preprocess.py tests/test_packaging.py tests/test_newcomer.py tests/flows/test_single_pass_cli.py
+test-lowest: requirements-lowest.lock
+	test -x .venv-lowest/bin/python || $(PYTHON) -m venv .venv-lowest
+	.venv-lowest/bin/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+	.venv-lowest/bin/uv pip install -q --python .venv-lowest/bin/python -r requirements-lowest.lock
+	.venv-lowest/bin/uv pip install -q --python .venv-lowest/bin/python --no-deps -e .
+	. ./.ci/env.sh && .venv-lowest/bin/python -m pytest -q -n $(TEST_WORKERS) $(LOWEST_TESTS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .demo .california .bench
+	rm -rf $(VENV) .venv-lowest .pytest_cache .hypothesis .demo .california .bench
