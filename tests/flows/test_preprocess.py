@@ -10,6 +10,8 @@ from OS entropy (no seed can be set, by design), so the threshold sits far from 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -272,9 +274,7 @@ def test_infinite_and_missing_coded_values_are_refused_and_integer_labels_are_co
 
 
 @pytest.mark.slow
-def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_stored(
-    tmp_path, prefect_api, capsys
-):
+def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_stored(tmp_path, prefect_api):
     from benchmarks.table_preprocess import CONSTANT, RMSE, pipeline_toml, write_diamonds_table
     from dpstream.export import read_model
     from dpstream.flows.flows import train_flow
@@ -295,8 +295,10 @@ def test_diamonds_in_their_own_units_beat_the_mean_with_preprocess_and_score_as_
     config = load_config(str(config_path))
     manifest = read_manifest(config.lake.shuffled_url)
     assert manifest.preprocessing == model["preprocessing"] and manifest.source_rows == live
-    report(argparse.Namespace(run=str(tmp_path / "out"), operator=None))  # `dpstream report`: text as written
-    assert "preprocessing ([preprocess], applied as rows are read): " in capsys.readouterr().out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # `dpstream report`: text printed as written, no markup
+        report(argparse.Namespace(run=str(tmp_path / "out"), operator=None))
+    assert "preprocessing ([preprocess], applied as rows are read): " in printed.getvalue()
 
     # Scoring reads the table's raw columns and prepares them alike; the kept label is in dollars.
     document = read_model(str(tmp_path / "out" / "model.json"))
