@@ -34,7 +34,8 @@ def refuse_fit_params(estimator: str, fit_params: dict[str, Any]) -> None:
 
 class FitAccounting:
     """The budget, noise key and report notes of a fit (module docstring). Expects ``epsilon``,
-    ``delta``, ``relation``, ``budget``, ``noise_key`` and ``random_state`` parameters."""
+    ``delta``, ``relation``, ``budget`` and ``noise_key`` parameters, and ``random_state`` where the
+    noise may be seeded (``DPSearchCV`` has none)."""
 
     def _budget(self) -> PrivacyBudget | None:
         """The budget this fit charges: ``budget``, else that of an enclosing ``with budget:``, else none."""
@@ -50,7 +51,7 @@ class FitAccounting:
 
     def _noise_seed(self) -> int | None:
         """The seed the noise is reproduced from: ``random_state`` unless ``noise_key`` is given."""
-        return None if self.noise_key is not None else self.random_state
+        return None if self.noise_key is not None else getattr(self, "random_state", None)
 
     def _fit_key(self) -> NoiseKey:
         """``noise_key``, else one ``random_state`` reproduces (a ``PrivacyLeakWarning``), else a fresh key

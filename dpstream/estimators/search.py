@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_regressor
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
+from dpstream.estimators.accounting import FitAccounting
 from dpstream.estimators.base import SinglePassEstimator
 from dpstream.noise import NoiseKey, gaussian
 from dpstream.privacy import (
@@ -42,7 +43,7 @@ from dpstream.privacy import (
     epsilon_for_delta,
     mu_for_epsilon_delta,
 )
-from dpstream.privacy.budget import PrivacyBudget, active_budget
+from dpstream.privacy.budget import PrivacyBudget
 
 __all__ = ["DPSearchCV"]
 
@@ -61,7 +62,7 @@ class Candidate:
     refused: str | None = None
 
 
-class DPSearchCV(MetaEstimatorMixin, BaseEstimator):
+class DPSearchCV(MetaEstimatorMixin, FitAccounting, BaseEstimator):
     """Choose ``estimator``'s hyperparameters from ``param_grid`` privately and refit the choice, all
     within (``epsilon``, ``delta``) (module docstring). ``best_params_``, ``best_estimator_``,
     ``candidates_`` (the noisy scores) and ``privacy_report_`` after ``fit``."""
@@ -96,10 +97,10 @@ class DPSearchCV(MetaEstimatorMixin, BaseEstimator):
                 f"{len(candidates)} candidates need at least {4 * len(candidates)} rows, got {rows}"
             )
         mu = mu_for_epsilon_delta(self.epsilon, self.delta)
-        budget = self.budget if self.budget is not None else active_budget()
+        budget = self._budget()
         if budget is not None:  # the whole search, before anything is released
             budget.charge(mu, f"DPSearchCV.fit(epsilon={self.epsilon:g})", self._relation().value, False)
-        key = self.noise_key if self.noise_key is not None else NoiseKey.generate()
+        key = self._fit_key()
         selection_mu, refit_mu = (
             math.sqrt(self.selection_share) * mu,
             math.sqrt(1 - self.selection_share) * mu,
