@@ -22,6 +22,14 @@ if "DPSTREAM_LOG_DIR" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["DPSTREAM_LOG_DIR"], True)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first. pytest-xdist hands tests out in collection order, and the long
+    CLI and outage tests sit late in it (tests/flows, tests/test_*.py): last, they left one worker
+    running them for minutes while the other stood idle. Longest-first keeps both busy to the end.
+    The order is the same in every worker, as xdist requires (a stable sort of one collection)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 RUNNING_SERVERS: dict = {}  # endpoint -> server, so an outage test can stop and restart it
 
 

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_california_example(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "examples.california", "--directory", str(tmp_path), "--quiet"],

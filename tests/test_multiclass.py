@@ -88,6 +88,7 @@ def test_digits_one_release_for_ten_classes_beats_one_vs_rest():
     assert result.median("diffprivlib OvR") < 0.3  # measured 0.164: ε/10 per class
 
 
+@pytest.mark.slow
 def test_diamonds_cut_at_epsilon_1_with_the_defaults_beats_half_the_gap_and_one_vs_rest():
     """N ≥ 10,000: 43,152 training rows, 5 grades, private bounds inside ε = 1 (the estimator's defaults)."""
     from benchmarks.multiclass import evaluate
@@ -111,6 +112,7 @@ def test_fitting_a_dataframe_raises_no_feature_name_warning():
     assert list(model.feature_names_in_) == ["income", "age"]
 
 
+@pytest.mark.slow
 def test_sixteen_carriers_one_release_beats_one_vs_rest_at_the_same_budget():
     """nycflights13's 16 carriers (100,000 rows, 110 features) at ε = 1: the one softmax release with the
     defaults against dpstream's own one-vs-rest, 16 binary fits at μ/4 each (the same (ε, δ) in all).

@@ -77,6 +77,7 @@ def holdout_and_mean_rmse(work) -> tuple[np.ndarray, np.ndarray, float]:
     return X, y, float(np.sqrt(np.mean((y - training.mean()) ** 2)))
 
 
+@pytest.mark.slow
 def test_the_readme_path_from_a_csv_to_a_model(work):
     commands, toml = readme_path()
     assert [command[1] for command in commands] == [

@@ -24,6 +24,7 @@ def churn_commands() -> list[list[str]]:
     return [command for command in commands if command]
 
 
+@pytest.mark.slow
 def test_the_documented_churn_path_from_convert_to_predict(tmp_path):
     commands = churn_commands()
     assert [command[0] for command in commands] == ["python", "mkdir", *["dpstream"] * 5]

@@ -149,6 +149,7 @@ def test_resume_refuses_other_configuration_or_key(tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_s3_outage_is_retried_then_reported(s3_bucket):
     """The moto endpoint goes away during a checkpoint: a short outage is waited out; one longer than the
     outage window ends in one clear error naming the location, and the last good checkpoint is intact."""

@@ -46,6 +46,7 @@ def _stop_for(endpoint: str, seconds: float) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_an_outage_of_150_s_mid_run_is_ridden_out_and_charged_once(s3_bucket):
     url, options = s3_bucket
     endpoint = options["client_kwargs"]["endpoint_url"]
@@ -80,6 +81,7 @@ def test_an_outage_of_150_s_mid_run_is_ridden_out_and_charged_once(s3_bucket):
     np.testing.assert_array_equal(result.params, reference_params(key))  # as if uninterrupted
 
 
+@pytest.mark.slow
 def test_a_ledger_past_its_outage_window_says_so_in_one_line(s3_bucket):
     url, options = s3_bucket
     endpoint = options["client_kwargs"]["endpoint_url"]

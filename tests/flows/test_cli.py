@@ -55,6 +55,7 @@ ledger_url = "{values["ledger"]}"
 """
 
 
+@pytest.mark.slow
 def test_convert_validate_shuffle_on_real_data(tmp_path):
     raw = tmp_path / "raw"
     common = [
@@ -266,6 +267,7 @@ def test_console_script_installed():
     assert result.returncode == 0 and "validate" in result.stdout
 
 
+@pytest.mark.slow
 def test_bad_lakes_exit_2_naming_the_file(tmp_path, s3_server):
     """The data plane's bad inputs reach the user as exit code 2 and the validator's one-line reason."""
     raw = tmp_path / "raw"

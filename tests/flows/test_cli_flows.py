@@ -47,6 +47,7 @@ def test_demo_on_a_small_lake(tmp_path):
     assert not earlier.exists() and foreign.exists() and "Removed 1 earlier demo run(s)" in result.stdout
 
 
+@pytest.mark.slow
 def test_train_then_budget_refused_exit_3(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))

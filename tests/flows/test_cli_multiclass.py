@@ -31,6 +31,7 @@ def write_csv(path, rows=6000, seed=0):
             writer.writerow([f"C{i:05d}", f"{income[i]:.0f}", f"{age[i]:.1f}", region[i], CLASSES[grade[i]]])
 
 
+@pytest.mark.slow
 def test_three_class_csv_from_convert_to_predict(tmp_path):
     source = tmp_path / "grades.csv"
     write_csv(source)

@@ -77,6 +77,7 @@ def _one_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_full_publish_folder_names_the_file_and_the_release_follows_the_fix(tmp_path, mounts):
     raw = _lake(tmp_path)
     source = tree(raw)
@@ -118,6 +119,7 @@ def test_a_read_only_ledger_names_it_and_charges_nothing(tmp_path, mounts):
     assert tree(raw) == source
 
 
+@pytest.mark.slow
 def test_a_shuffle_that_runs_out_of_space_names_the_file(tmp_path, mounts):
     raw = _lake(tmp_path)
     source = tree(raw)

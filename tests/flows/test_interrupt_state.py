@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.flows.test_release_safety import write_config
 from tests.pipelines.conftest import local_put, write_lake
@@ -29,6 +30,7 @@ def flow_runs(api: str, run_id: str) -> list[dict]:
     return [run for run in response.json() if run["parameters"].get("run_id") == run_id]
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_flow_run_crashed_in_the_prefect_server(tmp_path, cli_prefect_api):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw), files=4, rows=40_000)

@@ -8,11 +8,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.flows.test_schedule import free_port
 from tests.flows.test_single_pass_cli import dpstream, ledger_runs, one_line, write_config
 from tests.pipelines.conftest import local_put, write_lake
 
 
+@pytest.mark.slow
 def test_train_against_a_scheduler_without_workers_stops_with_one_line(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw), files=2, rows=4000)

@@ -61,6 +61,7 @@ mode = "scatter"
 
 
 @pytest.mark.usefixtures("prefect_api")
+@pytest.mark.slow
 def test_a_whole_run_on_s3(s3_env, tmp_path, monkeypatch):
     from dpstream.flows.flows import train_flow
 

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 from dpstream.flows.prefect_api import prefect_api
 import httpx
@@ -15,6 +17,7 @@ print("up")
 """
 
 
+@pytest.mark.slow
 def test_the_server_keeps_its_own_database_and_moves_aside_one_another_prefect_migrated(tmp_path):
     """A user's ~/.prefect database is never the temporary server's; dpstream's own (under
     ~/.cache/dpstream/prefect) that another Prefect version migrated is moved aside with one log line."""
@@ -54,6 +57,7 @@ def test_a_flow_run_page_only_on_the_users_own_server():
     assert flow_run_url(None, user_api=True) is None
 
 
+@pytest.mark.slow
 def test_commands_started_together_each_get_their_temporary_server(tmp_path):
     """Servers starting at once on a fresh database race to register Prefect's block schemas and the
     loser exits (measured: 1 of 4 commands started together failed with "exited with code 3"); each

@@ -49,6 +49,7 @@ def stop_group(group: int, grace: float = 10.0) -> None:
     os.killpg(group, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_the_documented_deployment_commands_run_verbatim(prefect_server, tmp_path):  # noqa: F811
     env = {**prefect_server, "PATH": f"{BIN}{os.pathsep}{prefect_server['PATH']}"}
     config = pipeline(tmp_path, "deployed")

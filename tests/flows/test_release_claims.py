@@ -71,6 +71,7 @@ def _charged(ledger: Path) -> list[str]:
     return sorted(p.stem for p in ledger.glob("*/runs/*.json"))
 
 
+@pytest.mark.slow
 def test_two_configs_in_one_folder_never_replace_each_others_release(tmp_path):
     config_a, config_b = _project(tmp_path)
     first = dpstream("train", config_a, "--run-id", "nightly", "--quiet")
@@ -117,6 +118,7 @@ def test_two_configs_in_one_folder_never_replace_each_others_release(tmp_path):
     assert refused.returncode == 2 and "not part of a release (notes.txt)" in refused.stderr
 
 
+@pytest.mark.slow
 def test_two_configs_publishing_to_one_s3_folder(tmp_path, s3_server):
     import os
 

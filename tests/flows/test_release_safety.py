@@ -98,6 +98,7 @@ def ledger_runs(ledger: Path) -> dict[str, str]:
     return {p.stem: json.loads(p.read_text())["status"] for p in ledger.glob("lake-*/runs/*.json")}
 
 
+@pytest.mark.slow
 def test_one_run_id_one_model_and_the_ledger_unit_is_the_data(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
@@ -207,6 +208,7 @@ def test_shuffle_refuses_the_lake_and_the_project_folder(tmp_path, shuffled):
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_at_once_and_the_run_resumes(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw), files=4, rows=40_000)

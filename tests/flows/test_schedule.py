@@ -191,6 +191,7 @@ def test_the_shipped_deployments_are_nightly_on_process_docker_and_kubernetes_po
     assert deployment["parameters"] == {"config_path": "{{ $DPSTREAM_CONFIG }}"}
 
 
+@pytest.mark.slow
 def test_cron_deployments_fire_and_complete(prefect_server, tmp_path):
     env = prefect_server
     served_config, deployed_config = pipeline(tmp_path, "served"), pipeline(tmp_path, "deployed")

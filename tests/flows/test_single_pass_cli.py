@@ -151,6 +151,7 @@ def pinned(folder: Path, run_id: str) -> str:
     return entry.data_version.rsplit("/", 1)[-1]
 
 
+@pytest.mark.slow
 def test_finding_1_a_reshuffle_under_a_running_train_changes_nothing_it_reads(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
@@ -209,6 +210,7 @@ def test_finding_3_a_duplicated_source_file_is_refused_before_anything_is_charge
     assert not (tmp_path / "project" / "ledger").exists() and not (tmp_path / "project" / "shuffled").exists()
 
 
+@pytest.mark.slow
 def test_findings_4_5_6_a_changed_shuffle_and_careless_outputs_are_refused(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw))
@@ -314,6 +316,7 @@ def test_finding_8_run_ids_are_never_paths(tmp_path):
     one_line(dpstream("report", edited), 2, "the report was edited")
 
 
+@pytest.mark.slow
 def test_absurd_budgets_are_refused_and_the_operator_has_a_command_to_change_one(tmp_path):
     raw = tmp_path / "raw"
     write_lake(local_put, str(raw), files=2, rows=4000)

@@ -54,6 +54,7 @@ def written_files(folder: Path, skip: str = "raw"):
             yield Path(root, name)
 
 
+@pytest.mark.slow
 def test_a_user_level_run_from_the_cli(tmp_path):
     people = write_user_lake(local_put, str(tmp_path / "raw"))
     config = write_config(tmp_path)
@@ -115,6 +116,7 @@ def test_a_user_level_run_from_the_cli(tmp_path):
     assert len(list(budget_path.parent.glob("runs/*.json"))) == 2  # nothing more was charged
 
 
+@pytest.mark.slow
 def test_convert_per_person_then_train_per_person(tmp_path):
     """`dpstream convert --user`: private bounds from every 10th person, a config that protects people, and a
     run that accepts them; a lake converted per row is refused for a user-level run, with the fix."""
