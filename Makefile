@@ -45,13 +45,16 @@ california: $(STAMP)
 
 # Lint and format check first (rules and their reasons in pyproject.toml), then the suite on
 # TEST_WORKERS pytest-xdist processes: many tests wait on subprocesses, servers and a cron tick, so two
-# workers on two cores took the suite from 15:14 to 9:58. TEST_WORKERS=0 runs it serially.
+# workers on two cores took the suite from 15:14 to 9:58. TEST_WORKERS=0 runs it serially. The tests
+# marked slow come first (tests/conftest.py) and --maxschedchunk=1 hands them out one at a time as a
+# worker frees up; xdist's default sends each worker a quarter of the suite at once, so one worker
+# got every long test and ran them one after another while the other stood idle.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BYTECODE)
-	. ./.ci/env.sh && $(BIN)/python -m pytest -q -n $(TEST_WORKERS) tests
+	. ./.ci/env.sh && $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxschedchunk=1 tests
 
 bench: $(STAMP)
 	$(BYTECODE)

@@ -23,9 +23,9 @@ if "DPSTREAM_LOG_DIR" not in os.environ:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` run first. pytest-xdist hands tests out in collection order, and the long
-    CLI and outage tests sit late in it (tests/flows, tests/test_*.py): last, they left one worker
-    running them for minutes while the other stood idle. Longest-first keeps both busy to the end.
+    """Tests marked ``slow`` run first: with ``--maxschedchunk=1`` (the Makefile) pytest-xdist hands
+    tests out one at a time in this order, so the long CLI and outage tests start early on whichever
+    worker is free and the short ones fill in around them, instead of the long ones forming the tail.
     The order is the same in every worker, as xdist requires (a stable sort of one collection)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
