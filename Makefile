@@ -82,7 +82,8 @@ bench-peers: $(STAMP)
 	. ./.ci/env.sh && $(BIN)/python -m benchmarks.opacus_compare
 
 # Regenerate the locks after changing pyproject.toml (needs the package registry): the test lock, then
-# at the same versions the runtime's (core alone) and the image's (core, the lake extras, kubernetes).
+# at the same versions the runtime's (core alone), the flow image's (core, the lake extras, kubernetes)
+# and the worker image's (what the scheduler and workers import: infra/docker/requirements-worker.in).
 lock: $(STAMP)
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra bench --python-version 3.11 \
 	  --no-header --annotation-style line -o requirements.lock
@@ -90,6 +91,8 @@ lock: $(STAMP)
 	  --no-header --annotation-style line -o requirements-runtime.lock
 	$(BIN)/uv pip compile pyproject.toml --extra s3 --extra delta --extra iceberg --extra kubernetes \
 	  -c requirements.lock --python-version 3.11 --no-header --annotation-style line -o requirements-image.lock
+	$(BIN)/uv pip compile infra/docker/requirements-worker.in -c requirements-image.lock --python-version 3.11 \
+	  --no-header --annotation-style line -o requirements-worker.lock
 	grep -E '^(pytest|pytest-timeout|hypothesis)==' requirements.lock | cut -d' ' -f1 > .lock-test-tools.txt
 	$(BIN)/uv pip compile pyproject.toml --extra test --resolution lowest-direct -c .lock-test-tools.txt \
 	  --python-version 3.11 --no-header --annotation-style line -o requirements-lowest.lock

@@ -99,7 +99,9 @@ def test_the_dask_cluster_validates_against_the_operator_crd_and_runs_as_the_wor
     for role in ("scheduler", "worker"):
         pod = cluster["spec"][role]["spec"]
         assert pod["serviceAccountName"] == "dpstream-worker" and pod["securityContext"]["runAsNonRoot"]
-        assert pod["containers"][0]["image"] == "dpstream"  # set by the kustomization's images
+        assert pod["containers"][0]["image"] == "dpstream-worker"  # set by the kustomization's images
+    kustomization = documents(INFRA / "k8s" / "kustomization.yaml")[0]
+    assert [image["name"] for image in kustomization["images"]] == ["dpstream-worker"]
     bad = {**cluster, "spec": {**cluster["spec"], "worker": {"replicas": "four", "spec": {}}}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
@@ -134,7 +136,7 @@ def image_commands() -> set[str]:
     """The commands the image provides: the console scripts the lock installs (this venv holds the same
     lock) and the wrappers the Dockerfile writes into /opt/dpstream/bin, each of whose target must exist."""
     text = (INFRA / "docker" / "Dockerfile").read_text()
-    wrappers = re.findall(r"printf '#!/bin/sh\\nexec (\S+) [^']*' > /opt/dpstream/bin/(\S+)", text)
+    wrappers = re.findall(r"printf '#!/bin/sh\\nexec (\S+) [^']*' > \"\$env/bin/([^\"]+)\"", text)
     assert wrappers and all((BIN / target).exists() for target, _ in wrappers)
     return {name for _, name in wrappers} | {path.name for path in BIN.iterdir()}
 
@@ -172,7 +174,7 @@ def test_the_kustomization_lists_exactly_the_manifests_and_the_rbac_is_minimal()
         assert built.returncode == 0, built.stderr
 
 
-def test_the_dockerfile_lints_and_installs_the_image_lock_as_a_non_root_user():
+def test_the_dockerfile_lints_and_builds_both_images_from_their_locks_as_a_non_root_user():
     dockerfile = INFRA / "docker" / "Dockerfile"
     result = subprocess.run(
         [str(BIN / "hadolint"), "--no-color", str(dockerfile)], capture_output=True, text=True
@@ -181,14 +183,25 @@ def test_the_dockerfile_lints_and_installs_the_image_lock_as_a_non_root_user():
     text = dockerfile.read_text()
     uv = re.search(r'"uv==([0-9.]+)"', text).group(1)
     assert f"UV_VERSION := {uv}" in (ROOT / "Makefile").read_text()  # the same installer as make install
-    assert "-r requirements-image.lock" in text and re.search(r"^USER 10001$", text, re.M)
+    assert "-r requirements-image.lock" in text and "-r requirements-worker.lock" in text
     base = re.search(r"^ARG PYTHON_IMAGE=python:(\d+\.\d+)\S*$", text, re.M).group(1)
     assert base == "3.11"  # the version the locks are compiled for (Makefile: --python-version 3.11)
-    assert re.findall(r"^FROM (\S+)", text, re.M) == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]  # one interpreter
-    final_stage = text.rsplit("\nFROM ", 1)[1]
-    assert (
-        "uv" not in re.findall(r"^COPY --from=build (\S+)", final_stage, re.M)[0]
-    )  # the installer stays behind
+    stages = re.findall(r"^FROM (\S+) AS (\S+)$", text, re.M)
+    # One interpreter: every stage on the one base; the flow pod's image is the default (last) target.
+    assert stages == [
+        ("${PYTHON_IMAGE}", "build"),
+        ("${PYTHON_IMAGE}", "runtime"),
+        ("runtime", "worker"),
+        ("runtime", "flow"),
+    ]
+    for stage in text.split("\nFROM ")[3:]:
+        name = stage.split()[2]
+        assert re.findall(r"^COPY --from=build (\S+) (\S+)$", stage, re.M) == [
+            (f"/opt/{name}", "/opt/dpstream")
+        ]
+        assert re.search(r"^USER 10001$", stage, re.M), (
+            name
+        )  # the installer stays behind, the user is not root
 
 
 def lock_pins(path: Path) -> dict[str, str]:
@@ -222,6 +235,46 @@ def test_the_image_lock_is_the_runtime_subset_of_the_test_lock():
     assert test_only <= set(test) and not test_only & set(image)
 
 
+def test_the_worker_lock_is_the_image_lock_without_the_flow_pods_packages():
+    """The scheduler's and workers' image runs the flow image's versions (distributed refuses to connect
+    processes whose versions differ), everything requirements-worker.in names, and none of Prefect, its
+    API server's stack, the Kubernetes clients or plotting."""
+    worker, image = lock_pins(ROOT / "requirements-worker.lock"), lock_pins(ROOT / "requirements-image.lock")
+    assert {name: image.get(name) for name in worker} == worker
+    wanted = [
+        line.split("#")[0].strip()
+        for line in (INFRA / "docker" / "requirements-worker.in").read_text().splitlines()
+    ]
+    for requirement in filter(None, wanted):
+        assert re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower() in worker, requirement
+    flow_only = {
+        "prefect",
+        "fastapi",
+        "uvicorn",
+        "sqlalchemy",
+        "kubernetes",
+        "kubernetes-asyncio",
+        "dask-kubernetes",
+        "matplotlib",
+    }
+    assert flow_only <= set(image) and not flow_only & set(worker)
+
+
+def test_the_documented_image_sizes_are_the_lines_check_image_printed():
+    """The sizes in docs/prefect.md are those of the last `infra/check-image.sh` run recorded in
+    infra/README.md, a line of the form the script prints."""
+    script = (INFRA / "check-image.sh").read_text()
+    printed = re.search(r'^echo "(check-image: ok: .*)"$', script, re.M).group(1)
+    parts = re.split(r"\$\(\([^)]*\)\)|\$[A-Za-z_]+", printed)  # $((arithmetic)) and $VARIABLE
+    form = r"\S+".join(re.escape(part) for part in parts)
+    line = re.search(r"^check-image: ok: .*$", (INFRA / "README.md").read_text(), re.M).group(0)
+    assert re.fullmatch(form, line), (form, line)
+    sizes = re.findall(r"is (\d+) MB", line)
+    assert len(sizes) == 2
+    page = (ROOT / "docs" / "prefect.md").read_text()
+    assert all(f"{size} MB" in page for size in sizes), sizes
+
+
 def docker_context() -> set[str]:
     """The files docker-py (Prefect's build_docker_image step) sends as the build context from the
     repository root: .dockerignore read as docker-py reads it, then its own exclude_paths."""
@@ -243,6 +296,7 @@ def test_every_build_path_sends_only_the_image_lock_and_the_sources():
         ".dockerignore",
         "infra",
         "requirements-image.lock",
+        "requirements-worker.lock",
         "pyproject.toml",
         "README.md",
         "dpstream",
