@@ -376,6 +376,26 @@ def test_convert_names_a_misspelt_label_before_asking_for_its_bounds(tmp_path):
     assert "no public bounds" not in result.stderr and not (tmp_path / "raw").exists()
 
 
+def test_the_nannys_warnings_and_closed_comms_go_to_the_log_file_not_the_terminal(tmp_path):
+    """What the command's own process logs while its LocalCluster closes: a nanny killing a worker still
+    busy after 4 s, a comm closed under a heartbeat. Both reached the terminal on a large lake; after
+    ``capture_logs`` they are in the log file only."""
+    log = tmp_path / "command.log"
+    script = (
+        "import logging, sys\n"
+        "from dpstream.flows.cli.log_file import capture_logs\n"
+        "capture_logs(sys.argv[1], prefect=False)\n"
+        "logging.getLogger('distributed.nanny').warning('Worker process still alive after 4.0 seconds, killing')\n"
+        "logging.getLogger('distributed.core').error('CommClosedError: in <TCP (closed)>')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(log)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and result.stderr == "" and result.stdout == "", result.stderr
+    text = log.read_text()
+    assert "WARNING | distributed.nanny - Worker process still alive" in text and "CommClosedError" in text
+
+
 def test_validate_and_shuffle_send_dask_output_to_their_log_file(tmp_path):
     """The LocalCluster's scheduler, nanny and worker processes write to the command's log file, never to
     the terminal: a worker's heartbeat that fails while the cluster closes printed a traceback there.
