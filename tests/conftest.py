@@ -23,11 +23,14 @@ if "DPSTREAM_LOG_DIR" not in os.environ:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` run first: with ``--maxschedchunk=1`` (the Makefile) pytest-xdist hands
-    tests out one at a time in this order, so the long CLI and outage tests start early on whichever
-    worker is free and the short ones fill in around them, instead of the long ones forming the tail.
-    The order is the same in every worker, as xdist requires (a stable sort of one collection)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Modules holding a test marked ``slow`` run first, each module's tests kept together: with
+    ``--maxschedchunk=1`` (the Makefile) pytest-xdist hands tests out one at a time in this order, so the
+    long CLI and outage tests start early on whichever worker is free and the short ones fill in around
+    them, instead of the long ones forming the tail. Whole modules move, not single tests, so a
+    module-scoped fixture (a Prefect API server) starts once per worker rather than again for the
+    tests left behind. The order is the same in every worker, as xdist requires (a stable sort)."""
+    slow_modules = {item.module for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.module not in slow_modules)
 
 
 RUNNING_SERVERS: dict = {}  # endpoint -> server, so an outage test can stop and restart it

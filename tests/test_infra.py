@@ -5,6 +5,7 @@ starts a real scheduler and workers and stops them all."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -124,7 +125,7 @@ def test_kube_cluster_specs_round_trip_through_the_config():
 
     from dpstream.flows.config.pipeline import ClusterConfig
 
-    kwargs = {"name": "dpstream", "image": "ghcr.io/example/dpstream:0.1.0", "n_workers": 3}
+    kwargs = {"name": "dpstream", "image": "ghcr.io/example/dpstream-worker:0.1.0", "n_workers": 3}
     config = ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster", "kwargs": kwargs})
     assert ClusterConfig(**config.model_dump(by_alias=True, exclude_unset=True)) == config
     spec = without_nulls(make_cluster_spec(**config.kwargs))
@@ -248,6 +249,11 @@ def test_the_worker_lock_is_the_image_lock_without_the_flow_pods_packages():
     for requirement in filter(None, wanted):
         assert re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower() in worker, requirement
     flow_only = {
+        "scikit-learn",
+        "deltalake",
+        "pyiceberg",
+        "pydantic",
+        "rich",
         "prefect",
         "fastapi",
         "uvicorn",
@@ -258,6 +264,50 @@ def test_the_worker_lock_is_the_image_lock_without_the_flow_pods_packages():
         "matplotlib",
     }
     assert flow_only <= set(image) and not flow_only & set(worker)
+
+
+# What the workers' code imports only when it is installed (each library's own try/except), so the
+# worker image may lack it: charset_normalizer (numpy.f2py), colorama (tornado's log colours), pytz
+# (pandas' time zones), zstandard (fsspec's and distributed's compressions; distributed sends
+# uncompressed by default), _distutils_hack (setuptools' start-up hook in this venv).
+WORKER_OPTIONAL = {"charset_normalizer", "colorama", "pytz", "zstandard", "_distutils_hack"}
+# The packages of the flow pod only: its command line, flows, estimators and demo.
+FLOW_SIDE = ("dpstream.flows", "dpstream.estimators", "dpstream.preprocessing", "dpstream.demo")
+WORKER_IMPORTS = """
+import importlib, json, pkgutil, sys
+from importlib.metadata import packages_distributions
+
+def walk(package):
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        if not info.name.startswith(FLOW_SIDE):
+            module = importlib.import_module(info.name)
+            if info.ispkg:
+                walk(module)
+
+import dpstream
+walk(dpstream)
+tops = {name.split(".")[0] for name in sys.modules} - set(sys.stdlib_module_names) - {"dpstream"}
+distributions = packages_distributions()
+print(json.dumps({top: distributions.get(top, []) for top in tops}))
+"""
+
+
+def test_the_worker_lock_holds_everything_the_data_plane_imports():
+    """Every module of dpstream but the flow pod's (its command line, flows, estimators, demo) imports
+    with packages the worker image installs: a new import of, say, rich in the data plane fails here
+    rather than as a ModuleNotFoundError on a cluster's workers."""
+    script = f"FLOW_SIDE = {FLOW_SIDE!r}\n" + WORKER_IMPORTS
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = json.loads(result.stdout)
+    worker = set(lock_pins(ROOT / "requirements-worker.lock"))
+    missing = {
+        top: distributions
+        for top, distributions in imported.items()
+        if distributions and not {name.lower().replace("_", "-") for name in distributions} & worker
+    }
+    assert set(missing) <= WORKER_OPTIONAL, missing
+    assert {"numpy", "scipy", "pyarrow", "fsspec"} <= set(imported)  # the walk did import the data plane
 
 
 def test_the_documented_image_sizes_are_the_lines_check_image_printed():
@@ -310,10 +360,17 @@ def test_every_build_path_sends_only_the_image_lock_and_the_sources():
         for name in source.split():
             assert any(path == name or path.startswith(name + "/") for path in context), name
     prefect = yaml.safe_load((INFRA / "prefect" / "prefect.yaml").read_text())
-    (step,) = prefect["deployments"][1]["build"]
-    assert (
-        step["prefect_docker.deployments.steps.build_docker_image"]["dockerfile"] == "infra/docker/Dockerfile"
+    flow, worker = (
+        step["prefect_docker.deployments.steps.build_docker_image"]
+        for step in prefect["deployments"][1]["build"]
     )
+    assert flow["dockerfile"] == worker["dockerfile"] == "infra/docker/Dockerfile"
+    assert "target" not in flow and worker["target"] == "worker" and worker["tag"] == flow["tag"]
+    pushed = [
+        step["prefect_docker.deployments.steps.push_docker_image"]
+        for step in prefect["deployments"][1]["push"]
+    ]
+    assert [step["image_name"] for step in pushed] == [flow["image_name"], worker["image_name"]]
 
 
 def free_port() -> int:

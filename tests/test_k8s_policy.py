@@ -27,7 +27,8 @@ from tests.test_infra import documents, manifests, without_nulls
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra"
 TEMPLATE = INFRA / "prefect" / "kubernetes-job-template.json"
-IMAGE = "ghcr.io/you/dpstream:1.0"
+IMAGE = "ghcr.io/you/dpstream:1.0"  # the flow pod's
+WORKER_IMAGE = "ghcr.io/you/dpstream-worker:1.0"  # the scheduler's and workers'
 
 
 def operator_pods(cluster: dict[str, Any], namespace: str = "dpstream") -> dict[str, dict[str, Any]]:
@@ -126,14 +127,14 @@ def test_the_checker_refuses_the_pods_the_namespace_refused():
     from dask_kubernetes.operator import make_cluster_spec
     from prefect_kubernetes.worker import KubernetesWorker
 
-    raw = operator_pods(make_cluster_spec(name="dpstream", image=IMAGE, n_workers=4))
+    raw = operator_pods(make_cluster_spec(name="dpstream", image=WORKER_IMAGE, n_workers=4))
     for role, pod in raw.items():
         failed = " ".join(restricted_violations(pod["spec"]))
         for control in ("allowPrivilegeEscalation", "capabilities.drop", "runAsNonRoot", "seccompProfile"):
             assert control in failed, (role, control, failed)
     default_job = flow_job(KubernetesWorker.get_default_base_job_template())
     assert restricted_violations(default_job["spec"]["template"]["spec"])
-    good = kube_cluster_pods({"name": "dpstream", "image": IMAGE})["worker"]["spec"]
+    good = kube_cluster_pods({"name": "dpstream", "image": WORKER_IMAGE})["worker"]["spec"]
     assert restricted_violations(good) == []
     breaks = {
         "hostNetwork": lambda pod: pod.update(hostNetwork=True),
@@ -358,3 +359,31 @@ def test_cluster_client_gives_kubecluster_the_hardened_spec(monkeypatch):
     with dask.config.set({"kubernetes.custom-cluster-spec": spec | {"metadata": {"name": "mine"}}}):
         hardened = kube_cluster_kwargs({"namespace": "dpstream"})["custom_cluster_spec"]
     assert hardened["metadata"]["name"] == "mine"
+
+
+def test_a_kube_cluster_left_on_dasks_own_image_is_refused_when_the_config_loads():
+    """Without an image, KubeCluster runs ghcr.io/dask/dask:latest: no dpstream to import, other versions.
+    Refused from the arguments (and the dask config), before any pod exists; the worker image passes."""
+    from dpstream.flows.assembly.cluster import check_cluster
+    from dpstream.flows.config.cluster import ClusterConfig
+    from dpstream.flows.config.file import ConfigError
+    from dpstream.pipelines.execution.kube import kube_cluster_kwargs
+
+    dask_images = [{}, {"image": "ghcr.io/dask/dask:2026.8.0"}, {"image": "daskdev/dask@sha256:0a1b"}]
+    for kwargs in dask_images:
+        with pytest.raises(
+            ValueError, match=r"^cluster.kwargs.image: KubeCluster would run .* no dpstream .*--target worker"
+        ):
+            kube_cluster_kwargs({"name": "dpstream", **kwargs})
+        section = ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster", "kwargs": kwargs})
+        with pytest.raises(ConfigError, match=r"cluster: cluster.kwargs.image: "):
+            check_cluster(section)
+    passed = kube_cluster_kwargs({"name": "dpstream", "image": WORKER_IMAGE})
+    assert passed["custom_cluster_spec"]["spec"]["worker"]["spec"]["containers"][0]["image"] == WORKER_IMAGE
+    check_cluster(
+        ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster", "kwargs": {"image": WORKER_IMAGE}})
+    )
+    import dask.config
+
+    with dask.config.set({"kubernetes.image": "registry.example:5000/dpstream-worker"}):
+        check_cluster(ClusterConfig(**{"class": "dask_kubernetes.operator.KubeCluster"}))

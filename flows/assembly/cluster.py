@@ -10,17 +10,20 @@ from typing import Any
 from dpstream.flows.config.cluster import ClusterConfig
 from dpstream.flows.config.file import ConfigError
 from dpstream.pipelines.execution.cluster import check_cluster_class, cluster_client
+from dpstream.pipelines.execution.kube import check_worker_image
 
 __all__ = ["check_cluster", "run_client", "preparation_client"]
 
 
 def check_cluster(section: ClusterConfig) -> None:
     """Refuse (``ConfigError``, under the key ``cluster``) a cluster class that cannot be imported, without
-    importing it."""
+    importing it, and a dask-kubernetes cluster left to run Dask's own image (``check_worker_image``)."""
     if section.cluster_class is None:
         return
     try:
         check_cluster_class(section.cluster_class)
+        if section.cluster_class.startswith("dask_kubernetes."):
+            check_worker_image(section.kwargs or {})
     except ValueError as error:
         raise ConfigError(f"cluster: {error}") from None
 

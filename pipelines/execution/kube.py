@@ -8,8 +8,10 @@ mounted: the API server refuses to create them there, and the operator retries f
 ``kube_cluster_kwargs`` renders the same spec from the same arguments and defaults, hardens it
 (``restricted_cluster_spec``) and hands it to KubeCluster as ``custom_cluster_spec``;
 ``dpstream.pipelines.execution.cluster.cluster_client`` applies it to every KubeCluster a ``[cluster] class``
-names. The pods run as the image's user under the ``dpstream-worker`` service account, which may only
-read the shuffled lake and gets no token (infra/k8s/serviceaccounts.yaml).
+names. The pods run the dpstream worker image (infra/docker/Dockerfile, target ``worker``) as its user,
+under the ``dpstream-worker`` service account, which may only read the shuffled lake and gets no token
+(infra/k8s/serviceaccounts.yaml). Left without an ``image``, KubeCluster would run Dask's own image,
+which has no dpstream: ``check_worker_image`` refuses that when the config loads.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import copy
 import getpass
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -31,12 +34,16 @@ __all__ = [
     "restricted_cluster_spec",
     "kube_cluster_kwargs",
     "is_kube_cluster",
+    "check_worker_image",
 ]
 
-RUNTIME_UID = 10001  # the image's user (infra/docker/Dockerfile: useradd --uid 10001)
+RUNTIME_UID = 10001  # the images' user (infra/docker/Dockerfile: useradd --uid 10001)
 NAMESPACE = "dpstream"  # infra/k8s's namespace, where the service account below exists
 WORKER_SERVICE_ACCOUNT = "dpstream-worker"  # infra/k8s/serviceaccounts.yaml
 _IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# Dask's published images: dask-kubernetes' default ``kubernetes.image`` (ghcr.io/dask/dask:latest) and
+# the older Docker Hub name. Neither has dpstream installed.
+_DASK_IMAGES = ("ghcr.io/dask/dask", "docker.io/daskdev/dask", "daskdev/dask")
 
 # make_cluster_spec's arguments and the dask config keys KubeCluster reads for those left out
 # (dask_kubernetes/kubernetes.yaml). ``jupyter`` has none: KubeCluster's own default (False) always
@@ -97,6 +104,27 @@ def restricted_cluster_spec(
     return cluster
 
 
+def check_worker_image(kwargs: Mapping[str, Any]) -> None:
+    """Refuse (ValueError naming ``cluster.kwargs.image``) KubeCluster arguments whose pods would run one of
+    Dask's own images: its tasks import dpstream, which those images lack, and its library versions
+    differ from the flow pod's. The image comes from ``image``, else the dask config's
+    ``kubernetes.image``, else dask-kubernetes' default (Dask's image). A ``custom_cluster_spec`` names
+    its own images and is not checked."""
+    if kwargs.get("custom_cluster_spec") is not None or dask.config.get(
+        "kubernetes.custom-cluster-spec", None
+    ):
+        return
+    image = kwargs.get("image") or dask.config.get("kubernetes.image", None)
+    if image is None or re.sub(r":[^/:]*$", "", image.split("@")[0]) in _DASK_IMAGES:  # without tag, digest
+        shown = image or f"{_DASK_IMAGES[0]}:latest, dask-kubernetes' default"
+        raise ValueError(
+            f"cluster.kwargs.image: KubeCluster would run its scheduler and workers from {shown}, which has no "
+            "dpstream (every task would fail to import it) and other library versions than this flow's; set "
+            "image to the dpstream worker image, built with "
+            "`docker build -f infra/docker/Dockerfile --target worker -t <registry>/dpstream-worker:<tag> .`"
+        )
+
+
 def _target_namespace(kwargs: Mapping[str, Any]) -> str | None:
     """The namespace KubeCluster will create the cluster in: its argument, the dask config, or (left
     out) the namespace of the pod this runs in; None where none of these says (e.g. a laptop's
@@ -134,6 +162,7 @@ def kube_cluster_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         key: dask.config.get(config_key, override_with=passed.get(key))
         for key, config_key in _SPEC_CONFIG_KEYS.items()
     }
+    check_worker_image(values)
     values["jupyter"] = passed.get("jupyter", False)
     # As KubeCluster names a cluster it generates: "dask-{user}-{uuid}" by default.
     values["name"] = values["name"].format(user=getpass.getuser(), uuid=str(uuid.uuid4())[:10], **os.environ)
