@@ -165,11 +165,13 @@ def test_the_shipped_deployments_are_nightly_on_process_docker_and_kubernetes_po
     variables = kubernetes["work_pool"]["job_variables"]
     assert variables["service_account_name"] == "dpstream-flow" and variables["namespace"] == "dpstream"
     for name in ("nightly-train-docker", "nightly-train-kubernetes"):
-        (step,) = deployments[name]["build"]
-        build = step["prefect_docker.deployments.steps.build_docker_image"]
+        build, worker_build = (
+            step["prefect_docker.deployments.steps.build_docker_image"] for step in deployments[name]["build"]
+        )
         assert (ROOT / build["dockerfile"]).exists()
-        (push,) = deployments[name]["push"]
-        pushed = push["prefect_docker.deployments.steps.push_docker_image"]
+        pushed, worker_pushed = (
+            step["prefect_docker.deployments.steps.push_docker_image"] for step in deployments[name]["push"]
+        )
         # What is built is what is pushed is what the job runs: repository and tag, never a tag twice.
         image = f"{build['image_name']}:{build['tag']}"
         assert (
@@ -178,6 +180,13 @@ def test_the_shipped_deployments_are_nightly_on_process_docker_and_kubernetes_po
             == deployments[name]["work_pool"]["job_variables"]["image"]
         )
         assert ":" not in build["image_name"].replace("{{ $DPSTREAM_IMAGE }}", "")
+        # The workers' image at the same tag, built and pushed with it.
+        assert worker_build["target"] == "worker" and worker_build["tag"] == build["tag"]
+        assert (
+            f"{worker_build['image_name']}:{worker_build['tag']}"
+            == f"{worker_pushed['image_name']}:{worker_pushed['tag']}"
+        )
+        assert worker_build["image_name"] == build["image_name"] + "-worker"
         assert (
             deployments[name]["pull"][0]["prefect.deployments.steps.set_working_directory"]["directory"]
             == "/app"
