@@ -81,10 +81,6 @@ def run(args: argparse.Namespace) -> int:
         if private
         else None,
     )
-    if args.drop_missing_ids and args.user is None:
-        raise ValueError(
-            "--drop-missing-ids drops the rows without a person id: name the person column with --user"
-        )
     converted = convert_csv(args.csv, args.out, spec, drop_missing_ids=args.drop_missing_ids)
     paths = converted.paths
     console.print(_rows_line(converted, args))

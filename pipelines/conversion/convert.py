@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from dpstream.person_ids import missing_ids, normalise_ids, normalised_uniques
-from dpstream.pipelines.conversion.sample import person_sample_mask, sample_mask, split_batch
+from dpstream.pipelines.conversion.sample import person_sample_mask, sample_mask
 from dpstream.pipelines.errors import LakeError
 from dpstream.pipelines.preprocessing.rows import convert_rows, require_columns
 from dpstream.pipelines.preprocessing.spec import ConvertSpec
@@ -131,19 +131,18 @@ def convert_csv(
         for batch in batches():
             rows = batch.num_rows
             without_id = _without_id(batch, offset, spec.user_column, name, drop_missing_ids)
-            left_out = without_id | (
-                _sampled(batch, every, spec.user_column, offset) & ~without_id
-                if every
-                else np.zeros(rows, dtype=bool)
+            left_out = (
+                (without_id | _sampled(batch, every, spec.user_column, offset)) if every else without_id
             )
-            positions = np.arange(offset, offset + rows)[~left_out]
-            converted = convert_rows(
-                split_batch(batch, left_out)[1], spec, offset, name, positions, raw_label=True
-            )
+            kept, positions = batch, None  # a batch that loses no row is converted as read, uncopied
+            if left_out.any():
+                kept = batch.filter(pa.array(~left_out))
+                positions = offset + np.flatnonzero(~left_out)
+            converted = convert_rows(kept, spec, offset, name, positions, raw_label=True)
             counts["read"] += rows
             counts["without_id"] += int(without_id.sum())
             counts["bounds"] += int(left_out.sum() - without_id.sum())
-            counts["dropped"] += positions.size - converted.num_rows
+            counts["dropped"] += kept.num_rows - converted.num_rows
             pending.append(converted)
             offset += rows
             while sum(t.num_rows for t in pending) >= spec.rows_per_file:
@@ -223,8 +222,8 @@ def _release_private_bounds(
         without_id = _without_id(batch, offset, person, source, drop_missing_ids)
         mask = _sampled(batch, request.sample_every, person, offset) & ~without_id
         sampled += int(mask.sum())  # positions, public: rows dropped for missing values still count
-        positions = np.arange(offset, offset + batch.num_rows)[mask]
-        chosen = split_batch(batch, mask)[0]
+        positions = offset + np.flatnonzero(mask)
+        chosen = batch.filter(pa.array(mask))
         table = convert_rows(chosen, raw, offset, source, positions)
         for column in request.columns:
             sample[column].append(table.column(column).to_numpy())

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from dpstream.pipelines.shuffle.users import keyed_hashes
 
-__all__ = ["sample_mask", "person_sample_mask", "split_batch"]
+__all__ = ["sample_mask", "person_sample_mask"]
 
 
 def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarray:
@@ -23,8 +23,3 @@ def person_sample_mask(ids: pa.Array | pa.ChunkedArray, every: int) -> np.ndarra
 def sample_mask(offset: int, num_rows: int, every: int) -> np.ndarray:
     """True for the rows of a batch starting at data row ``offset`` whose position is a multiple of ``every``."""
     return (np.arange(offset, offset + num_rows) % every) == 0
-
-
-def split_batch(batch: pa.RecordBatch, mask: np.ndarray) -> tuple[pa.RecordBatch, pa.RecordBatch]:
-    """(the sampled rows, the rest) of ``batch``."""
-    return batch.filter(pa.array(mask)), batch.filter(pa.array(~mask))

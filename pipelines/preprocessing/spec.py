@@ -101,6 +101,13 @@ class ConvertSpec:
             )
         if self.missing not in ("drop", "impute"):
             raise LakeError(f"missing must be 'drop' or 'impute', got {self.missing!r}")
+        if self.missing == "drop" and self.impute_values:
+            # Numbers and categories alike: a constant that would be ignored (or applied to one kind only)
+            # is refused rather than silently changing which rows are kept.
+            raise LakeError(
+                f"imputation constants ({', '.join(map(repr, self.impute_values))}) apply only with missing='impute' "
+                "(--missing impute); with missing='drop' a row with a missing value is dropped. Set one or the other"
+            )
         if self.unknown_category not in ("error", "drop"):
             raise LakeError(f"unknown_category must be 'error' or 'drop', got {self.unknown_category!r}")
         if not self.columns and not self.categorical:

@@ -111,6 +111,10 @@ def test_unknown_categories_can_be_dropped(tmp_path):
 def test_bad_spec_and_locations(tmp_path):
     with pytest.raises(LakeError, match="missing must be 'drop' or 'impute'"):
         housing_spec(missing="mean")
+    # A constant under missing='drop' would be ignored for numbers: refused, for categories too.
+    for constant in ({"total_bedrooms": 400.0}, {"ocean_proximity": "INLAND"}):
+        with pytest.raises(LakeError, match=r"apply only with missing='impute' \(--missing impute\)"):
+            housing_spec(missing="drop", impute_values=constant)
     with pytest.raises(LakeError, match="needs its public list"):
         housing_spec(categorical={"ocean_proximity": ()})
     with pytest.raises(LakeError, match="does not exist"):
