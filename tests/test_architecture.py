@@ -55,7 +55,7 @@ DEFERRED_PROJECT_OK = {
         "dpstream.flows.flows",
     ): "the Prefect flows import Prefect: only commands that run one",
     ("dpstream.flows.cli", "dpstream.flows.prefect_api"): "imports Prefect: only commands that run a flow",
-    ("dpstream.flows.cli.ledger", "dpstream.flows.assembly"): (
+    ("dpstream.flows.cli.ledger", "dpstream.flows.cli.validate"): (
         "`budget show CONFIG` validates the config's lake (pyarrow, the sources); with a fingerprint the "
         "command reads only the ledger"
     ),

@@ -98,16 +98,8 @@ class Ledger:
                     f"lake do not mix (a second ledger would not make them: the records are the same). Train with "
                     f"the lake's unit ({unit_setting(recorded.unit)})"
                 )
-            if (
-                proposed
-                and budget is not None
-                and budget != recorded
-                and budget.relation == recorded.relation
-            ):
-                opened = self._open(fingerprint, recorded, self._files(fingerprint, files))
-                opened.proposed = budget
-                return opened
-            if budget is not None and budget != recorded:
+            differs = budget is not None and budget != recorded
+            if differs and not (proposed and budget.relation == recorded.relation):
                 raise ValueError(
                     f"lake {fingerprint} already has lifetime budget epsilon={recorded.epsilon:g}, "
                     f"delta={recorded.delta:g} ({recorded.relation}); the requested "
@@ -116,7 +108,10 @@ class Ledger:
                     f"it deliberately: `dpstream budget set-lifetime {fingerprint} --ledger {self.url} --epsilon E "
                     "--delta D --confirm` (Python: Ledger.set_budget)"
                 )
-            return self._open(fingerprint, recorded, self._files(fingerprint, files))
+            opened = self._open(fingerprint, recorded, self._files(fingerprint, files))
+            if differs:  # a proposed budget: the recorded one governs, and the caller says so
+                opened.proposed = budget
+            return opened
         if budget is None:
             names = self._lakes()
             holds = f"it holds {', '.join(names)}" if names else "it holds no lake yet"

@@ -27,14 +27,10 @@ def _lake_and_ledger(args: argparse.Namespace) -> tuple[str, str]:
                 "--ledger URL; or pass the config (its budget.ledger_url is the ledger)"
             )
         return args.lake, args.ledger
-    from dpstream.flows.assembly.cluster import preparation_client  # the config's lake, read as validate does
-    from dpstream.flows.assembly.loading import load_inputs
-    from dpstream.flows.assembly.prepare import validate
+    from dpstream.flows.cli.validate import validated_lake  # the config's lake, read as validate does
 
-    inputs = load_inputs(args.lake)
-    with preparation_client(inputs.config.cluster) as client:
-        fingerprint = validate(inputs, client).summary.fingerprint
-    return fingerprint, args.ledger or inputs.config.budget.ledger_url
+    inputs, validated = validated_lake(args, args.lake, "budget", show_progress=False)
+    return validated.summary.fingerprint, args.ledger or inputs.config.budget.ledger_url
 
 
 def run(args: argparse.Namespace) -> int:

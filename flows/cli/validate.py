@@ -7,28 +7,37 @@ import argparse
 from pathlib import Path
 
 from dpstream.flows.assembly.cluster import preparation_client
+from dpstream.flows.assembly.inputs import RunInputs
 from dpstream.flows.assembly.loading import load_inputs
 from dpstream.flows.assembly.locations import protected_locations
 from dpstream.flows.assembly.planning import lake_preprocessing, plan_for
-from dpstream.flows.assembly.prepare import validate
+from dpstream.flows.assembly.prepare import ValidatedLake, validate
 from dpstream.flows.cli.log_file import log_to_file
 from dpstream.flows.cli.progress import RunProgress
 from dpstream.flows.cli.support import EXIT_OK
 from dpstream.flows.cli.terminal import result_console, warn
 
-__all__ = ["run"]
+__all__ = ["run", "validated_lake"]
+
+
+def validated_lake(
+    args: argparse.Namespace, config_path: str, command: str, *, show_progress: bool
+) -> tuple[RunInputs, ValidatedLake]:
+    """The config's inputs and its lake validated (``ValidatedLake``), as ``train`` validates them: the
+    write locations protected, and where the workers do the work (cluster.prepare_on) their output and
+    Dask's in the command's log file."""
+    inputs = load_inputs(config_path)
+    args.protected = protected_locations(inputs.config, config_path)
+    if inputs.config.cluster.prepares_on_workers:
+        log_to_file(args, command, Path(config_path).stem, prefect=False)
+    with preparation_client(inputs.config.cluster) as client, RunProgress(enabled=show_progress) as progress:
+        return inputs, validate(inputs, client, progress=progress.files(command))
 
 
 def run(args: argparse.Namespace) -> int:
     console = result_console()
-    inputs = load_inputs(args.config)
+    inputs, validated = validated_lake(args, args.config, "validate", show_progress=not args.quiet)
     config = inputs.config
-    args.protected = protected_locations(config, args.config)
-    if config.cluster.prepares_on_workers:  # the workers' output, and Dask's, go to a log file
-        log_to_file(args, "validate", Path(args.config).stem, prefect=False)
-    # cluster.prepare_on: workers or this process
-    with preparation_client(config.cluster) as client, RunProgress(enabled=not args.quiet) as progress:
-        validated = validate(inputs, client, progress=progress.files("validate"))
     summary = validated.summary
     # What `train` would refuse before reading a row is refused here too: a hyperparameter the chosen
     # algorithm ignores, a plan over its budget, too few rows for the algorithm. The plan is a check only

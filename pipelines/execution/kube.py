@@ -110,11 +110,12 @@ def check_worker_image(kwargs: Mapping[str, Any]) -> None:
     differ from the flow pod's. The image comes from ``image``, else the dask config's
     ``kubernetes.image``, else dask-kubernetes' default (Dask's image). A ``custom_cluster_spec`` names
     its own images and is not checked."""
-    if kwargs.get("custom_cluster_spec") is not None or dask.config.get(
-        "kubernetes.custom-cluster-spec", None
+    # Resolved as kube_cluster_kwargs resolves them: an argument given wins over the dask config.
+    if dask.config.get(
+        "kubernetes.custom-cluster-spec", None, override_with=kwargs.get("custom_cluster_spec")
     ):
         return
-    image = kwargs.get("image") or dask.config.get("kubernetes.image", None)
+    image = dask.config.get("kubernetes.image", None, override_with=kwargs.get("image"))
     if image is None or re.sub(r":[^/:]*$", "", image.split("@")[0]) in _DASK_IMAGES:  # without tag, digest
         shown = image or f"{_DASK_IMAGES[0]}:latest, dask-kubernetes' default"
         raise ValueError(
