@@ -173,7 +173,13 @@ def execute(
             unreleased.forget(run_id)
     params, report, decision = algorithm.result(state), algorithm.report(plan, state), None
     if guard is not None:
-        params, report, decision = guard.finish(record.key, executor.model, params, report)
+        params, report, decision = guard.finish(
+            record.key,
+            executor.model,
+            params,
+            report,
+            label_mean_only=getattr(state, "label_mean_only", False),
+        )
     if ledger is not None:
         ledger.commit(run_id, record.claim)
     return FitResult(params, report, state, losses, resumed_at=start, guard=decision)

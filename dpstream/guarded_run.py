@@ -89,21 +89,39 @@ class LakeGuard:
         return with_intercepts(params, self.inputs, self.intercept_index, self.constant(key))
 
     def finish(
-        self, key: NoiseKey, model: Model, params: np.ndarray, report: PrivacyReport
+        self,
+        key: NoiseKey,
+        model: Model,
+        params: np.ndarray,
+        report: PrivacyReport,
+        *,
+        label_mean_only: bool = False,
     ) -> tuple[np.ndarray, PrivacyReport, GuardDecision]:
-        """The comparison: (the parameters to publish, the report with the guard stated, the decision)."""
+        """The comparison: (the parameters to publish, the report with the guard stated, the decision).
+        ``label_mean_only``: training released only the noisy label mean (AdaSSP's λ₀ > N rule)."""
         constant = self.constant(key)  # ``start``'s release
         regression = isinstance(self.guard, RegressionGuard)
         span = linear_prediction_range(params, self.intercept_index) if regression else (-1.0, 1.0)
         decision = guard_decision(
             self.guard, model, params, self.holdout(), constant, self.contributions, key, span
         )
+        people = "people" if self.unit == "person" else "rows"
+        # AdaSSP's λ₀ > N rule: training released only the noisy label mean, of every training row or
+        # person, at the run's whole μ; the guard's constant is a noisier estimate of the same mean (the
+        # held-out file alone, at a share of μ). The better-estimated constant stays.
+        kept = ""
+        if regression and label_mean_only and not decision.model:
+            decision = dataclasses.replace(decision, model=True)
+            kept = (
+                f"; the trained model is itself the noisy label mean, of more {people} than the held-out file "
+                "holds, so it is kept over the guard's noisier one"
+            )
         if not decision.model:
             params = constant_params(model, self.inputs, self.intercept_index, constant)
-        people = "people" if self.unit == "person" else "rows"
         note = (
             f"release guard ({self.guard.mu:.4g}-GDP in two releases over the {self.contributions:,} {people} of the "
             f"shuffle's last file, which training does not read: parallel composition, no share of the run's μ): "
             + decision.describe(not regression, self.unit)
+            + kept
         )
         return params, with_parallel_release(report, decision.event, note), decision

@@ -2,6 +2,7 @@
 μ by parallel composition, from the run's key."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -45,6 +46,20 @@ def test_a_model_worse_than_the_mean_gives_way_to_the_noisy_mean_with_the_run_mu
     # The same key and rows, in a new guard: the same constant and decision (a retried or resumed run).
     again, _, _ = lake_guard().finish(KEY, model, bad, report)
     assert again.tobytes() == params.tobytes()
+
+
+def test_adassps_own_label_mean_is_kept_over_the_guards_noisier_one():
+    """Where training released only the noisy label mean (AdaSSP's λ₀ > N rule, from every training row at
+    the run's μ), the guard does not swap it for its own mean of the held-out file; any other model that
+    loses still gives way."""
+    guard, model = lake_guard(), LinearRegressionModel()
+    trained_mean = np.array([0.0, 0.0, 0.0, 0.55])  # loses to the held-out mean on the guard's comparison
+    plain = _report(mu=0.5)
+    _, _, lost = guard.finish(KEY, model, trained_mean, plain)
+    assert not lost.model
+    params, stated, decision = guard.finish(KEY, model, trained_mean, plain, label_mean_only=True)
+    assert decision.model and params.tobytes() == trained_mean.tobytes()
+    assert "the trained model is itself the noisy label mean" in stated.notes[-1]
 
 
 def test_a_model_that_beats_the_mean_is_released_and_training_starts_at_the_mean():
@@ -102,8 +117,6 @@ def _report(mu: float):
 
 
 def test_model_json_says_constant_for_the_guard_and_for_adassps_label_mean_rule():
-    from types import SimpleNamespace
-
     from dpstream.flows.flows import released
 
     guard = SimpleNamespace(model=True)
