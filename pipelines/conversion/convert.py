@@ -64,10 +64,24 @@ def check_csv_columns(
 
 
 def check_empty_location(out_url: str, storage_options: dict[str, Any] | None = None) -> None:
-    """Refuse converting into a location that holds anything: a conversion never writes over data."""
+    """Refuse converting into a location that holds anything (a conversion never writes over data), or
+    that lies inside a lake: a lake is read with its subfolders, so the new files would be read as the
+    outer lake's too and every row in them counted twice."""
     out_fs, root = open_url(out_url, storage_options)
     if out_fs.exists(root) and out_fs.ls(root, detail=False):
         raise LakeError(f"{out_url} is not empty; convert into a new location")
+    parent = root.rstrip("/")
+    while "/" in parent.strip("/"):
+        parent = parent.rsplit("/", 1)[0]
+        if not out_fs.isdir(parent):
+            continue
+        names = [name.rstrip("/").rsplit("/", 1)[-1] for name in out_fs.ls(parent, detail=False)]
+        if any(name.endswith(".parquet") or name in (CONVERT_RECORD, "_delta_log") for name in names):
+            raise LakeError(
+                f"{out_url} lies inside {parent}, which holds a lake (Parquet files or a table log): a lake is "
+                "read with its subfolders, so this one's rows would be read as that lake's too, each person "
+                "twice. Convert into a location outside it"
+            )
 
 
 @dataclass(frozen=True)

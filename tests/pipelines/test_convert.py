@@ -123,6 +123,14 @@ def test_bad_spec_and_locations(tmp_path):
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(LakeError, match="is not empty"):
         csv_to_parquet(str(HOUSING), str(tmp_path / "full"), housing_spec())
+    # Inside a lake (Parquet files, a conversion record, a Delta log): its readers would read the new rows too.
+    for marker in ("part-0.parquet", "_convert.json", "_delta_log"):
+        lake = tmp_path / f"lake-{marker}"
+        lake.mkdir()
+        (lake / marker).write_text("x")
+        with pytest.raises(LakeError, match=r"lies inside .*lake-.*, which holds a lake .* outside it$"):
+            csv_to_parquet(str(HOUSING), str(lake / "day=1" / "sub"), housing_spec())
+        assert not (lake / "day=1").exists()  # nothing written
 
 
 def test_public_bounds_clip_and_scale_to_unit_range(tmp_path):
